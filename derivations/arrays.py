@@ -1,0 +1,364 @@
+"""A tiny array language on top of SymPy.
+
+Every formula qed proves and prints is written once, in this language:
+
+* an `Array` is a SymPy Symbol that stands for a whole array whose last two axes have a
+  declared shape `(rows, cols)` (leading batch/head axes are implicit and broadcast);
+  a row vector such as LayerNorm's gamma has shape `(1, n)` and is stored as `(n,)`;
+* `+ - * / **`, `exp`, `log`, `sqrt`, `tanh`, `erf`, `Max`, `Heaviside` act elementwise, with
+  NumPy broadcasting between `(r, c)`, `(r, 1)` and `(1, c)`;
+* a handful of nodes do what elementwise algebra cannot: `MatMul`, `T` (swap the last two
+  axes), row reductions over the last axis that keep it (`RowSum`, `RowMax`, `RowMean`),
+  `ColSum` and `Contract` (reductions over rows *and* every leading axis, which is what a
+  parameter gradient is), `CausalMask`, `Gather`/`OneHot` for integer ids.
+
+Two readers consume the same object:
+
+* `entry(expr, (i, j))` expands it into index form (`IndexedBase`, `Sum`) for the proofs;
+* the printers in `codegen/` print it as NumPy or PyTorch code.
+
+So the expression the verifier proves is the very expression the generator prints.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import sympy as sp
+
+__all__ = [
+    "Array", "MatMul", "T", "RowSum", "RowMax", "RowMean", "ColSum", "Contract",
+    "CausalMask", "Gather", "OneHot", "Take", "shape_of", "entry", "index", "size",
+    "Assign", "ArrayError", "is_scalar",
+]
+
+
+class ArrayError(ValueError):
+    """An expression of the array language is ill-formed (shapes do not line up, ...)."""
+
+
+def size(name: str) -> sp.Symbol:
+    """A symbolic size (n, d_k, ...): a positive integer."""
+    return sp.Symbol(name, integer=True, positive=True)
+
+
+def index(name: str) -> sp.Symbol:
+    """An index symbol (i, j, ...): an integer."""
+    return sp.Symbol(name, integer=True)
+
+
+class Array(sp.Symbol):
+    """A named array with a declared shape over its last two axes.
+
+    `Array("Q", (m, d_k))`. Unlike a plain Symbol, two Arrays with the same name but
+    different shapes are different objects (the shape is part of the hashable content).
+    """
+
+    is_real = True
+    is_commutative = True
+
+    def __new__(cls, name: str, shape: tuple, integer: bool = False):
+        if len(shape) != 2:
+            raise ArrayError(f"Array {name!r}: shape must have two entries, got {shape!r}")
+        obj = sp.Symbol.__xnew__(cls, name, real=True)
+        obj._shape = tuple(sp.sympify(s) for s in shape)
+        obj._integer_valued = bool(integer)
+        return obj
+
+    def __getnewargs_ex__(self):
+        return ((self.name, self._shape, self._integer_valued), {})
+
+    def _hashable_content(self):
+        return super()._hashable_content() + self._shape
+
+    @property
+    def shape(self) -> tuple:
+        return self._shape
+
+    @property
+    def integer_valued(self) -> bool:
+        return self._integer_valued
+
+    @property
+    def base(self) -> sp.IndexedBase:
+        """The IndexedBase that carries this array's entries in index form."""
+        return sp.IndexedBase(self.name, real=True)
+
+
+class ArrayNode(sp.Function):
+    """Base of the non-elementwise nodes. Never evaluates; subclasses define the math."""
+
+    @classmethod
+    def eval(cls, *args):
+        return None
+
+    def node_shape(self, shapes: list[tuple]) -> tuple:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def node_entry(self, idx: tuple, env: dict) -> sp.Expr:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def _fresh(name: str = "k") -> sp.Dummy:
+    return sp.Dummy(name, integer=True)
+
+
+class MatMul(ArrayNode):
+    """`A @ B` over the last two axes. Index form: C_ij = Σ_k A_ik B_kj."""
+
+    nargs = 2
+
+    def node_shape(self, shapes):
+        (r, k1), (k2, c) = shapes
+        if sp.simplify(k1 - k2) != 0:
+            raise ArrayError(f"MatMul: inner sizes differ: {shapes[0]} @ {shapes[1]}")
+        return (r, c)
+
+    def node_entry(self, idx, env):
+        A, B = self.args
+        k = _fresh("k")
+        inner = shape_of(A)[1]
+        return sp.Sum(entry(A, (idx[0], k), env) * entry(B, (k, idx[1]), env), (k, 0, inner - 1))
+
+
+class T(ArrayNode):
+    """Swap the last two axes. Index form: (Aᵀ)_ij = A_ji."""
+
+    nargs = 1
+
+    def node_shape(self, shapes):
+        (r, c), = shapes
+        return (c, r)
+
+    def node_entry(self, idx, env):
+        return entry(self.args[0], (idx[1], idx[0]), env)
+
+
+class RowSum(ArrayNode):
+    """Σ over the last axis, kept as a length-1 axis. Index form: Σ_k A_ik."""
+
+    nargs = 1
+
+    def node_shape(self, shapes):
+        (r, c), = shapes
+        return (r, sp.Integer(1))
+
+    def node_entry(self, idx, env):
+        A = self.args[0]
+        k = _fresh("k")
+        return sp.Sum(entry(A, (idx[0], k), env), (k, 0, shape_of(A)[1] - 1))
+
+
+class RowMean(ArrayNode):
+    """Mean over the last axis, kept. Index form: (1/c) Σ_k A_ik."""
+
+    nargs = 1
+
+    def node_shape(self, shapes):
+        (r, c), = shapes
+        return (r, sp.Integer(1))
+
+    def node_entry(self, idx, env):
+        A = self.args[0]
+        k = _fresh("k")
+        cols = shape_of(A)[1]
+        return sp.Sum(entry(A, (idx[0], k), env), (k, 0, cols - 1)) / cols
+
+
+class RowMax(ArrayNode):
+    """Max over the last axis, kept.
+
+    In index form it is an arbitrary per-row real number `max(A)[i]`: every identity that uses
+    it (softmax shift invariance) must hold for *any* value, which is what the proof shows.
+    """
+
+    nargs = 1
+
+    def node_shape(self, shapes):
+        (r, c), = shapes
+        return (r, sp.Integer(1))
+
+    def node_entry(self, idx, env):
+        name = "max_" + _label(self.args[0])
+        return sp.IndexedBase(name, real=True)[idx[0]]
+
+
+class ColSum(ArrayNode):
+    """Σ over rows and every leading axis: the gradient of a broadcast row vector.
+
+    Shape (1, c); stored as (c,). Index form (per 2-D slice): Σ_k A_kj.
+    """
+
+    nargs = 1
+
+    def node_shape(self, shapes):
+        (r, c), = shapes
+        return (sp.Integer(1), c)
+
+    def node_entry(self, idx, env):
+        A = self.args[0]
+        k = _fresh("r")
+        return sp.Sum(entry(A, (k, idx[1]), env), (k, 0, shape_of(A)[0] - 1))
+
+
+class Contract(ArrayNode):
+    """Aᵀ B summed over rows and every leading axis: the gradient of a shared weight matrix.
+
+    Index form (per 2-D slice): C_ij = Σ_r A_ri B_rj.
+    """
+
+    nargs = 2
+
+    def node_shape(self, shapes):
+        (r1, a), (r2, b) = shapes
+        if sp.simplify(r1 - r2) != 0:
+            raise ArrayError(f"Contract: row counts differ: {shapes[0]} vs {shapes[1]}")
+        return (a, b)
+
+    def node_entry(self, idx, env):
+        A, B = self.args
+        k = _fresh("r")
+        return sp.Sum(entry(A, (k, idx[0]), env) * entry(B, (k, idx[1]), env),
+                      (k, 0, shape_of(A)[0] - 1))
+
+
+class CausalMask(ArrayNode):
+    """Entries above the diagonal become −∞ (M_ij = 0 for j ≤ i, −∞ for j > i)."""
+
+    nargs = 1
+
+    def node_shape(self, shapes):
+        return shapes[0]
+
+    def node_entry(self, idx, env):
+        i, j = idx
+        return sp.Piecewise((entry(self.args[0], idx, env), sp.Le(j, i)), (-sp.oo, True))
+
+
+class Gather(ArrayNode):
+    """Rows of a table picked by integer ids: X_ij = E[ids_i, j]. ids has shape (T, 1)."""
+
+    nargs = 2
+
+    def node_shape(self, shapes):
+        (V, d), (t, one) = shapes
+        return (t, d)
+
+    def node_entry(self, idx, env):
+        E, ids = self.args
+        return entry(E, (entry(ids, (idx[0], 0), env), idx[1]), env)
+
+
+class OneHot(ArrayNode):
+    """onehot(ids, V): Y_ij = δ(ids_i, j), shape (T, V). ids has shape (T, 1)."""
+
+    nargs = 2
+
+    def node_shape(self, shapes):
+        (t, one), _ = shapes
+        return (t, self.args[1])
+
+    def node_entry(self, idx, env):
+        ids = self.args[0]
+        return sp.KroneckerDelta(entry(ids, (idx[0], 0), env), idx[1])
+
+
+class Take(ArrayNode):
+    """One entry per row, picked by integer ids: Y_i = A[i, ids_i], shape (T, 1)."""
+
+    nargs = 2
+
+    def node_shape(self, shapes):
+        (t, c), (t2, one) = shapes
+        return (t, sp.Integer(1))
+
+    def node_entry(self, idx, env):
+        A, ids = self.args
+        return entry(A, (idx[0], entry(ids, (idx[0], 0), env)), env)
+
+
+def _label(expr) -> str:
+    """A readable, deterministic name for the argument of an opaque node."""
+    if isinstance(expr, sp.Symbol):
+        return expr.name
+    return "e" + format(abs(hash(sp.srepr(expr))) % 10**8, "08d")
+
+
+def is_scalar(expr) -> bool:
+    """True if the expression involves no Array (sizes, hyperparameters, numbers)."""
+    return not any(isinstance(s, Array) for s in sp.sympify(expr).free_symbols)
+
+
+def _broadcast(shapes: Iterable[tuple], where) -> tuple:
+    shapes = [s for s in shapes if s != ()]
+    if not shapes:
+        return ()
+    rows, cols = sp.Integer(1), sp.Integer(1)
+    for r, c in shapes:
+        if r != 1:
+            if rows != 1 and sp.simplify(rows - r) != 0:
+                raise ArrayError(f"shapes do not broadcast in {where}: {shapes}")
+            rows = r
+        if c != 1:
+            if cols != 1 and sp.simplify(cols - c) != 0:
+                raise ArrayError(f"shapes do not broadcast in {where}: {shapes}")
+            cols = c
+    return (rows, cols)
+
+
+def shape_of(expr) -> tuple:
+    """The shape (rows, cols) of an array expression, or () for a scalar."""
+    expr = sp.sympify(expr)
+    if isinstance(expr, Array):
+        return expr.shape
+    if isinstance(expr, ArrayNode):
+        return expr.node_shape([shape_of(a) for a in expr.args])
+    if not expr.args:
+        return ()
+    return _broadcast([shape_of(a) for a in expr.args], expr)
+
+
+def entry(expr, idx: tuple, env: dict | None = None) -> sp.Expr:
+    """Index form of entry `idx = (i, j)` of an array expression.
+
+    `env` maps an Array to the expression that defines it (an intermediate of a forward
+    pass, say): such an Array is expanded through its definition rather than left as data.
+    Broadcast axes of size 1 ignore their index.
+    """
+    env = env or {}
+    expr = sp.sympify(expr)
+    if isinstance(expr, Array):
+        if expr in env:
+            return entry(env[expr], idx, env)
+        r, c = expr.shape
+        i, j = idx
+        if r == 1 and c == 1:
+            return expr.base[0]
+        if r == 1:
+            return expr.base[j]
+        if c == 1:
+            return expr.base[i]
+        return expr.base[i, j]
+    if isinstance(expr, ArrayNode):
+        return expr.node_entry(idx, env)
+    if not expr.args or is_scalar(expr):
+        return expr
+    return expr.func(*[entry(a, idx, env) for a in expr.args])
+
+
+@dataclass(frozen=True)
+class Assign:
+    """One line of a forward or backward pass: `target = expr` (only if `when` is true)."""
+
+    target: Array
+    expr: sp.Expr
+    when: str | None = None
+
+    def __post_init__(self):
+        got = shape_of(self.expr)
+        if got != () and got != self.target.shape:
+            # broadcasting to the target is allowed only along size-1 axes of the value
+            rows_ok = got[0] == 1 or sp.simplify(got[0] - self.target.shape[0]) == 0
+            cols_ok = got[1] == 1 or sp.simplify(got[1] - self.target.shape[1]) == 0
+            if not (rows_ok and cols_ok):
+                raise ArrayError(f"{self.target.name}: value has shape {got}, target {self.target.shape}")

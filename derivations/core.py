@@ -1,0 +1,265 @@
+"""Claims, proofs, mutants and certificates.
+
+A **claim** is a statement from the source documents with an id (`attention.dQ`), its source,
+its LaTeX, a **prover** and at least one **mutant**. Running it gives a **certificate**:
+
+* `proved-general`  — the symbolic residual is exactly 0 for symbolic sizes;
+* `proved-concrete` — exactly 0, but only at the sizes listed in `sizes`;
+* `refuted`         — a concrete counterexample was found;
+* `unproven`        — neither;
+* `evidence`        — a numeric experiment that supports a statement which is not a theorem.
+
+A **mutant** is the claim with a classic mistake; the verifier must refute it with a concrete
+numeric counterexample, or the claim's checks prove nothing.
+"""
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import sympy as sp
+
+from . import numeric
+from .normalise import Normaliser, NormaliserError
+
+PROVED = ("proved-general", "proved-concrete")
+STATUSES = ("proved-general", "proved-concrete", "refuted", "unproven", "evidence")
+
+
+@dataclass
+class Proof:
+    """What a prover returns."""
+
+    status: str
+    method: str
+    assumptions: list[str] = field(default_factory=list)
+    residual: str = "0"
+    sizes: dict | None = None            # for proved-concrete: the sizes it holds at
+    spot_check: dict | None = None       # numeric agreement recorded beside a proof
+    counterexample: dict | None = None   # for refuted
+    evidence: dict | None = None         # for evidence: what was measured
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown status {self.status!r}")
+
+
+@dataclass
+class MutantResult:
+    id: str
+    mistake: str
+    refuted: bool
+    counterexample: dict | None
+    seconds: float
+
+
+@dataclass
+class Certificate:
+    id: str
+    title: str
+    source: str
+    module: str
+    statement: str
+    status: str
+    scope: str
+    method: str
+    assumptions: list[str]
+    residual: str
+    seconds: float
+    sizes: dict | None
+    spot_check: dict | None
+    counterexample: dict | None
+    evidence: dict | None
+    mutants: list[MutantResult]
+
+    @property
+    def ok(self) -> bool:
+        """Proved (or recorded evidence) and every mutant refuted."""
+        good = self.status in PROVED or self.status == "evidence"
+        return good and bool(self.mutants) and all(m.refuted for m in self.mutants)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Mutant:
+    """A wrong variant of a claim. `refute()` returns a counterexample dict, or None."""
+
+    name: str
+    mistake: str
+    refute: Callable[[], dict | None]
+
+
+@dataclass
+class Claim:
+    id: str
+    title: str
+    source: str
+    latex: str
+    prove: Callable[[], Proof]
+    mutants: list[Mutant]
+    module: str = ""
+
+    def run(self) -> Certificate:
+        start = time.perf_counter()
+        try:
+            proof = self.prove()
+        except Exception as exc:  # a crashing prover is an unproven claim, never a proof
+            proof = Proof("unproven", f"prover raised {type(exc).__name__}: {exc}",
+                          residual=traceback.format_exc(limit=3))
+        seconds = time.perf_counter() - start
+        results = []
+        for m in self.mutants:
+            t0 = time.perf_counter()
+            try:
+                cx = m.refute()
+            except Exception as exc:
+                cx = None
+                m_err = f"{type(exc).__name__}: {exc}"
+            else:
+                m_err = None
+            results.append(MutantResult(
+                id=f"{self.id}~{m.name}", mistake=m.mistake + (f" [error: {m_err}]" if m_err else ""),
+                refuted=cx is not None, counterexample=cx, seconds=round(time.perf_counter() - t0, 4)))
+        return Certificate(
+            id=self.id, title=self.title, source=self.source, module=self.module,
+            statement=self.latex, status=proof.status, scope=_scope(proof), method=proof.method,
+            assumptions=list(proof.assumptions), residual=proof.residual,
+            seconds=round(seconds, 4), sizes=proof.sizes, spot_check=proof.spot_check,
+            counterexample=proof.counterexample, evidence=proof.evidence, mutants=results)
+
+
+def _scope(proof: Proof) -> str:
+    if proof.status == "proved-general":
+        return "all sizes"
+    if proof.status == "proved-concrete":
+        sizes = proof.sizes or {}
+        return "sizes " + "; ".join(f"{k}={v}" for k, v in sizes.items())
+    if proof.status == "evidence":
+        return "numeric evidence"
+    return "-"
+
+
+# ---------------------------------------------------------------------------------------------
+# Index identities for symbolic sizes: the workhorse.
+
+
+@dataclass
+class Setting:
+    """How to instantiate a claim's symbols at a concrete point, for counterexamples.
+
+    `sizes`   symbolic size -> small concrete value used for counterexamples and spot-checks
+    `indices` free index -> (lo, hi) range, in terms of the size symbols
+    `scalars` other scalars (ε, β, ...) -> a concrete value
+    `integer_arrays` IndexedBase name -> (lo, hi) integer range, for token ids and targets
+    """
+
+    sizes: dict
+    indices: dict = field(default_factory=dict)
+    scalars: dict = field(default_factory=dict)
+    integer_arrays: dict = field(default_factory=dict)
+
+    def point(self, seed: int, sizes: dict | None = None) -> numeric.Point:
+        import random
+
+        rng = random.Random(seed)
+        sizes = dict(self.sizes if sizes is None else sizes)
+        symbols: dict = dict(sizes)
+        symbols.update(self.scalars)
+        for idx, (lo, hi) in self.indices.items():
+            a = int(sp.sympify(lo).subs(symbols))
+            b = int(sp.sympify(hi).subs(symbols))
+            symbols[idx] = rng.randint(a, b)
+        ints = {}
+        for name, (lo, hi) in self.integer_arrays.items():
+            ints[name] = (int(sp.sympify(lo).subs(symbols)), int(sp.sympify(hi).subs(symbols)))
+        return numeric.Point(symbols=symbols, seed=seed, integer_arrays=ints)
+
+
+def counterexample(lhs, rhs, setting: Setting, tries: int = 12, tol: float = 1e-20) -> dict | None:
+    """Search concrete points where `lhs ≠ rhs`; return the first as a report, or None."""
+    for seed in range(tries):
+        point = setting.point(seed)
+        try:
+            a, b = numeric.evaluate(lhs, point), numeric.evaluate(rhs, point)
+        except (numeric.EvaluationError, ZeroDivisionError, ValueError):
+            continue
+        if numeric.relative_gap(a, b) > tol:
+            return {"at": point.report(), "seed": seed, "lhs": _num(a), "rhs": _num(b)}
+    return None
+
+
+def spot_check(lhs, rhs, setting: Setting, seeds=(101, 202)) -> dict:
+    """Numeric agreement at concrete points, recorded beside a proof (never a proof)."""
+    worst = 0.0
+    for seed in seeds:
+        point = setting.point(seed)
+        a, b = numeric.evaluate(lhs, point), numeric.evaluate(rhs, point)
+        worst = max(worst, float(numeric.relative_gap(a, b)))
+    return {"points": len(seeds), "max_relative_gap": worst, "sizes": {str(k): v for k, v in setting.sizes.items()}}
+
+
+def _num(v):
+    f = float(v)
+    return f if abs(f) < 1e300 else str(v)
+
+
+def prove_index_identity(lhs, rhs, setting: Setting, method: str = "index normaliser") -> Proof:
+    """Prove `lhs = rhs` for symbolic sizes with the normaliser, spot-check it numerically.
+
+    `lhs` and `rhs` may be lists of the same length: every pair must hold.
+    """
+    if isinstance(lhs, (list, tuple)):
+        proofs = [prove_index_identity(a, b, setting, method) for a, b in zip(lhs, rhs, strict=True)]
+        for p in proofs:
+            if p.status != "proved-general":
+                return p
+        assumptions = list(dict.fromkeys(a for p in proofs for a in p.assumptions))
+        worst = max(p.spot_check["max_relative_gap"] for p in proofs)
+        check = dict(proofs[0].spot_check, max_relative_gap=worst, identities=len(proofs))
+        return Proof("proved-general", method, assumptions, "0", spot_check=check)
+    norm = Normaliser()
+    residual = norm.residual(lhs, rhs)
+    if residual == 0:
+        check = spot_check(lhs, rhs, setting)
+        if check["max_relative_gap"] > 1e-25:
+            return Proof("unproven", method + " (normal form 0 but spot-check disagrees: normaliser bug)",
+                         norm.assumptions, "0", spot_check=check)
+        return Proof("proved-general", method, norm.assumptions, "0", spot_check=check)
+    cx = counterexample(lhs, rhs, setting)
+    if cx is not None:
+        return Proof("refuted", method, norm.assumptions, sp.sstr(residual), counterexample=cx)
+    return Proof("unproven", method, norm.assumptions, sp.sstr(residual))
+
+
+def refute_identity(lhs, wrong_rhs, setting: Setting) -> dict | None:
+    """A mutant is refuted when a concrete counterexample exists (and, as a sanity check of
+    the normaliser, its residual is not 0). With lists, one wrong pair suffices."""
+    if isinstance(lhs, (list, tuple)):
+        for a, b in zip(lhs, wrong_rhs, strict=True):
+            cx = refute_identity(a, b, setting)
+            if cx is not None:
+                return cx
+        return None
+    cx = counterexample(lhs, wrong_rhs, setting)
+    if cx is None:
+        return None
+    try:
+        if Normaliser().residual(lhs, wrong_rhs) == 0:
+            raise NormaliserError("normaliser reduced a refuted mutant to 0: unsound")
+    except NormaliserError:
+        raise
+    return cx
+
+
+def index_claim(id: str, title: str, source: str, latex: str, lhs, rhs, setting: Setting,
+                mutants: dict, method: str = "index normaliser (symbolic sizes)") -> Claim:
+    """A claim `lhs = rhs` in index form, with mutants `{name: (mistake, wrong_rhs)}`."""
+    return Claim(
+        id=id, title=title, source=source, latex=latex,
+        prove=lambda: prove_index_identity(lhs, rhs, setting, method),
+        mutants=[Mutant(name, mistake, (lambda w=wrong: refute_identity(lhs, w, setting)))
+                 for name, (mistake, wrong) in mutants.items()])
