@@ -21,6 +21,7 @@ So the expression the verifier proves is the very expression the generator print
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -281,7 +282,7 @@ def _label(expr) -> str:
     """A readable, deterministic name for the argument of an opaque node."""
     if isinstance(expr, sp.Symbol):
         return expr.name
-    return "e" + format(abs(hash(sp.srepr(expr))) % 10**8, "08d")
+    return "e" + hashlib.sha256(sp.srepr(expr).encode()).hexdigest()[:8]
 
 
 def is_scalar(expr) -> bool:

@@ -89,10 +89,18 @@ class Normaliser:
             arg = self.canon(e.args[0])
             return [([sp.exp(part) for part in sp.Add.make_args(arg)], [])]
         if isinstance(e, sp.Piecewise):
+            if _two_branch(e) and not any(v.has(sp.oo, -sp.oo, sp.zoo) for v, _ in e.args):
+                # [c]·yes + (1 − [c])·no: the branches' sums and deltas are expanded like any other
+                (yes, cond), (no, _) = e.args
+                ind = Indicator(cond)
+                return self._terms(ind * yes) + self._terms((1 - ind) * no) if no != 0 else self._terms(ind * yes)
             return [([sp.Piecewise(*[(self.canon(v), c) for v, c in e.args])], [])]
-        if isinstance(e, (sp.Indexed, sp.Symbol, sp.Number, sp.KroneckerDelta, sp.NumberSymbol)):
+        if isinstance(e, (sp.Indexed, sp.Symbol, sp.Number, sp.KroneckerDelta, sp.NumberSymbol, Indicator)):
             return [([e], [])]
-        if isinstance(e, sp.Function):
+        if isinstance(e, sp.Subs):  # f'(u) at a point: normalise the point
+            expr, variables, points = e.args
+            return [([sp.Subs(expr, variables, sp.Tuple(*[self.canon(p) for p in points]))], [])]
+        if isinstance(e, (sp.Function, sp.Max, sp.Min)) and all(isinstance(a, sp.Expr) for a in e.args):
             return [([e.func(*[self.canon(a) for a in e.args])], [])]
         if not e.args:
             return [([e], [])]
@@ -122,7 +130,12 @@ class Normaliser:
             return sp.Integer(0)
         split = self._split_piecewise(factors, limits)
         if split is not None:
-            return sp.Add(*[self._finish(f, l) for f, l in split])
+            # a chosen branch is raw (SymPy folds exp into Piecewise): expand it again
+            out = []
+            for piece_factors, piece_limits in split:
+                for f, l in self._product([self._terms(g) for g in piece_factors]):
+                    out.append(self._finish(f, l + piece_limits))
+            return sp.Add(*out)
         return self._rename(factors, limits)
 
     def _sift_deltas(self, factors: list, limits: list):
@@ -151,10 +164,13 @@ class Normaliser:
         """Σ_k over a Piecewise that tests k against a free bound: split the range in two."""
         for var, lo, hi in limits:
             for f in factors:
-                for pw in f.atoms(sp.Piecewise):
-                    if len(pw.args) != 2 or pw.args[1][1] is not sp.true:
+                for pw in f.atoms(sp.Piecewise, Indicator):
+                    if isinstance(pw, Indicator):
+                        yes, cond, no = sp.Integer(1), pw.args[0], sp.Integer(0)
+                    elif _two_branch(pw):
+                        (yes, cond), (no, _) = pw.args
+                    else:
                         continue
-                    (yes, cond), (no, _) = pw.args
                     cut = _threshold(cond, var)
                     if cut is None:
                         continue
@@ -235,6 +251,24 @@ class Normaliser:
     @staticmethod
     def _unhide(e, table: dict):
         return e.xreplace({v: k for k, v in table.items()})
+
+
+class Indicator(sp.Function):
+    """[cond]: 1 where the condition holds, 0 elsewhere (evaluates when the condition does)."""
+
+    nargs = 1
+
+    @classmethod
+    def eval(cls, cond):
+        if cond is sp.true:
+            return sp.Integer(1)
+        if cond is sp.false:
+            return sp.Integer(0)
+        return None
+
+
+def _two_branch(pw) -> bool:
+    return len(pw.args) == 2 and pw.args[1][1] is sp.true
 
 
 def _order_limits(limits: list) -> list:

@@ -1,0 +1,45 @@
+"""One test per claim (it is proved, or recorded as evidence) and one per mutant (refuted)."""
+from functools import lru_cache
+
+import pytest
+
+from derivations import registry
+from derivations.core import PROVED
+
+CLAIMS = registry.claims()
+MUTANTS = [(c, m) for c in CLAIMS for m in c.mutants]
+
+
+@lru_cache(maxsize=None)
+def certificate(claim_id):
+    return registry.claim(claim_id).run()
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=[c.id for c in CLAIMS])
+def test_claim_is_proved(claim):
+    cert = certificate(claim.id)
+    assert cert.status in PROVED + ("evidence",), f"{claim.id}: {cert.status} — {cert.method}\n{cert.residual}"
+    if cert.status in PROVED:
+        assert cert.residual == "0"
+    if cert.status == "evidence":
+        assert cert.evidence, "an evidence certificate must carry its measurements"
+    if cert.spot_check is not None:
+        assert cert.spot_check["max_relative_gap"] < 1e-25
+    assert claim.source and claim.latex and claim.title
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=[c.id for c in CLAIMS])
+def test_claim_has_mutants(claim):
+    assert claim.mutants, f"{claim.id} has no mutant: a verifier that cannot fail proves nothing"
+
+
+@pytest.mark.parametrize("claim,mutant", MUTANTS, ids=[f"{c.id}~{m.name}" for c, m in MUTANTS])
+def test_mutant_is_refuted(claim, mutant):
+    counterexample = mutant.refute()
+    assert counterexample is not None, f"{claim.id}~{mutant.name} ({mutant.mistake}) was not refuted"
+    assert isinstance(counterexample, dict) and counterexample
+
+
+def test_claim_ids_are_unique_and_prefixed_by_module():
+    ids = [c.id for c in CLAIMS]
+    assert len(ids) == len(set(ids))

@@ -1,0 +1,57 @@
+"""The normaliser's rules, one at a time, on small identities with known answers."""
+import pytest
+import sympy as sp
+
+from derivations.normalise import Normaliser, NormaliserError
+
+n, d = sp.symbols("n d", integer=True, positive=True)
+i, j, k, a = sp.symbols("i j k a", integer=True)
+x, y = sp.IndexedBase("x", real=True), sp.IndexedBase("y", real=True)
+
+
+def zero(lhs, rhs):
+    return Normaliser().residual(lhs, rhs) == 0
+
+
+def test_delta_is_sifted_and_range_recorded():
+    norm = Normaliser()
+    assert norm.residual(sp.Sum(sp.KroneckerDelta(i, k) * x[k], (k, 0, n - 1)), x[i]) == 0
+    assert "i ∈ [0, n - 1]" in norm.assumptions
+
+
+def test_bound_names_do_not_matter():
+    assert zero(sp.Sum(x[i, k] * y[k], (k, 0, n - 1)), sp.Sum(x[i, j] * y[j], (j, 0, n - 1)))
+
+
+def test_nested_sums_and_products_expand():
+    lhs = sp.Sum(x[k], (k, 0, n - 1)) * sp.Sum(y[j], (j, 0, d - 1))
+    rhs = sp.Sum(sp.Sum(x[k] * y[j], (j, 0, d - 1)), (k, 0, n - 1))
+    assert zero(lhs, rhs)
+
+
+def test_different_sums_are_not_equal():
+    assert not zero(sp.Sum(x[k], (k, 0, n - 1)), sp.Sum(y[k], (k, 0, n - 1)))
+    assert not zero(sp.Sum(x[k], (k, 0, n - 1)), sp.Sum(x[k], (k, 0, d - 1)))
+
+
+def test_constant_summand_counts_terms():
+    assert zero(sp.Sum(x[i], (k, 0, n - 1)), n * x[i])
+
+
+def test_exp_of_sum_splits_and_cancels():
+    e = sp.exp(x[i] - y[i]) / sp.Sum(sp.exp(x[k] - y[i]), (k, 0, n - 1))
+    assert zero(e, sp.exp(x[i]) / sp.Sum(sp.exp(x[k]), (k, 0, n - 1)))
+
+
+def test_causal_range_split():
+    pw = sp.Piecewise((x[j], j <= i), (0, True))
+    assert zero(sp.Sum(pw, (j, 0, n - 1)), sp.Sum(x[j], (j, 0, i)))
+
+
+def test_leaked_symbol_is_an_error():
+    class Leaky(Normaliser):
+        def canon(self, expr):
+            return super().canon(expr) + sp.Symbol("leak")
+
+    with pytest.raises(NormaliserError):
+        Leaky().residual(x[i], x[i])
