@@ -128,6 +128,7 @@ class Normaliser:
         factors, limits = self._sift_deltas(list(factors), list(limits))
         if any(f == 0 for f in factors):
             return sp.Integer(0)
+        factors, limits = self._merge_blocks(factors, limits)
         split = self._split_piecewise(factors, limits)
         if split is not None:
             # a chosen branch is raw (SymPy folds exp into Piecewise): expand it again
@@ -159,6 +160,34 @@ class Normaliser:
                 break
             else:
                 return factors, limits
+
+    def _merge_blocks(self, factors: list, limits: list):
+        """Σ_{u=0}^{h-1} Σ_{w=0}^{b-1} f(b·u + w) = Σ_{c=0}^{h·b-1} f(c): a bijection of ranges
+        (how a concatenation of h blocks of width b is indexed). Applied only when u and w
+        occur nowhere but inside b·u + w."""
+        merged = True
+        while merged:
+            merged = False
+            for u, lo_u, hi_u in limits:
+                for w, lo_w, hi_w in limits:
+                    if u == w or lo_u != 0 or lo_w != 0:
+                        continue
+                    block = hi_w + 1
+                    combo = block * u + w
+                    c = sp.Dummy("c", integer=True)
+                    new_factors = [g.xreplace({combo: c}) for g in factors]
+                    others = [(v, a, b) for v, a, b in limits if v not in (u, w)]
+                    if any(g.has(u) or g.has(w) for g in new_factors) or \
+                            any((a.has(u) or a.has(w) or b.has(u) or b.has(w)) for _, a, b in others):
+                        continue
+                    self.note(f"block reindexing c = {_show(block)}·u + w over {_show(hi_u + 1)} blocks")
+                    factors = new_factors
+                    limits = others + [(c, sp.Integer(0), (hi_u + 1) * block - 1)]
+                    merged = True
+                    break
+                if merged:
+                    break
+        return factors, limits
 
     def _split_piecewise(self, factors: list, limits: list):
         """Σ_k over a Piecewise that tests k against a free bound: split the range in two."""
