@@ -55,6 +55,7 @@ class Normaliser:
         leaked = _plain_symbols(canonical) - _plain_symbols(diff)
         if leaked:
             raise NormaliserError(f"normal form has free symbols the claim did not: {sorted(map(str, leaked))}")
+        canonical = self._combine_bodies(canonical)
         table: dict = {}
         hidden = self._hide(canonical, table)
         result = sp.cancel(sp.together(hidden))
@@ -265,6 +266,36 @@ class Normaliser:
         return coeff * sp.Mul(*independent) * best
 
     # ---------------------------------------------------------------- 5. decide
+    def _combine_bodies(self, expr):
+        """Σ_k P(k)·a(k) + Σ_k P(k)·b(k) = Σ_k P(k)·(a(k) + b(k)) for identical limits and the
+        same polynomial skeleton P: lets `cancel` see through non-polynomial factors of the
+        bound index (σ(g_k) and σ(g_k)² from an elementwise nonlinearity)."""
+        groups: dict = {}
+        rest = []
+        for term in sp.Add.make_args(expr):
+            factors = sp.Mul.make_args(term)
+            sums = [f for f in factors if isinstance(f, sp.Sum)]
+            if len(sums) != 1:
+                rest.append(term)
+                continue
+            total = sums[0]
+            coeff = sp.Mul(*[f for f in factors if f is not total])
+            body = sp.Mul.make_args(total.function)
+            skeleton = sp.Mul(*[f for f in body if _polynomial_atom(f)])
+            other = sp.Mul(*[f for f in body if not _polynomial_atom(f)])
+            groups.setdefault((total.limits, skeleton), []).append(coeff * other)
+        out = list(rest)
+        for (limits, skeleton), parts in groups.items():
+            if len(parts) == 1:
+                out.append(sp.Sum(skeleton * parts[0], *limits) if parts[0].free_symbols & {v for v, *_ in limits}
+                           else parts[0] * sp.Sum(skeleton, *limits))
+                continue
+            table: dict = {}
+            combined = sp.cancel(sp.together(self._hide(sp.Add(*parts), table)))
+            if combined != 0:
+                out.append(sp.Sum(skeleton * self._unhide(combined, table), *limits))
+        return sp.Add(*out)
+
     def _hide(self, e, table: dict):
         if isinstance(e, sp.Sum):
             return table.setdefault(e, sp.Symbol(f"_sum{len(table)}"))
@@ -338,6 +369,12 @@ def _threshold(cond, var):
     if coeff == 1:  # var + rest ≤ 0 ⇔ var ≤ −rest
         return True, -rest
     return False, rest  # −var + rest ≤ 0 ⇔ var ≥ rest
+
+
+def _polynomial_atom(f) -> bool:
+    if isinstance(f, (sp.Indexed, sp.KroneckerDelta)):
+        return True
+    return isinstance(f, sp.Pow) and isinstance(f.base, sp.Indexed) and f.exp.is_Integer and f.exp > 0
 
 
 def _plain_symbols(e) -> set:
