@@ -9,6 +9,13 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
 
+def selected(claim, selectors: list[str] | None) -> bool:
+    """A selector is a claim id, an id prefix (`attention`) or a module name (`loss`)."""
+    if not selectors:
+        return True
+    return any(claim.id == s or claim.id.startswith(s + ".") or claim.module == f"derivations.{s}" for s in selectors)
+
+
 def _run_one(claim_id: str) -> dict:
     from derivations import registry
 
@@ -19,8 +26,8 @@ def run_claims(ids: list[str] | None = None, workers: int | None = None, progres
     """Run claims (all by default) and return their certificates as dicts, in registry order."""
     from derivations import registry
 
-    all_ids = [c.id for c in registry.claims()]
-    ids = all_ids if not ids else [i for i in all_ids if any(i == sel or i.startswith(sel + ".") for sel in ids)]
+    all_ids = [c.id for c in registry.claims() if selected(c, ids)]
+    ids = all_ids
     workers = workers or min(len(ids), os.cpu_count() or 1) or 1
     results: dict[str, dict] = {}
     if workers == 1:
@@ -54,7 +61,7 @@ def main(ids: list[str] | None, as_json: bool, workers: int | None) -> int:
 
     start = time.perf_counter()
     err = Console(stderr=True)
-    total = len([c for c in registry.claims() if not ids or any(c.id == s or c.id.startswith(s + ".") for s in ids)])
+    total = len([c for c in registry.claims() if selected(c, ids)])
     if total == 0:
         err.print(f"[red]no claim matches {ids}[/red]")
         return 2
