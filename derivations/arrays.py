@@ -93,6 +93,15 @@ class ArrayNode(sp.Function):
     def eval(cls, *args):
         return None
 
+    def _sympystr(self, printer) -> str:
+        # SymPy's printers dispatch on the class name; ours must not be taken for SymPy's own
+        # MatMul or Transpose, so each node prints itself as a call.
+        return f"{type(self).__name__}({', '.join(printer._print(a) for a in self.args)})"
+
+    def _latex(self, printer) -> str:
+        args = ", ".join(printer._print(a) for a in self.args)
+        return rf"\operatorname{{{type(self).__name__}}}\left({args}\right)"
+
     def node_shape(self, shapes: list[tuple]) -> tuple:  # pragma: no cover - abstract
         raise NotImplementedError
 
