@@ -48,6 +48,12 @@ class Op:
     sizes: dict = field(default_factory=dict)   # size Symbol -> (Array, axis) to read it from
     integer_inputs: list[Array] = field(default_factory=list)  # token ids, targets
     cache_doc: str = ""
+    # torch nn.Module wrapper (codegen): PyTorch-style attribute names of the params
+    # ({"gamma": "weight", "beta": "bias"}; default: the param's own name) and their
+    # initialisers, one of "zeros", "ones", "normal" (std 0.02), "fan_in" (uniform ±1/√fan_in);
+    # default: "normal" for matrices, "zeros" for row vectors.
+    module_params: dict = field(default_factory=dict)
+    param_init: dict = field(default_factory=dict)
 
     def __post_init__(self):
         defined = set(self.inputs) | set(self.params)

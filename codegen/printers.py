@@ -1,0 +1,608 @@
+"""Strict printers: array-language expressions (derivations/arrays.py) -> NumPy / PyTorch text.
+
+The generated code *is* the proven formula, printed. These printers are the only place where a
+node of the array language becomes Python, and they are strict: a node they do not know
+(Piecewise, Sum, Indexed, an undefined function, ...) raises `PrinterError` naming it. Nothing
+falls back to SymPy's stock printers (which print `erf` of an array as `math.erf` and an
+elementwise `exp` of a matrix as `Lambda(...)`).
+
+Rules, common to both backends:
+
+* an `Array` prints as its name, a plain Symbol (a size such as `d_k`, a hyperparameter such
+  as `eps`) as its name; names must be valid Python identifiers and not clash with the names
+  the generated code uses itself (`np`, `math`, `dtype`, ...);
+* `+ - * /` print with Python precedence, parenthesised only where needed; integer powers
+  2..4 print as repeated multiplication (`x**3` on float32 arrays is ~20x slower than
+  `x*x*x`), `x**(1/2)` as sqrt, negative powers as `1/...`;
+* a **scalar** subexpression (no Array inside: `1/sqrt(d_k)`, `sqrt(2/pi)`) prints with
+  Python's `math` module and plain Python numbers, so it never upcasts a float32 array (a
+  NumPy float64 scalar would) and never calls `torch.sqrt` on a Python number;
+* exact rationals print as the shorter of an exact decimal (`0.044715`) and a ratio (`(1/2)`).
+
+Two ways to print:
+
+* `doprint(expr)` gives one expression; a node that needs its argument more than once
+  (`ColSum`, `Contract`, `CausalMask`, integer powers) repeats the argument's text;
+* `print_assign(target, expr)` gives the lines of one assignment; such arguments (when they are
+  not plain names) are first bound to temporaries `_t0, _t1, ...`, computed once.
+"""
+from __future__ import annotations
+
+import keyword
+from decimal import Decimal
+
+import sympy as sp
+from sympy.printing.printer import Printer
+
+# The array-language nodes (MatMul, T, RowSum, ..., Take) are printed by the `_print_<Node>`
+# methods below: SymPy's Printer dispatches on the class name.
+from derivations.arrays import Array, is_scalar, shape_of
+
+__all__ = ["PrinterError", "NumpyPrinter", "TorchPrinter", "Code", "RESERVED_NAMES",
+           "check_name", "printer_for"]
+
+
+class PrinterError(ValueError):
+    """An expression cannot be printed (unsupported node, bad name, ...)."""
+
+
+# Python precedence levels (higher binds tighter).
+ADD, MUL, UNARY, POW, ATOM = 10, 20, 30, 40, 100
+
+# Names that generated code uses itself; an Array or Symbol may not be called like this.
+RESERVED_NAMES = frozenset({
+    "np", "math", "scipy", "torch", "nn", "F", "dtype", "cache", "ctx", "self", "grads",
+    "annotations", "_v",
+})
+
+
+class Code(str):
+    """Printed text that remembers the precedence of its outermost operation."""
+
+    prec: int
+
+    def __new__(cls, text: str, prec: int):
+        obj = super().__new__(cls, text)
+        obj.prec = prec
+        return obj
+
+
+def check_name(name: str, what: str = "name") -> str:
+    """A name that the generated code can use as is, or PrinterError."""
+    if not name.isidentifier() or keyword.iskeyword(name):
+        raise PrinterError(f"{what} {name!r} is not a valid Python identifier")
+    if name in RESERVED_NAMES or (name.startswith("_t") and name[2:].isdigit()):
+        raise PrinterError(f"{what} {name!r} clashes with a name the generated code uses")
+    return name
+
+
+def _ratio_text(p: int, q: int) -> tuple[str, bool]:
+    """An exact positive rational p/q as Python text: (text, is_decimal).
+
+    The exact decimal if it exists and is not longer than "p/q" (0.044715, 0.1), else the
+    ratio, which Python evaluates to the nearest float (1/2, 1/3, 3/4).
+    """
+    ratio = f"{p}/{q}"
+    m = q
+    for f in (2, 5):
+        while m % f == 0:
+            m //= f
+    if m == 1:
+        dec = format(Decimal(p) / Decimal(q), "f")
+        if len(dec) < len(ratio):
+            return dec, True
+    return ratio, False
+
+
+def _show(expr) -> str:
+    """SymPy's text for an expression, for error messages (never fails)."""
+    try:
+        return sp.sstr(expr)
+    except Exception:  # noqa: BLE001 - sstr has no rule for some custom nodes (MatMul)
+        return sp.srepr(expr)
+
+
+def _repeated_subtrees(expr) -> set:
+    """Array-valued subexpressions that occur more than once in `expr`.
+
+    A repeat is not descended into, so the parts of a repeated subtree are not counted twice
+    (in `exp(x - m)/rowsum(exp(x - m))` only `exp(x - m)` repeats).
+    """
+    seen: dict = {}
+
+    def visit(e):
+        if e.is_Atom or is_scalar(e):
+            return
+        if e in seen:
+            seen[e] += 1
+            return
+        seen[e] = 1
+        for a in e.args:
+            visit(a)
+
+    visit(expr)
+    return {e for e, n in seen.items() if n > 1}
+
+
+class _ArrayPrinter(Printer):
+    """Shared logic; subclasses fill in the backend's spelling of each node."""
+
+    printmethod = "_qed_codegen_print"   # nothing defines it: no object prints itself
+    backend = ""
+    _default_settings = {"names": {}, "dtype": "dtype"}
+
+    # backend spellings -----------------------------------------------------------------
+    funcs: dict = {}          # SymPy function class -> array function text
+    scalar_funcs = {sp.exp: "math.exp", sp.log: "math.log", sp.tanh: "math.tanh",
+                    sp.erf: "math.erf", sp.sin: "math.sin", sp.cos: "math.cos", sp.Abs: "abs"}
+
+    def __init__(self, settings=None):
+        super().__init__(settings)
+        self.modules: set[str] = set()      # modules the printed text needs imported
+        self.uses_dtype = False             # whether the text refers to the dtype variable
+        self._lines: list[str] | None = None  # statement mode: hoisted temporaries
+        self._memo: dict = {}
+        self._repeated: set = set()
+        self._temps = 0
+
+    # public API --------------------------------------------------------------------------
+    def doprint(self, expr) -> str:
+        return str(self._print(sp.sympify(expr)))
+
+    def print_assign(self, target: str, expr) -> list[str]:
+        """Lines computing `target = expr`.
+
+        A subexpression that occurs more than once (`exp(x - max(x))` in a softmax), or that a
+        node needs more than once (`ColSum`, `CausalMask`, `x**2`), is bound to a temporary
+        `_tN` first and computed once; the value is the same expression, only named.
+        """
+        expr = sp.sympify(expr)
+        self._lines, self._memo, self._repeated = [], {}, _repeated_subtrees(expr)
+        try:
+            text = self._print(expr)
+            return self._lines + [f"{target} = {text}"]
+        finally:
+            self._lines, self._memo, self._repeated = None, {}, set()
+
+    def _print(self, expr, **kwargs):
+        if self._lines is not None and expr in self._repeated:
+            return self._hoist(expr)
+        return super()._print(expr, **kwargs)
+
+    def _hoist(self, expr) -> Code:
+        """Statement mode: bind `expr` to a temporary (once) and return its name."""
+        if expr in self._memo:
+            return self._memo[expr]
+        code = super()._print(expr)
+        if code.prec == ATOM and code.isidentifier():
+            return code
+        name = f"_t{self._temps}"
+        self._temps += 1
+        self._lines.append(f"{name} = {code}")
+        self._memo[expr] = Code(name, ATOM)
+        return self._memo[expr]
+
+    # helpers -----------------------------------------------------------------------------
+    def emptyPrinter(self, expr):
+        raise PrinterError(f"{self.backend} printer: unsupported node {type(expr).__name__} "
+                           f"in {_show(expr)}")
+
+    def _need(self, module: str) -> None:
+        self.modules.add(module)
+
+    def _dtype(self) -> str:
+        self.uses_dtype = True
+        return self._settings["dtype"]
+
+    @staticmethod
+    def _paren(code: Code, above: int) -> str:
+        """Parenthesise `code` unless it binds tighter than `above`."""
+        return f"({code})" if code.prec <= above else str(code)
+
+    @staticmethod
+    def _operand(code: Code, above: int) -> str:
+        """As `_paren`, and also wrap text that starts with a unary minus (`a*(-b)`)."""
+        return f"({code})" if code.prec <= above or code.startswith("-") else str(code)
+
+    def _atomic(self, expr) -> Code:
+        """The argument of a node that uses it more than once: a name or a temporary.
+
+        In expression mode (`doprint`) the text is repeated, parenthesised.
+        """
+        if isinstance(expr, sp.Symbol) and not getattr(expr, "integer_valued", False):
+            return self._print(expr)
+        if self._lines is None or is_scalar(expr):
+            code = self._print(expr)
+            return Code(f"({code})" if code.prec < ATOM else str(code), ATOM)
+        return self._hoist(expr)
+
+    @staticmethod
+    def _scalar(expr) -> bool:
+        return is_scalar(expr)
+
+    # atoms -------------------------------------------------------------------------------
+    def _print_Symbol(self, expr):
+        name = self._settings["names"].get(expr, expr.name)
+        return Code(check_name(name, "symbol"), ATOM)
+
+    def _print_Array(self, expr):
+        name = check_name(expr.name, "array")
+        if expr.integer_valued:
+            # integer ids (T, 1) are stored as (..., T): as a value (a 0/1 mask, say) the
+            # length-1 axis comes back and the entries become floats of the working dtype
+            if expr.shape[1] != 1:
+                raise PrinterError(f"{self.backend} printer: integer array {name} must be "
+                                   f"declared (T, 1), got {expr.shape}")
+            return Code(self._cast(f"{name}[..., None]"), ATOM)
+        return Code(name, ATOM)
+
+    def _ids(self, expr) -> str:
+        """An index argument (Gather, OneHot, Take): an integer Array, stored as (..., T)."""
+        if not (isinstance(expr, Array) and expr.integer_valued):
+            raise PrinterError(f"{self.backend} printer: ids must be an integer Array, got "
+                               f"{_show(expr)}")
+        return check_name(expr.name, "array")
+
+    def _print_Dummy(self, expr):
+        raise PrinterError(f"{self.backend} printer: bound/dummy symbol {expr} cannot be printed")
+
+    _print_Wild = _print_Dummy
+
+    def _print_Integer(self, expr):
+        v = int(expr)
+        return Code(str(v), ATOM if v >= 0 else UNARY)
+
+    def _print_Rational(self, expr):
+        p, q = int(expr.p), int(expr.q)
+        text, is_dec = _ratio_text(abs(p), q)
+        if not is_dec:
+            text = f"({text})"
+        return Code(("-" if p < 0 else "") + text, UNARY if p < 0 else ATOM)
+
+    def _print_Float(self, expr):
+        v = float(expr)
+        if v != v or v in (float("inf"), float("-inf")):
+            raise PrinterError(f"{self.backend} printer: non-finite Float {expr}")
+        return Code(repr(v), ATOM if v >= 0 else UNARY)
+
+    def _print_Pi(self, expr):
+        self._need("math")
+        return Code("math.pi", ATOM)
+
+    def _print_Exp1(self, expr):
+        self._need("math")
+        return Code("math.e", ATOM)
+
+    def _print_Infinity(self, expr):
+        self._need("math")
+        return Code("math.inf", ATOM)
+
+    def _print_NegativeInfinity(self, expr):
+        self._need("math")
+        return Code("-math.inf", UNARY)
+
+    def _print_NaN(self, expr):
+        raise PrinterError(f"{self.backend} printer: NaN cannot be printed")
+
+    # arithmetic --------------------------------------------------------------------------
+    @staticmethod
+    def _split_sign(expr):
+        """(negative, |expr|) for a term whose numeric coefficient is negative."""
+        if expr.is_Number:
+            return (True, -expr) if expr < 0 else (False, expr)
+        if expr.is_Mul:
+            c, rest = expr.as_coeff_Mul()
+            if c.is_Number and c < 0:
+                if c == -1:
+                    return True, rest
+                return True, sp.Mul(-c, rest, evaluate=False)
+        return False, expr
+
+    def _print_Add(self, expr):
+        terms = list(expr.as_ordered_terms()) if expr.is_commutative else list(expr.args)
+        # a positive term first reads better: x - max(x) rather than -max(x) + x
+        for t, term in enumerate(terms):
+            if not self._split_sign(term)[0]:
+                terms.insert(0, terms.pop(t))
+                break
+        out = []
+        for t, term in enumerate(terms):
+            neg, mag = self._split_sign(term)
+            code = self._print(mag)
+            if t == 0:
+                out.append("-" + self._paren(code, ADD) if neg else str(code))
+            else:
+                out.append((" - " if neg else " + ") + self._paren(code, ADD if neg else ADD - 1))
+        return Code("".join(out), ADD)
+
+    def _print_Mul(self, expr):
+        neg, mag = self._split_sign(expr)
+        if neg:
+            code = self._print(mag)
+            if code.prec == MUL and not code.startswith("-"):
+                return Code("-" + code, MUL)          # -a*b == (-a)*b
+            return Code("-" + self._operand(code, MUL), UNARY)
+        c, rest = mag.as_coeff_Mul()
+        factors = list(rest.as_ordered_factors()) if rest.is_Mul else [rest]
+        if rest == 1:
+            factors = []
+        numer: list = []
+        denom: list = []
+        lead: list[str] = []
+        if c != 1:
+            if c.is_Rational and not c.is_Integer:
+                text, is_dec = _ratio_text(int(c.p), int(c.q))
+                if is_dec:
+                    lead.append(text)
+                else:
+                    if c.p != 1:
+                        lead.append(str(int(c.p)))
+                    denom.append(sp.Integer(c.q))
+            else:
+                lead.append(str(self._print(c)))
+        for f in factors:
+            hoisted = self._lines is not None and f in self._repeated
+            if f.is_Pow and f.exp.is_Number and f.exp < 0 and not hoisted:
+                denom.append(f.base if f.exp == -1 else sp.Pow(f.base, -f.exp, evaluate=False))
+            else:
+                numer.append(f)
+        if not lead and not denom and len(numer) == 1:   # an unevaluated Mul(x)
+            return self._print(numer[0])
+        # scalars first: Python evaluates left to right, so scalar products stay scalar
+        numer.sort(key=lambda e: not self._scalar(e))
+        denom.sort(key=lambda e: not self._scalar(e))
+        num_txt = lead + [self._operand(self._print(f), MUL - 1) for f in numer]
+        text = "*".join(num_txt) if num_txt else "1"
+        if denom:
+            if len(denom) == 1:
+                den = self._operand(self._print(denom[0]), MUL)
+            else:
+                den = "(" + "*".join(self._operand(self._print(f), MUL - 1) for f in denom) + ")"
+            text = f"{text}/{den}"
+        return Code(text, MUL)
+
+    def _print_Pow(self, expr):
+        base, e = expr.base, expr.exp
+        scalar = self._scalar(expr)
+        if e.is_Number and e < 0:
+            pos = self._print(sp.Pow(base, -e, evaluate=False) if e != -1 else base)
+            return Code(f"1/{self._operand(pos, MUL)}", MUL)
+        if e == sp.S.Half:
+            return self._sqrt(base, scalar)
+        if e.is_Integer and 2 <= int(e) <= 4:
+            b = self._atomic(base) if not scalar else self._print(base)
+            b = self._operand(b, MUL - 1) if b.prec != ATOM else str(b)
+            return Code("*".join([b] * int(e)), MUL)
+        if e == 1:
+            return self._print(base)
+        if e.is_Rational and e.q == 2 and 1 < e.p < 11:   # x**(3/2) -> x*sqrt(x)
+            b = self._atomic(base) if not scalar else self._print(base)
+            bt = self._operand(b, MUL - 1) if b.prec != ATOM else str(b)
+            whole = [bt] * ((int(e.p) - 1) // 2)
+            return Code("*".join(whole + [self._sqrt_text(bt, scalar)]), MUL)
+        if e == 0:
+            raise PrinterError(f"{self.backend} printer: unevaluated power {expr} with exponent 0")
+        b = self._print(base)
+        x = self._print(e)
+        return Code(f"{self._operand(b, POW)}**{self._operand(x, POW - 1)}", POW)
+
+    def _sqrt(self, base, scalar: bool) -> Code:
+        return Code(self._sqrt_text(self._print(base), scalar), ATOM)
+
+    def _sqrt_text(self, arg: str, scalar: bool) -> str:
+        if scalar:
+            self._need("math")
+            return f"math.sqrt({arg})"
+        return self._call(self.sqrt_name, arg)
+
+    def _call(self, fname: str, *args) -> str:
+        self._need(fname.split(".")[0] if not fname.startswith("scipy.") else "scipy.special")
+        return f"{fname}({', '.join(str(a) for a in args)})"
+
+    # elementwise functions ---------------------------------------------------------------
+    def _print_elementwise(self, expr):
+        fn = type(expr)
+        if self._scalar(expr):
+            name = self.scalar_funcs.get(fn)
+            if name is None:
+                raise PrinterError(f"{self.backend} printer: no scalar form for "
+                                   f"{fn.__name__} in {_show(expr)}")
+            if name.startswith("math."):
+                self._need("math")
+            return Code(f"{name}({self._print(expr.args[0])})", ATOM)
+        name = self.funcs.get(fn)
+        if name is None or len(expr.args) != 1:
+            return self.emptyPrinter(expr)
+        return Code(self._call(name, self._print(expr.args[0])), ATOM)
+
+    _print_exp = _print_tanh = _print_erf = _print_sin = _print_cos = \
+        _print_Abs = _print_sign = _print_elementwise
+
+    def _print_log(self, expr):
+        if len(expr.args) != 1:
+            raise PrinterError(f"{self.backend} printer: log with a base: {_show(expr)}")
+        return self._print_elementwise(expr)
+
+    def _print_Heaviside(self, expr):
+        x, h0 = expr.args if len(expr.args) == 2 else (expr.args[0], None)
+        if h0 == 0:
+            op = ">"
+        elif h0 == 1:
+            op = ">="
+        else:
+            raise PrinterError(f"{self.backend} printer: Heaviside needs H(0) = 0 or 1, got "
+                               f"{_show(expr)}")
+        if self._scalar(x):
+            raise PrinterError(f"{self.backend} printer: Heaviside of a scalar: {_show(expr)}")
+        return Code(self._cast(f"({self._print(x)} {op} 0)"), ATOM)
+
+    def _print_Max(self, expr):
+        return self._minmax(expr, "max")
+
+    def _print_Min(self, expr):
+        return self._minmax(expr, "min")
+
+    def _minmax(self, expr, which: str) -> Code:
+        if self._scalar(expr):
+            return Code(f"{which}({', '.join(self._print(a) for a in expr.args)})", ATOM)
+        arrays = [a for a in expr.args if not self._scalar(a)]
+        scalars = [a for a in expr.args if self._scalar(a)]
+        code = str(self._print(arrays[0]))
+        for a in arrays[1:]:
+            code = self._pair(which, code, str(self._print(a)))
+        if scalars:
+            s = self._print(scalars[0]) if len(scalars) == 1 else \
+                f"{which}({', '.join(self._print(a) for a in scalars)})"
+            code = self._with_scalar(which, code, str(s))
+        return Code(code, ATOM)
+
+    # array-language nodes ----------------------------------------------------------------
+    def _print_MatMul(self, expr):
+        a, b = (self._operand(self._print(x), MUL) for x in expr.args)
+        return Code(f"({a} @ {b})", ATOM)
+
+    def _print_T(self, expr):
+        (a,) = expr.args
+        rows, cols = shape_of(a)
+        code = self._print(a)
+        text = self._paren(code, ATOM - 1)
+        if rows == 1:          # a row vector, stored 1-D: (n,) -> (n, 1)
+            return Code(f"{text}[:, None]", ATOM)
+        if cols == 1:
+            raise PrinterError(f"{self.backend} printer: T of a column vector {_show(a)} has "
+                               "no storage convention (it would be a row vector with batch axes)")
+        return Code(f"{text}.mT", ATOM)
+
+    def _print_RowSum(self, expr):
+        return Code(self._reduce("sum", self._print(expr.args[0])), ATOM)
+
+    def _print_RowMax(self, expr):
+        return Code(self._reduce("max", self._print(expr.args[0])), ATOM)
+
+    def _print_RowMean(self, expr):
+        return Code(self._reduce("mean", self._print(expr.args[0])), ATOM)
+
+    def _print_ColSum(self, expr):
+        a = self._atomic(expr.args[0])
+        return Code(f"{a}.reshape(-1, {a}.shape[-1]).sum(0)", ATOM)
+
+    def _print_Contract(self, expr):
+        a, b = (self._atomic(x) for x in expr.args)
+        return Code(f"({a}.reshape(-1, {a}.shape[-1]).T @ {b}.reshape(-1, {b}.shape[-1]))", ATOM)
+
+    def _print_CausalMask(self, expr):
+        return Code(self._causal(self._atomic(expr.args[0])), ATOM)
+
+    def _print_Gather(self, expr):
+        table, ids = expr.args
+        t = self._paren(self._print(table), ATOM - 1)
+        return Code(f"{t}[{self._ids(ids)}]", ATOM)
+
+    def _print_OneHot(self, expr):
+        ids, n = expr.args
+        if not self._scalar(n):
+            raise PrinterError(f"{self.backend} printer: OneHot size must be a scalar: {_show(n)}")
+        return Code(self._one_hot(self._ids(ids), self._print(n)), ATOM)
+
+    def _print_Take(self, expr):
+        a, ids = expr.args
+        return Code(self._take(str(self._print(a)), self._ids(ids)), ATOM)
+
+    # backend hooks -----------------------------------------------------------------------
+    sqrt_name = ""
+
+    def _cast(self, boolean: str) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _reduce(self, kind: str, arg: str) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _pair(self, which: str, a: str, b: str) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _with_scalar(self, which: str, a: str, s: str) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _causal(self, s: str) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _one_hot(self, ids: str, n: str) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _take(self, a: str, ids: str) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class NumpyPrinter(_ArrayPrinter):
+    """Array-language expressions as NumPy (float32-safe: no NumPy scalars, no upcasts)."""
+
+    backend = "numpy"
+    sqrt_name = "np.sqrt"
+    funcs = {sp.exp: "np.exp", sp.log: "np.log", sp.tanh: "np.tanh", sp.erf: "scipy.special.erf",
+             sp.sin: "np.sin", sp.cos: "np.cos", sp.Abs: "np.abs", sp.sign: "np.sign"}
+
+    def _cast(self, boolean):
+        return f"{boolean}.astype({self._dtype()})"
+
+    def _reduce(self, kind, arg):
+        self._need("np")
+        return f"np.{kind}({arg}, axis=-1, keepdims=True)"
+
+    def _pair(self, which, a, b):
+        return self._call(f"np.{which}imum", a, b)
+
+    def _with_scalar(self, which, a, s):
+        return self._call(f"np.{which}imum", a, s)
+
+    def _causal(self, s):
+        self._need("np")
+        self._need("math")
+        return f"np.where(np.tri({s}.shape[-2], {s}.shape[-1], dtype=bool), {s}, -math.inf)"
+
+    def _one_hot(self, ids, n):
+        self._need("np")
+        return f"({ids}[..., None] == np.arange({n})).astype({self._dtype()})"
+
+    def _take(self, a, ids):
+        return self._call("np.take_along_axis", a, f"{ids}[..., None]", "axis=-1")
+
+
+class TorchPrinter(_ArrayPrinter):
+    """Array-language expressions as PyTorch (Python numbers for scalars, device-aware masks)."""
+
+    backend = "torch"
+    sqrt_name = "torch.sqrt"
+    funcs = {sp.exp: "torch.exp", sp.log: "torch.log", sp.tanh: "torch.tanh", sp.erf: "torch.erf",
+             sp.sin: "torch.sin", sp.cos: "torch.cos", sp.Abs: "torch.abs", sp.sign: "torch.sign"}
+
+    def _cast(self, boolean):
+        return f"{boolean}.to({self._dtype()})"
+
+    def _reduce(self, kind, arg):
+        self._need("torch")
+        name = {"sum": "torch.sum", "max": "torch.amax", "mean": "torch.mean"}[kind]
+        return f"{name}({arg}, dim=-1, keepdim=True)"
+
+    def _pair(self, which, a, b):
+        return self._call(f"torch.{which}imum", a, b)
+
+    def _with_scalar(self, which, a, s):
+        # Max(x, s) clamps from below (min=s), Min(x, s) from above (max=s)
+        return self._call("torch.clamp", a, f"{'min' if which == 'max' else 'max'}={s}")
+
+    def _causal(self, s):
+        self._need("torch")
+        self._need("math")
+        return (f"{s}.masked_fill(torch.ones({s}.shape[-2], {s}.shape[-1], dtype=torch.bool, "
+                f"device={s}.device).triu(1), -math.inf)")
+
+    def _one_hot(self, ids, n):
+        self._need("torch")
+        return f"torch.nn.functional.one_hot({ids}.long(), {n}).to({self._dtype()})"
+
+    def _take(self, a, ids):
+        return self._call("torch.take_along_dim", a, f"{ids}[..., None].long()", "dim=-1")
+
+
+def printer_for(backend: str, **settings) -> _ArrayPrinter:
+    return {"numpy": NumpyPrinter, "torch": TorchPrinter}[backend](settings)

@@ -1,0 +1,758 @@
+"""From Ops to files: analyse each op once, print its formulas, lay them out with Jinja.
+
+`analyse(op)` derives everything the templates need from the op's declarations alone (argument
+kinds and storage shapes, which sizes to bind from which axis, the validation checks, what the
+cache holds); the printers print the forward and backward assignments; the templates only lay
+the pieces out. Nothing here or in the templates is specific to one op.
+
+Storage conventions (the shapes the generated code accepts), from an Array's declared (rows, cols):
+
+* float array, rows != 1: `(..., rows, cols)` for an input (leading batch/head axes), exactly
+  `(rows, cols)` for a parameter; axis 0 is `shape[-2]`, axis 1 is `shape[-1]`;
+* row vector, rows == 1: 1-D `(cols,)`; axis 1 is `shape[-1]`;
+* integer ids, declared `(T, 1)`: `(..., T)`; axis 0 is `shape[-1]`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import textwrap
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+import sympy as sp
+
+from derivations.arrays import Array, ColSum, Contract, Gather, OneHot, Take, shape_of
+from derivations.ops import Op
+
+from .printers import PrinterError, check_name, printer_for
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+BACKENDS = ("numpy", "torch")
+HASH_PREFIX = "# content-hash: sha256:"
+MODULE_IMPORTS = {"math": "import math", "np": "import numpy as np",
+                  "scipy.special": "import scipy.special", "torch": "import torch"}
+
+
+class CodegenError(ValueError):
+    """An op cannot be generated (an undefined array, an unbound size, ...)."""
+
+
+# ----------------------------------------------------------------------------------- analysis
+@dataclass
+class Arg:
+    """One positional argument of `<op>_forward`."""
+
+    array: Array
+    role: str                    # "input" or "param"
+    integer: bool
+
+    @property
+    def name(self) -> str:
+        return self.array.name
+
+    @property
+    def row_vector(self) -> bool:
+        return not self.integer and self.array.shape[0] == 1
+
+    @property
+    def batched(self) -> bool:
+        """Has leading batch/head axes (inputs only; params and row vectors are exact)."""
+        return self.role == "input" and not self.row_vector
+
+    @property
+    def trailing(self) -> int:
+        """How many trailing axes the declared shape occupies in storage."""
+        return 1 if self.integer or self.row_vector else 2
+
+    @property
+    def ndim(self) -> tuple[int, bool]:
+        """(number of axes, exact?) that the stored array must have."""
+        return self.trailing, not self.batched
+
+    def axis(self, a: int) -> int | None:
+        """Storage index (negative) of declared axis `a`, or None if it is not stored."""
+        return storage_axis(self.array, a, self.integer)
+
+    def storage(self, printer) -> str:
+        return storage_text(self.array, self.integer, self.batched, printer)
+
+
+def storage_axis(arr: Array, a: int, integer: bool) -> int | None:
+    rows, cols = arr.shape
+    if integer:
+        if cols != 1:
+            raise CodegenError(f"integer array {arr.name} must be declared (T, 1), got {arr.shape}")
+        return -1 if a == 0 else None
+    if rows == 1:
+        return -1 if a == 1 else None
+    return -2 if a == 0 else -1
+
+
+def storage_text(arr: Array, integer: bool, batched: bool, printer) -> str:
+    rows, cols = arr.shape
+    dims = [rows] if integer else ([cols] if rows == 1 else [rows, cols])
+    text = [printer.doprint(d) for d in dims]
+    if batched:
+        text.insert(0, "...")
+    return "(" + ", ".join(text) + ("," if len(text) == 1 else "") + ")"
+
+
+def storage_shape(arr: Array, integer: bool, batched: bool, sizes: dict,
+                  batch: tuple = (2,)) -> tuple:
+    """The concrete stored shape of `arr` at `sizes` (Symbol or name -> int): for examples."""
+    subs = {(sp.Symbol(k, integer=True, positive=True) if isinstance(k, str) else k): v
+            for k, v in sizes.items()}
+    rows, cols = (int(sp.sympify(d).xreplace(subs)) for d in arr.shape)
+    dims = (rows,) if integer else ((cols,) if rows == 1 else (rows, cols))
+    return (tuple(batch) if batched else ()) + dims
+
+
+@dataclass
+class Analysis:
+    op: Op
+    args: list[Arg]
+    float_args: list[Arg]
+    int_args: list[Arg]
+    option_names: dict               # option symbol -> python name
+    bindings: dict                   # size symbol -> (Arg, storage axis)
+    forward_sizes: list              # size symbols bound in the forward (sorted by name)
+    cache_arrays: list[Array]
+    cache_scalars: list[str]         # option and size names kept in the cache
+    same_size: list                  # (symbol, [(Arg, axis), ...]) with >= 2 entries
+    size_is: list                    # (Arg, axis, expr) for literal / composite declared sizes
+    id_bounds: list                  # (Arg, bound expr)
+    batched: dict                    # Array -> has leading axes (for shape comments)
+    grad_of_arg: dict = field(default_factory=dict)   # arg name -> grad Array
+
+
+def _size_symbols(expr, option_symbols) -> set:
+    return {s for s in sp.sympify(expr).free_symbols
+            if not isinstance(s, Array) and s not in option_symbols}
+
+
+def _arrays(expr) -> set:
+    return {s for s in sp.sympify(expr).free_symbols if isinstance(s, Array)}
+
+
+def _batched(expr, flags: dict) -> bool:
+    """Whether a value keeps leading axes: any batched Array inside, outside ColSum/Contract."""
+    expr = sp.sympify(expr)
+    if isinstance(expr, Array):
+        return flags.get(expr, True)
+    if isinstance(expr, (ColSum, Contract)):
+        return False
+    return any(_batched(a, flags) for a in expr.args)
+
+
+def analyse(op: Op) -> Analysis:
+    where = f"op {op.name} ({op.module})"
+    if not op.name.isidentifier() or op.name.startswith("_"):
+        raise CodegenError(f"{where}: the name must be a Python identifier (it names files "
+                           "and functions) and may not start with '_'")
+    integer = set(op.integer_inputs)
+    args = [Arg(a, "input", a in integer) for a in op.inputs] + \
+           [Arg(a, "param", False) for a in op.params]
+    names = [a.name for a in args] + [o.name for o in op.options]
+    for n in names:
+        try:
+            check_name(n, "argument")
+        except PrinterError as e:
+            raise CodegenError(f"{where}: {e}") from None
+    if len(set(names)) != len(names):
+        raise CodegenError(f"{where}: argument names repeat: {names}")
+    for a in args:
+        if a.integer != a.array.integer_valued and a.role == "input":
+            raise CodegenError(f"{where}: {a.name} is integer-valued iff it is in integer_inputs")
+    float_args = [a for a in args if not a.integer]
+    int_args = [a for a in args if a.integer]
+    option_symbols = {o.symbol: o.name for o in op.options if o.symbol is not None}
+    option_names = {o.name for o in op.options}
+    by_name = {a.name: a for a in args}
+
+    # Which arrays each pass may read, in order; which symbols it uses.
+    defined = set(op.inputs) | set(op.params)
+    fwd_sizes: set = set()
+    for asg in op.forward:
+        missing = _arrays(asg.expr) - defined
+        if missing:
+            raise CodegenError(f"{where}: forward line {asg.target.name} reads "
+                               f"{sorted(m.name for m in missing)} before they are defined")
+        if asg.when is not None and asg.when not in option_names:
+            raise CodegenError(f"{where}: forward line {asg.target.name} is guarded by "
+                               f"{asg.when!r}, which is not an option")
+        fwd_sizes |= _size_symbols(asg.expr, option_symbols)
+        defined.add(asg.target)
+    upstream = op.upstream
+    available = set(op.saved) | set(upstream)
+    bwd_sizes: set = set()
+    bwd_options: set = set()
+    for asg in op.backward:
+        missing = _arrays(asg.expr) - available
+        if missing:
+            raise CodegenError(f"{where}: backward line {asg.target.name} reads "
+                               f"{sorted(m.name for m in missing)}, which are neither saved, "
+                               "upstream gradients, nor computed earlier in the backward")
+        if asg.when is not None:
+            if asg.when not in option_names:
+                raise CodegenError(f"{where}: backward line {asg.target.name} is guarded by "
+                                   f"{asg.when!r}, which is not an option")
+            bwd_options.add(asg.when)
+        bwd_sizes |= _size_symbols(asg.expr, option_symbols)
+        bwd_options |= {option_symbols[s] for s in sp.sympify(asg.expr).free_symbols
+                        if s in option_symbols}
+        available.add(asg.target)
+    for g in op.grads:
+        if g not in available:
+            raise CodegenError(f"{where}: gradient {g.name} is never computed by the backward")
+
+    # Where every size can be read from: the op's own choice first, then every declared axis.
+    occurrences: dict = {}
+    size_is = []
+    for a in args:
+        for ax in (0, 1):
+            idx = a.axis(ax)
+            if idx is None:
+                continue
+            dim = a.array.shape[ax]
+            if isinstance(dim, sp.Symbol):
+                occurrences.setdefault(dim, []).append((a, idx))
+            else:
+                size_is.append((a, idx, dim))
+    bindings = {}
+    for sym, (arr, ax) in op.sizes.items():
+        if arr.name not in by_name or by_name[arr.name].array != arr:
+            raise CodegenError(f"{where}: sizes[{sym}] reads {arr.name}, which is not an argument")
+        idx = by_name[arr.name].axis(ax)
+        if idx is None:
+            raise CodegenError(f"{where}: sizes[{sym}] reads axis {ax} of {arr.name}, which is "
+                               "not stored")
+        bindings[sym] = (by_name[arr.name], idx)
+    for sym, occ in occurrences.items():
+        bindings.setdefault(sym, occ[0])
+    same_size = []
+    for sym, occ in sorted(occurrences.items(), key=lambda kv: kv[0].name):
+        ref = bindings[sym]
+        rest = [o for o in occ if not (o[0] is ref[0] and o[1] == ref[1])]
+        if rest:
+            same_size.append((sym, [ref] + rest))
+
+    # Integer ids: the sizes that bound them, from the nodes that index with them.
+    id_bounds = []
+    int_arrays = {a.array: a for a in int_args}
+    for asg in op.forward + op.backward:
+        for node in sp.preorder_traversal(asg.expr):
+            bound = None
+            if isinstance(node, Gather) and node.args[1] in int_arrays:
+                bound, ids = shape_of(node.args[0])[0], node.args[1]
+            elif isinstance(node, OneHot) and node.args[0] in int_arrays:
+                bound, ids = node.args[1], node.args[0]
+            elif isinstance(node, Take) and node.args[1] in int_arrays:
+                bound, ids = shape_of(node.args[0])[1], node.args[1]
+            if bound is not None and (int_arrays[ids], bound) not in id_bounds:
+                id_bounds.append((int_arrays[ids], bound))
+
+    needed = set(fwd_sizes) | set(bwd_sizes)
+    for _, _, dim in size_is:
+        needed |= _size_symbols(dim, option_symbols)
+    for _, bound in id_bounds:
+        needed |= _size_symbols(bound, option_symbols)
+    unbound = sorted((s for s in needed if s not in bindings), key=lambda s: s.name)
+    if unbound:
+        raise CodegenError(f"{where}: sizes {[s.name for s in unbound]} are used but no argument "
+                           "declares them (add them to Op.sizes or to an argument's shape)")
+
+    flags = {a.array: a.batched for a in args}
+    for asg in op.forward:
+        flags[asg.target] = _batched(asg.expr, flags)
+    for up, out in zip(upstream, op.outputs):
+        flags[up] = flags[out]
+    for asg in op.backward:
+        flags[asg.target] = _batched(asg.expr, flags)
+
+    grad_of_arg = {}
+    float_names = [a.name for a in float_args]
+    for a, g in zip(float_args, op.grads):
+        grad_of_arg[a.name] = g
+    by_grad = {g.name: g for g in op.grads}
+    if all(("d" + n) in by_grad for n in float_names):   # match d<name> when the names allow
+        grad_of_arg = {n: by_grad["d" + n] for n in float_names}
+
+    for a in float_args:
+        g = grad_of_arg[a.name]
+        if g.shape != a.array.shape:
+            raise CodegenError(f"{where}: gradient {g.name} is declared {g.shape} but "
+                               f"{a.name} is {a.array.shape}")
+        if flags[g] != a.batched:
+            raise CodegenError(
+                f"{where}: gradient {g.name} " +
+                ("has no leading batch axes (ColSum/Contract sum over them) but the input "
+                 f"{a.name} has them; declare {a.name} as a param (shared by every batch "
+                 "element, stored exactly 2-D) or compute the gradient per batch element"
+                 if a.batched else
+                 f"keeps leading batch axes but {a.name} is a param (shared, stored exactly "
+                 f"{a.trailing}-D); sum them with ColSum/Contract"))
+    # One name, one thing: an array, a size and an option may not share a Python name.
+    things: dict = {}
+    every = list(op.inputs) + list(op.params) + list(upstream) + list(op.grads) + \
+        [asg.target for asg in op.forward + op.backward]
+    for asg in op.forward + op.backward:
+        every += sorted(_arrays(asg.expr), key=lambda a: a.name)
+    for arr in every:
+        things.setdefault(arr.name, set()).add(("array", arr))
+    for sym in needed:
+        things.setdefault(sym.name, set()).add(("size", sym))
+    for o in op.options:
+        things.setdefault(o.name, set()).add(("option", o.name))
+    for nm, what in sorted(things.items()):
+        if len(what) > 1:
+            kinds = sorted(f"{k} {nm}{tuple(v.shape)}" if k == "array" else f"{k} {nm}"
+                           for k, v in what)
+            raise CodegenError(f"{where}: the name {nm!r} is used for different things: "
+                               + "; ".join(kinds))
+        try:
+            check_name(nm, "name")
+        except PrinterError as e:
+            raise CodegenError(f"{where}: {e}") from None
+
+    cache_scalars = [o.name for o in op.options if o.name in bwd_options] + \
+                    sorted(s.name for s in bwd_sizes)
+    return Analysis(op=op, args=args, float_args=float_args, int_args=int_args,
+                    option_names=option_symbols, bindings=bindings,
+                    forward_sizes=sorted(needed, key=lambda s: s.name),
+                    cache_arrays=list(op.saved), cache_scalars=cache_scalars,
+                    same_size=same_size, size_is=size_is, id_bounds=id_bounds, batched=flags,
+                    grad_of_arg=grad_of_arg)
+
+
+# ----------------------------------------------------------------------------------- printing
+def _shape_comment(arr: Array, batched: bool, printer) -> str:
+    return storage_text(arr, arr.integer_valued, batched and arr.shape[0] != 1, printer)
+
+
+def _body(assigns, printer, batched: dict) -> list[str]:
+    """Lines for a sequence of assignments; `when` guards print as `if <flag>:`."""
+    lines: list[str] = []
+    for asg in assigns:
+        printed = printer.print_assign(asg.target.name, asg.expr)
+        printed[-1] += f"  # {_shape_comment(asg.target, batched[asg.target], printer)}"
+        if asg.when is not None:
+            lines.append(f"if {asg.when}:")
+            printed = ["    " + p for p in printed]
+        lines.extend(printed)
+    return lines
+
+
+def _tuple(names: list[str]) -> str:
+    return "(" + ", ".join(names) + ("," if len(names) == 1 else "") + ")"
+
+
+def _q(s: str) -> str:
+    """A double-quoted Python string literal."""
+    return json.dumps(str(s), ensure_ascii=False)
+
+
+def _call(func: str, args: list[str], width: int = 92) -> list[str]:
+    """A call as one line, or one argument per line when it would be too long."""
+    one = f"{func}({', '.join(args)})"
+    if len(one) <= width:
+        return [one]
+    return [f"{func}("] + [f"    {a}," for a in args] + [")"]
+
+
+def _wrap(text: str, width: int = 92) -> list[str]:
+    """Docstring prose (or LaTeX, which ignores line breaks) wrapped at spaces."""
+    return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
+
+
+def class_name(name: str) -> str:
+    return "".join(p[:1].upper() + p[1:] for p in name.split("_") if p)
+
+
+def _import_block(std: list[str], third: list[str]) -> list[str]:
+    """Standard-library imports, a blank line, third-party imports, a blank line (if any)."""
+    lines = std + ([""] if std and third else []) + third
+    return lines + ([""] if lines else [])
+
+
+def _option_default(opt) -> str:
+    if isinstance(opt.default, (bool, int, float, str)) or opt.default is None:
+        return repr(opt.default)
+    raise CodegenError(f"option {opt.name}: default {opt.default!r} is not a plain Python value")
+
+
+def _option_param(opt) -> str:
+    """`name=default`, or just `name` (a required keyword) when the default is None."""
+    return opt.name if opt.default is None else f"{opt.name}={_option_default(opt)}"
+
+
+def _coerce(opt) -> str | None:
+    """Options are made plain Python values (a NumPy float64 eps would upcast float32).
+
+    The type is the default's; with no default, the symbol's (integer -> int, else float).
+    """
+    for t in (bool, int, float):
+        if type(opt.default) is t:
+            return f"{opt.name} = {t.__name__}({opt.name})"
+    if opt.default is None and opt.symbol is not None:
+        return f"{opt.name} = {'int' if opt.symbol.is_integer else 'float'}({opt.name})"
+    return None
+
+
+def op_context(op: Op, backend: str) -> dict:
+    """Everything a template needs for one op and one backend (all text already printed)."""
+    an = analyse(op)
+    fwd = printer_for(backend, names=an.option_names)
+    name = op.name
+    qn = _q(name)
+
+    def arr_text(a: Arg):
+        return f"({_q(a.name)}, {a.name}, {a.ndim[0]}, {a.ndim[1]}, {_q(a.storage(fwd))})"
+
+    checks: list[list[str]] = []
+    if an.float_args:
+        checks.append(_call("_v.floats", [qn] + [arr_text(a) for a in an.float_args]))
+    if an.int_args:
+        checks.append(_call("_v.integers", [qn] + [arr_text(a) for a in an.int_args]))
+    batched = [a for a in an.args if a.batched]
+    if len(batched) > 1:
+        checks.append(_call("_v.same_leading", [qn] + [
+            f"({_q(a.name)}, {a.name}, {a.trailing})" for a in batched]))
+    for sym, occ in an.same_size:
+        checks.append(_call("_v.same_size", [qn, _q(sym.name)] + [
+            f"({_q(a.name)}, {a.name}, {ax})" for a, ax in occ]))
+    size_lines = [f"{fwd.doprint(s)} = {an.bindings[s][0].name}.shape[{an.bindings[s][1]}]"
+                  for s in an.forward_sizes]
+    late_checks: list[list[str]] = []
+    for a, ax, dim in an.size_is:
+        late_checks.append(_call("_v.size_is", [qn, _q(a.name), a.name, str(ax), fwd.doprint(dim),
+                                                _q(fwd.doprint(dim))]))
+    for a, bound in an.id_bounds:
+        late_checks.append(_call("_v.in_range", [qn, _q(a.name), a.name, fwd.doprint(bound),
+                                                 _q(fwd.doprint(bound))]))
+
+    try:
+        forward_lines = _body(op.forward, fwd, an.batched)
+        bwd = printer_for(backend, names=an.option_names)
+        backward_lines = _body(op.backward, bwd, an.batched)
+    except PrinterError as e:
+        raise CodegenError(f"op {name} ({op.module}), {backend}: {e}") from None
+
+    if fwd.uses_dtype:
+        if not an.float_args:
+            raise CodegenError(f"op {name}: the forward needs a float dtype but has no float argument")
+        checks[0][0] = "dtype = " + checks[0][0]
+    backward_pre = []
+    if bwd.uses_dtype:
+        backward_pre.append(f"dtype = d{op.outputs[0].name}.dtype")
+
+    module = None
+    if op.params:
+        module = _module_context(op, an, fwd)
+    used = fwd.modules | bwd.modules | ({"torch"} if backend == "torch" else set())
+    if backend == "torch" and module and any("math." in p["init"] for p in module["params"]):
+        used.add("math")
+    modules = sorted(used)
+    imports = [MODULE_IMPORTS[m] for m in sorted(modules, key=lambda m: MODULE_IMPORTS[m])]
+    std_imports = [i for i in imports if i == "import math"]
+    third_imports = [i for i in imports if i != "import math"]
+    import_lines = _import_block(std_imports, third_imports)
+
+    cache_names = [a.name for a in an.cache_arrays] + an.cache_scalars
+    outputs = [o.name for o in op.outputs]
+    upstream = [u.name for u in op.upstream]
+    grads = [g.name for g in op.grads]
+    options = [{"name": o.name, "default": _option_default(o), "doc": o.doc,
+                "coerce": _coerce(o)} for o in op.options]
+    arg_docs = []
+    for a in an.args:
+        kind = "integer ids" if a.integer else ("parameter" if a.role == "param" else "input")
+        arg_docs.append(f"{a.name}: {a.storage(fwd)} {kind}")
+    for o in op.options:
+        arg_docs.extend(_wrap(f"{o.name}: option, default {_option_default(o)}" +
+                              (f"; {o.doc}" if o.doc else ""), 84))
+
+    # torch extras
+    apply_args = [a.name for a in an.args] + [o.name for o in op.options]
+    grad_returns = []
+    for a in an.args:
+        grad_returns.append(an.grad_of_arg[a.name].name if not a.integer else "None")
+    grad_returns += ["None"] * len(op.options)
+
+    latex = op.latex
+    if '"""' in latex or latex.endswith("\\"):
+        raise CodegenError(f"op {name}: latex cannot go into a docstring as is")
+    return {
+        "op": op, "name": name, "title": op.title, "latex": _wrap(latex, 96),
+        "claims": _wrap(", ".join(op.claims) + f" ({op.module.replace('.', '/')}.py)."),
+        "cache_doc": _wrap("Cache: " + op.cache_doc),
+        "saved_docs": [f"{a.name} {_shape_comment(a, an.batched.get(a, True), fwd)}"
+                       for a in an.cache_arrays],
+        "cache_scalars": an.cache_scalars,
+        "source": op.module.replace(".", "/") + ".py",
+        "import_lines": import_lines,
+        "signature": ", ".join([a.name for a in an.args] +
+                               (["*"] + [_option_param(o) for o in op.options]
+                                if options else [])),
+        "call_kwargs": ", ".join([a.name for a in an.args] +
+                                 [f"{o.name}={o.name}" for o in op.options]),
+        "arg_docs": arg_docs,
+        "coercions": [o["coerce"] for o in options if o["coerce"]],
+        "checks": [line for c in checks for line in c], "size_lines": size_lines,
+        "late_checks": [line for c in late_checks for line in c],
+        "forward_lines": forward_lines, "backward_lines": backward_lines,
+        "backward_pre": backward_pre,
+        "outputs": outputs,
+        "outputs_target": outputs[0] if len(outputs) == 1 else _tuple(outputs),
+        "outputs_return": ", ".join(outputs),
+        "output_docs": [f"{o.name} {_shape_comment(o, an.batched[o], fwd)}" for o in op.outputs],
+        "cache_tuple": _tuple(cache_names), "n_cache_arrays": len(an.cache_arrays),
+        "upstream": upstream,
+        "grads": grads, "grads_target": ", ".join(grads),
+        "grad_docs": [f"{g.name} {_shape_comment(g, an.batched[g], fwd)}" for g in op.grads],
+        "camel": class_name(name),
+        "apply_args": ", ".join(apply_args),
+        "grad_returns": ", ".join(grad_returns),
+        "module": module,
+        "exports": ", ".join(repr(e) for e in
+                             [f"{name}_forward", f"{name}_backward", f"{class_name(name)}Function", name] +
+                             ([class_name(name)] if module else [])).replace("'", '"'),
+    }
+
+
+def _module_context(op: Op, an: Analysis, printer) -> dict:
+    """The nn.Module wrapper: parameters by their PyTorch names, created from the sizes."""
+    attr = dict(getattr(op, "module_params", None) or {})
+    init = dict(getattr(op, "param_init", None) or {})
+    unknown = sorted((set(attr) | set(init)) - {p.name for p in op.params})
+    if unknown:
+        raise CodegenError(f"op {op.name}: module_params/param_init name {unknown}, which are "
+                           f"not params ({[p.name for p in op.params]})")
+    sizes: list = []
+    params = []
+    for p in op.params:
+        for dim in p.shape:
+            for s in sorted(sp.sympify(dim).free_symbols, key=lambda s: s.name):
+                if s not in sizes:
+                    sizes.append(s)
+        rows, cols = p.shape
+        shape = [cols] if rows == 1 else [rows, cols]
+        kind = init.get(p.name, "normal" if rows != 1 else "zeros")
+        name = check_name(attr.get(p.name, p.name), "module parameter")
+        if kind not in INIT:
+            raise CodegenError(f"op {op.name}: param_init[{p.name}] = {kind!r}; known: {sorted(INIT)}")
+        params.append({"array": p.name, "attr": name,
+                       "shape": "(" + ", ".join(printer.doprint(d) for d in shape) +
+                                ("," if len(shape) == 1 else "") + ")",
+                       "init": INIT[kind].format(p=f"self.{name}",
+                                                 fan_in=printer.doprint(shape[-1]))})
+    inputs = [a.name for a in an.args if a.role == "input"]
+    return {
+        "sizes": [printer.doprint(s) for s in sizes],
+        "params": params,
+        "inputs": ", ".join(inputs),
+        "call": ", ".join(inputs + [f"self.{p['attr']}" for p in params] +
+                          [f"{o.name}=self.{o.name}" for o in op.options]),
+        "init_signature": ", ".join([printer.doprint(s) for s in sizes] + ["*"] +
+                                    [_option_param(o) for o in op.options] +
+                                    ["device=None", "dtype=None"]),
+        "options": [o.name for o in op.options],
+    }
+
+
+def steps() -> tuple:
+    """Optimiser steps: `STEPS` (name -> Step) of every topic module, sorted by name."""
+    from derivations.registry import topic_modules
+    out = []
+    for mod in topic_modules():
+        for st in dict(getattr(mod, "STEPS", {}) or {}).values():
+            st.module = getattr(st, "module", None) or mod.__name__
+            out.append(st)
+    return tuple(sorted(out, key=lambda st: st.name))
+
+
+def step_context(step, backend: str) -> dict:
+    """A Step: `<name>_step(*inputs, *, options) -> outputs`, elementwise over any shape."""
+    where = f"step {step.name} ({step.module})"
+    names = [a.name for a in step.inputs] + [o.name for o in step.options]
+    try:
+        for n in names:
+            check_name(n, "argument")
+    except PrinterError as e:
+        raise CodegenError(f"{where}: {e}") from None
+    option_symbols = {o.symbol: o.name for o in step.options if o.symbol is not None}
+    defined = set(step.inputs)
+    for asg in step.assigns:
+        missing = _arrays(asg.expr) - defined
+        if missing:
+            raise CodegenError(f"{where}: line {asg.target.name} reads "
+                               f"{sorted(m.name for m in missing)} before they are defined")
+        sizes = _size_symbols(asg.expr, option_symbols)
+        if sizes:
+            raise CodegenError(f"{where}: a step is elementwise but line {asg.target.name} uses "
+                               f"the sizes {sorted(s.name for s in sizes)}")
+        if asg.when is not None:
+            raise CodegenError(f"{where}: guarded lines are not supported in steps")
+        defined.add(asg.target)
+    for o in step.outputs:
+        if o not in defined:
+            raise CodegenError(f"{where}: output {o.name} is never computed")
+    printer = printer_for(backend, names=option_symbols)
+    try:
+        body = []
+        for asg in step.assigns:
+            body.extend(printer.print_assign(asg.target.name, asg.expr))
+    except PrinterError as e:
+        raise CodegenError(f"{where}, {backend}: {e}") from None
+    qn = _q(step.name)
+    checks = _call("_v.floats", [qn] + [f"({_q(a.name)}, {a.name}, 0, False, \"(any shape)\")"
+                                        for a in step.inputs])
+    if printer.uses_dtype:
+        checks[0] = "dtype = " + checks[0]
+    if len(step.inputs) > 1:
+        checks += _call("_v.same_shape", [qn] + [f"({_q(a.name)}, {a.name})" for a in step.inputs])
+    used = set(printer.modules)
+    imports = [MODULE_IMPORTS[m] for m in sorted(used, key=lambda m: MODULE_IMPORTS[m])]
+    std = [i for i in imports if i == "import math"]
+    outputs = [o.name for o in step.outputs]
+    latex = step.latex
+    if '"""' in latex or latex.endswith("\\"):
+        raise CodegenError(f"{where}: latex cannot go into a docstring as is")
+    return {
+        "name": step.name, "title": step.title, "latex": _wrap(latex, 96),
+        "backend_title": "NumPy" if backend == "numpy" else "PyTorch",
+        "claims": _wrap(", ".join(step.claims) + f" ({step.module.replace('.', '/')}.py)."),
+        "doc": _wrap(step.doc) if step.doc else [],
+        "source": step.module.replace(".", "/") + ".py",
+        "import_lines": _import_block(std, [i for i in imports if i not in std]),
+        "signature": ", ".join([a.name for a in step.inputs] +
+                               (["*"] + [_option_param(o) for o in step.options]
+                                if step.options else [])),
+        "arg_docs": [f"{a.name}: float array (any shape, all alike)" for a in step.inputs] +
+                    [line for o in step.options for line in
+                     _wrap(f"{o.name}: option" + ("" if o.default is None else
+                                                  f", default {_option_default(o)}") +
+                           (f"; {o.doc}" if o.doc else ""), 84)],
+        "coercions": [c for c in (_coerce(o) for o in step.options) if c],
+        "checks": checks, "body": body,
+        "outputs": ", ".join(outputs),
+    }
+
+
+# parameter initialisers by name (an Op may choose one per parameter through `param_init`)
+INIT = {
+    "zeros": "torch.nn.init.zeros_({p})",
+    "ones": "torch.nn.init.ones_({p})",
+    "normal": "torch.nn.init.normal_({p}, mean=0.0, std=0.02)",
+    "fan_in": "torch.nn.init.uniform_({p}, -1.0 / math.sqrt({fan_in}), 1.0 / math.sqrt({fan_in}))",
+}
+
+
+# ----------------------------------------------------------------------------------- files
+PACKAGE_DOCS = {
+    None: "Generated code, printed from the proven formulas in `derivations/`: one module per op "
+          "in\n`generated.numpy` and `generated.torch`.",
+    "numpy": "Generated NumPy kernels, one module per op: `<op>_forward`, `<op>_backward`.",
+    "torch": "Generated PyTorch kernels, one module per op: `<op>_forward`, `<op>_backward`,\n"
+             "`<Op>Function` (autograd), `<op>` (functional) and, for ops with parameters, an "
+             "`nn.Module`.",
+}
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                              trim_blocks=True, lstrip_blocks=True, autoescape=False)
+
+
+def with_header(body: str, source: str, template: str) -> str:
+    """Prefix the generated-file header; the hash covers everything after its own line."""
+    body = body.lstrip("\n")
+    digest = hashlib.sha256(body.encode()).hexdigest()
+    return (f"# Generated by `python -m codegen` from {source} with template {template}.\n"
+            "# Do not edit: change the derivation or the template and run `make codegen`.\n"
+            f"{HASH_PREFIX}{digest}\n{body}")
+
+
+def verify_header(text: str) -> bool:
+    """True if `text` carries a header whose content hash matches what follows it."""
+    lines = text.split("\n")
+    for n, line in enumerate(lines[:5]):
+        if line.startswith(HASH_PREFIX):
+            rest = "\n".join(lines[n + 1:])
+            return hashlib.sha256(rest.encode()).hexdigest() == line[len(HASH_PREFIX):]
+    return False
+
+
+def render_op(op: Op, backend: str, env: jinja2.Environment | None = None) -> str:
+    """The text of generated/<backend>/<op>.py."""
+    tname = f"{backend}_op.py.j2"
+    ctx = op_context(op, backend)
+    text = (env or _env()).get_template(tname).render(**ctx)
+    return with_header(_tidy(text), ctx["source"], tname)
+
+
+def render_all(ops=None, *, raise_errors: bool = True, errors_out: dict | None = None) -> dict[str, str]:
+    """Every generated file, path relative to the repository root -> text.
+
+    An op that cannot be generated raises CodegenError (all such ops in one message), or, with
+    `raise_errors=False`, is left out and its message put in `errors_out[op name]`.
+    """
+    if ops is None:
+        from derivations.registry import ops as registry_ops
+        ops = registry_ops()
+    env = _env()
+    files: dict[str, str] = {}
+    names = [o.name for o in ops]
+    errors: dict[str, str] = {}
+    for backend in BACKENDS:
+        for op in ops:
+            try:
+                files[f"generated/{backend}/{op.name}.py"] = render_op(op, backend, env)
+            except (CodegenError, PrinterError) as e:
+                errors.setdefault(op.name, str(e))
+        vname = f"{backend}_validate.py.j2"
+        files[f"generated/{backend}/_validate.py"] = with_header(
+            _tidy(env.get_template(vname).render(backend=backend)), "derivations/registry.py", vname)
+
+    for st in steps():
+        for backend in BACKENDS:
+            try:
+                ctx = step_context(st, backend)
+            except (CodegenError, PrinterError) as e:
+                errors.setdefault(st.name, str(e))
+                continue
+            files[f"generated/{backend}/{st.name}.py"] = with_header(
+                _tidy(env.get_template("step.py.j2").render(**ctx)), ctx["source"], "step.py.j2")
+        names.append(st.name)
+    names = sorted(n for n in names if n not in errors)
+    for key in ("numpy", "torch", None):
+        path = f"generated/{key}/__init__.py" if key else "generated/__init__.py"
+        files[path] = with_header(
+            _tidy(env.get_template("package_init.py.j2").render(doc=PACKAGE_DOCS[key], ops=names)),
+            "derivations/registry.py", "package_init.py.j2")
+    if errors and raise_errors:
+        raise CodegenError("\n".join(f"{n}: {m}" for n, m in sorted(errors.items())))
+    if errors_out is not None:
+        errors_out.update(errors)
+    return dict(sorted(files.items()))
+
+
+def _tidy(text: str) -> str:
+    """Trailing spaces off, at most two blank lines in a row, one final newline."""
+    text = "\n".join(line.rstrip() for line in text.split("\n"))
+    text = re.sub(r"\n{4,}", "\n\n\n", text)
+    return text.strip("\n") + "\n"
+
+
+def generated_paths(root: Path = ROOT) -> set[str]:
+    """The generated files now on disk (relative paths), caches excluded."""
+    out = set()
+    base = root / "generated"
+    if base.exists():
+        for p in base.rglob("*.py"):
+            if "__pycache__" not in p.parts:
+                out.add(p.relative_to(root).as_posix())
+    return out

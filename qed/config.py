@@ -1,0 +1,114 @@
+"""GPTConfig: the sizes and architectural choices of a qed GPT, validated with helpful errors.
+
+Every choice names the generated kernels it needs:
+
+    norm           "layernorm" | "rmsnorm"                 -> generated/<backend>/<norm>.py
+    ffn            "relu" | "gelu" | "gelu_tanh" | "swiglu" -> the activation kernel (swiglu: swiglu.py)
+    pos            "learned" (wpe table + embedding kernel) | "sinusoidal" (fixed table, no params)
+                   | "rope" (rotary, applied to q and k of every head)
+    norm_position  "pre"  (GPT-2: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)); final ln_f)
+                   | "post" (the source document / original Transformer:
+                            x = ln_1(x + attn(x)); x = ln_2(x + mlp(x)); no ln_f, since every
+                            block already ends with a norm)
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from .errors import QedError
+
+NORMS = ("layernorm", "rmsnorm")
+FFNS = ("relu", "gelu", "gelu_tanh", "swiglu")
+POSITIONS = ("learned", "sinusoidal", "rope")
+NORM_POSITIONS = ("pre", "post")
+
+
+class ConfigError(QedError):
+    """A GPTConfig that cannot be built; the message says what to change (a ValueError)."""
+
+
+def _even_multiple(n: int, m: int) -> int:
+    """The multiple of lcm(2, m) nearest to n (at least one)."""
+    step = m if m % 2 == 0 else 2 * m
+    return step * max(1, round(n / step))
+
+
+@dataclass
+class GPTConfig:
+    n_layer: int = 2
+    n_head: int = 2
+    n_embd: int = 32
+    block_size: int = 16
+    vocab_size: int = 16
+    bias: bool = True
+    norm: str = "layernorm"
+    ffn: str = "gelu"
+    pos: str = "learned"
+    norm_position: str = "pre"
+    tie_weights: bool = True
+
+    # ------------------------------------------------------------------ derived sizes
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head
+
+    @property
+    def ffn_hidden(self) -> int:
+        """Hidden width of the MLP: 4·n_embd (GPT-2); for SwiGLU the same width is used for
+        the gate and up projections (so a SwiGLU block has 1.5x the MLP parameters)."""
+        return 4 * self.n_embd
+
+    # ------------------------------------------------------------------ validation
+    def validate(self) -> None:
+        """Raise ConfigError naming the offending field and a fix; return None if valid."""
+        for name in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ConfigError(f"{name}={v!r} must be an integer (e.g. {name}="
+                                  f"{getattr(GPTConfig, name)})")
+            if v <= 0:
+                raise ConfigError(f"{name}={v} must be a positive integer (e.g. {name}="
+                                  f"{getattr(GPTConfig, name)})")
+        for name in ("bias", "tie_weights"):
+            v = getattr(self, name)
+            if not isinstance(v, bool):
+                raise ConfigError(f"{name}={v!r} must be True or False")
+        for name, allowed in (("norm", NORMS), ("ffn", FFNS), ("pos", POSITIONS),
+                              ("norm_position", NORM_POSITIONS)):
+            v = getattr(self, name)
+            if v not in allowed:
+                raise ConfigError(f"{name}={v!r} is not a known option: choose one of "
+                                  + ", ".join(repr(a) for a in allowed))
+        if self.n_embd % self.n_head:
+            good = self.n_head * max(1, round(self.n_embd / self.n_head))
+            raise ConfigError(
+                f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}: choose n_embd a "
+                f"multiple of n_head (e.g. {good})")
+        if self.pos == "rope" and self.head_dim % 2:
+            raise ConfigError(
+                f"pos='rope' rotates pairs of features, but the head size n_embd/n_head = "
+                f"{self.n_embd}/{self.n_head} = {self.head_dim} is odd: choose n_embd a multiple "
+                f"of 2*n_head (e.g. {_even_multiple(self.n_embd, 2 * self.n_head)})"
+                f" or another pos ('learned', 'sinusoidal')")
+        if self.pos == "sinusoidal" and self.n_embd % 2:
+            raise ConfigError(
+                f"pos='sinusoidal' pairs sin and cos features, but n_embd={self.n_embd} is odd: "
+                f"choose an even n_embd that is a multiple of n_head (e.g. {_even_multiple(self.n_embd, self.n_head)})"
+                f" or another pos ('learned', 'rope')")
+
+    # ------------------------------------------------------------------ (de)serialisation
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "GPTConfig":
+        if not isinstance(d, dict):
+            raise ConfigError(f"a config must be a dict, got {type(d).__name__}")
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(d) - set(known))
+        if unknown:
+            raise ConfigError(f"unknown config key(s) {', '.join(map(repr, unknown))}: "
+                              f"known keys are {', '.join(known)}")
+        cfg = cls(**d)
+        cfg.validate()
+        return cfg

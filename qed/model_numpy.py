@@ -1,0 +1,434 @@
+"""NumpyGPT: a GPT assembled from the generated NumPy kernels, with no autograd of any kind.
+
+llm.c style: `forward` calls each layer's `<op>_forward` and keeps its cache on a tape;
+`backward` walks the tape in reverse and calls the matching `<op>_backward`. Every formula —
+embedding, linear, norms, attention, activations, SwiGLU, RoPE, sinusoidal table, cross-entropy
+— is a generated kernel (generated/numpy/<op>.py, printed from a proved SymPy expression). The
+only arithmetic written here is bookkeeping: the residual add and its gradient fan-out
+(`dx = dy + d(sublayer input)`), splitting/merging heads (reshape/transpose) and its inverse,
+and accumulating a gradient that reaches a parameter twice (tied wte). The loss is the
+cross_entropy kernel's mean over the tokens whose target is not -1 (the kernel's mask; -1 is
+nanoGPT's / F.cross_entropy's ignore_index).
+
+Block flows (see qed/config.py):
+
+    pre-norm  (GPT-2):     x = x + attn(ln_1(x));  x = x + mlp(ln_2(x));  ...;  x = ln_f(x)
+    post-norm (document):  x = ln_1(x + attn(x));  x = ln_2(x + mlp(x));  ...   (no ln_f: the
+                           last block already ends with a norm)
+
+Shapes in comments: B batch, T time, C = n_embd, nh heads, hd = C/nh, V vocab, H = 4C.
+"""
+from __future__ import annotations
+
+import importlib
+import math
+from collections import OrderedDict
+
+import numpy as np
+
+from .config import GPTConfig
+
+NORM_EPS = 1e-5          # eps of LayerNorm / RMSNorm (the generated kernels' default)
+ROPE_BASE = 10000.0      # ω_i = ROPE_BASE^(−2i/hd)
+SINUSOID_BASE = 10000.0  # PE(pos, 2i) = sin(pos / SINUSOID_BASE^(2i/C))
+INIT_STD = 0.02          # GPT-2
+
+
+class MissingKernelError(ImportError):
+    """A generated kernel the model needs is not in generated/<backend>/."""
+
+
+def kernel(backend: str, name: str):
+    """The generated module generated/<backend>/<name>.py, or MissingKernelError saying so."""
+    modname = f"generated.{backend}.{name}"
+    try:
+        return importlib.import_module(modname)
+    except ModuleNotFoundError as e:
+        if e.name not in (modname, "generated", f"generated.{backend}"):
+            raise
+        raise MissingKernelError(
+            f"the generated kernel generated/{backend}/{name}.py is missing: run "
+            f"`PYTHONPATH=. python3 -m codegen` (the op {name!r} must be in derivations/)") from None
+
+
+def table_fn(backend: str, module: str, name: str):
+    """A generated table function (RoPE's cos/sin/rot tables, the sinusoidal PE table), or
+    MissingKernelError. Expected signatures (no formula is typed in qed: the tables are the
+    formulas of derivations/positional.py, printed by codegen):
+
+        rope_tables(T, d, *, base=10000.0, dtype, [device]) -> (cos (T, d), sin (T, d), rot (d, d))
+            in generated/<backend>/rope.py
+        sinusoidal_table(T, d, *, base=10000.0, dtype, [device]) -> PE (T, d)
+            in generated/<backend>/sinusoidal.py
+    """
+    fn = getattr(kernel(backend, module), name, None)
+    if fn is None:
+        raise MissingKernelError(
+            f"the generated table function {name}() is missing from generated/{backend}/{module}.py: "
+            f"codegen must print it from derivations/positional.py")
+    return fn
+
+
+# --------------------------------------------------------------------------- parameters
+def param_shapes(config: GPTConfig) -> "OrderedDict[str, tuple[int, ...]]":
+    """Every parameter's name (nanoGPT's) and shape, in a fixed order."""
+    c = config
+    C, H, V = c.n_embd, c.ffn_hidden, c.vocab_size
+    out: OrderedDict = OrderedDict()
+    out["wte.weight"] = (V, C)
+    if c.pos == "learned":
+        out["wpe.weight"] = (c.block_size, C)
+
+    def norm(prefix):
+        out[f"{prefix}.weight"] = (C,)
+        if c.norm == "layernorm" and c.bias:
+            out[f"{prefix}.bias"] = (C,)
+
+    def lin(prefix, n_out, n_in, bias):
+        out[f"{prefix}.weight"] = (n_out, n_in)
+        if bias:
+            out[f"{prefix}.bias"] = (n_out,)
+
+    for layer in range(c.n_layer):
+        p = f"h.{layer}"
+        norm(f"{p}.ln_1")
+        lin(f"{p}.attn.c_attn", 3 * C, C, c.bias)
+        lin(f"{p}.attn.c_proj", C, C, c.bias)
+        norm(f"{p}.ln_2")
+        if c.ffn == "swiglu":
+            lin(f"{p}.mlp.w_gate", H, C, False)
+            lin(f"{p}.mlp.w_up", H, C, False)
+            lin(f"{p}.mlp.w_down", C, H, False)
+        else:
+            lin(f"{p}.mlp.c_fc", H, C, c.bias)
+            lin(f"{p}.mlp.c_proj", C, H, c.bias)
+    if c.norm_position == "pre":
+        norm("ln_f")
+    if not c.tie_weights:
+        out["lm_head.weight"] = (V, C)
+    return out
+
+
+def _is_residual_projection(name: str) -> bool:
+    return name.endswith(("attn.c_proj.weight", "mlp.c_proj.weight", "mlp.w_down.weight"))
+
+
+def init_params(config: GPTConfig, seed: int = 0) -> "OrderedDict[str, np.ndarray]":
+    """GPT-2 initialisation in float64, deterministic from `seed` (both backends use it):
+    matrices ~ N(0, 0.02²), residual projections ~ N(0, (0.02/√(2·n_layer))²), biases 0,
+    norm weights 1."""
+    rng = np.random.default_rng(seed)
+    out: OrderedDict = OrderedDict()
+    for name, shape in param_shapes(config).items():
+        if len(shape) == 2:
+            std = INIT_STD / math.sqrt(2 * config.n_layer) if _is_residual_projection(name) else INIT_STD
+            out[name] = rng.normal(0.0, std, size=shape)
+        elif name.endswith(".bias"):
+            out[name] = np.zeros(shape)
+        else:                                    # a norm's weight (gain)
+            out[name] = np.ones(shape)
+    return out
+
+
+def check_params(expected: dict, params: dict) -> None:
+    """Same names and shapes as `expected` ({name: shape}), or a ValueError listing the differences."""
+    missing = [k for k in expected if k not in params]
+    extra = [k for k in params if k not in expected]
+    wrong = [f"{k}: got {tuple(np.shape(params[k]))}, expected {tuple(expected[k])}"
+             for k in expected if k in params and tuple(np.shape(params[k])) != tuple(expected[k])]
+    if missing or extra or wrong:
+        parts = []
+        if missing:
+            parts.append("missing " + ", ".join(missing))
+        if extra:
+            parts.append("unexpected " + ", ".join(extra))
+        if wrong:
+            parts.append("wrong shape " + "; ".join(wrong))
+        raise ValueError("parameters do not fit this model's config: " + " | ".join(parts))
+
+
+def check_idx(config: GPTConfig, idx, targets=None) -> tuple[int, int]:
+    """(B, T) of a batch of token ids, or a ValueError saying what is wrong."""
+    shape = tuple(idx.shape)
+    if len(shape) != 2:
+        raise ValueError(f"idx must have shape (batch, time), got {shape}")
+    B, T = shape
+    if T > config.block_size:
+        raise ValueError(f"sequence length {T} exceeds block_size={config.block_size}")
+    if T < 1 or B < 1:
+        raise ValueError(f"idx must be non-empty, got shape {shape}")
+    if targets is not None and tuple(targets.shape) != shape:
+        raise ValueError(f"targets must have the shape of idx {shape}, got {tuple(targets.shape)}")
+    return B, T
+
+
+# --------------------------------------------------------------------------- the model
+class NumpyGPT:
+    """A GPT whose forward and backward are generated NumPy kernels (no autograd)."""
+
+    backend = "numpy"
+
+    def __init__(self, config: GPTConfig, dtype=np.float32, seed: int = 0):
+        config.validate()
+        self.config = config
+        self.dtype = np.dtype(dtype)
+        self.params: dict[str, np.ndarray] = {
+            k: v.astype(self.dtype) for k, v in init_params(config, seed).items()}
+        self._tape = None
+        self._k = {}                 # loaded kernel modules by op name
+        self._sinusoid = None        # the fixed table (T_max, C), from the generated kernel
+        self._rope = None            # cos, sin (T_max, hd), rot (hd, hd)
+        self._kernels_needed()       # fail now, not mid-forward, if a kernel is missing
+
+    # ------------------------------------------------------------------ kernels
+    def _kernels_needed(self) -> list[str]:
+        c = self.config
+        names = ["embedding", "attention", "cross_entropy", c.norm,
+                 "linear" if c.bias else "linear_nobias", "linear_nobias"]
+        names += ["swiglu"] if c.ffn == "swiglu" else [c.ffn]
+        for n in names:
+            self._kern(n)
+        if c.pos == "rope":
+            self._kern("rope")
+            table_fn("numpy", "rope", "rope_tables")
+        if c.pos == "sinusoidal":
+            table_fn("numpy", "sinusoidal", "sinusoidal_table")
+        return names
+
+    def _kern(self, name):
+        if name not in self._k:
+            self._k[name] = kernel("numpy", name)
+        return self._k[name]
+
+    # ------------------------------------------------------------------ params
+    @property
+    def num_params(self) -> int:
+        return int(sum(p.size for p in self.params.values()))
+
+    def load_params(self, params: dict) -> None:
+        """Copy {name: array} into the parameters, in place (an optimizer holding
+        `self.params` keeps seeing them); names and shapes must match the config."""
+        check_params(param_shapes(self.config), params)
+        for k in param_shapes(self.config):
+            self.params[k][...] = np.asarray(params[k], dtype=self.dtype)
+        self._tape = None
+
+    # ------------------------------------------------------------------ layers
+    # Each *_fwd returns (out, cache); each *_bwd takes (dout, cache, grads), adds the
+    # parameter gradients into `grads` and returns the gradient of the layer's input.
+
+    def _linear_fwd(self, prefix, x, bias):
+        P = self.params
+        if bias:
+            return self._kern("linear").linear_forward(x, P[prefix + ".weight"], P[prefix + ".bias"])
+        return self._kern("linear_nobias").linear_nobias_forward(x, P[prefix + ".weight"])
+
+    def _linear_bwd(self, prefix, dy, cache, bias, grads):
+        if bias:
+            dx, dw, db = self._kern("linear").linear_backward(dy, cache)
+            _acc(grads, prefix + ".bias", db)
+        else:
+            dx, dw = self._kern("linear_nobias").linear_nobias_backward(dy, cache)
+        _acc(grads, prefix + ".weight", dw)
+        return dx
+
+    def _norm_fwd(self, prefix, x):
+        P, c = self.params, self.config
+        if c.norm == "layernorm":
+            beta = P[prefix + ".bias"] if c.bias else np.zeros(c.n_embd, self.dtype)  # bias=False: β = 0
+            return self._kern("layernorm").layernorm_forward(x, P[prefix + ".weight"], beta, eps=NORM_EPS)
+        return self._kern("rmsnorm").rmsnorm_forward(x, P[prefix + ".weight"], eps=NORM_EPS)
+
+    def _norm_bwd(self, prefix, dy, cache, grads):
+        c = self.config
+        if c.norm == "layernorm":
+            dx, dgamma, dbeta = self._kern("layernorm").layernorm_backward(dy, cache)
+            if c.bias:
+                _acc(grads, prefix + ".bias", dbeta)
+        else:
+            dx, dgamma = self._kern("rmsnorm").rmsnorm_backward(dy, cache)
+        _acc(grads, prefix + ".weight", dgamma)
+        return dx
+
+    def _rope_tables(self, T):
+        """cos, sin (T, hd) and rot (hd, hd) for RoPE, from the generated table function."""
+        if self._rope is None or self._rope[0].shape[0] < T:
+            cos, sin, rot = table_fn("numpy", "rope", "rope_tables")(
+                self.config.block_size, self.config.head_dim, base=ROPE_BASE, dtype=self.dtype)
+            self._rope = tuple(np.asarray(a, dtype=self.dtype) for a in (cos, sin, rot))
+        cos, sin, rot = self._rope
+        return cos[:T], sin[:T], rot
+
+    def _rope_fwd(self, x):
+        """RoPE on (B, nh, T, hd): the kernel wants the tables at x's leading axes (views)."""
+        cos, sin, rot = self._rope_tables(x.shape[-2])
+        lead = x.shape[:-2]
+        return self._kern("rope").rope_forward(
+            x, np.broadcast_to(cos, x.shape), np.broadcast_to(sin, x.shape),
+            np.broadcast_to(rot, lead + rot.shape))
+
+    def _rope_bwd(self, dy, cache):
+        dx, _dcos, _dsin, _drot = self._kern("rope").rope_backward(dy, cache)   # tables are constants
+        return dx
+
+    def _attn_fwd(self, prefix, x):
+        c = self.config
+        B, T, C = x.shape
+        nh, hd = c.n_head, c.head_dim
+        qkv, c_attn = self._linear_fwd(prefix + ".c_attn", x, c.bias)          # (B, T, 3C)
+
+        def heads(t):                                                         # (B, T, C) -> (B, nh, T, hd)
+            return t.reshape(B, T, nh, hd).transpose(0, 2, 1, 3)
+
+        q, k, v = (heads(t) for t in np.split(qkv, 3, axis=-1))
+        c_rope = None
+        if c.pos == "rope":
+            (q, cq), (k, ck) = self._rope_fwd(q), self._rope_fwd(k)
+            c_rope = (cq, ck)
+        y, c_sdpa = self._kern("attention").attention_forward(q, k, v, causal=True)  # (B, nh, T, hd)
+        y = y.transpose(0, 2, 1, 3).reshape(B, T, C)                          # merge heads
+        out, c_proj = self._linear_fwd(prefix + ".c_proj", y, c.bias)
+        return out, (c_attn, c_rope, c_sdpa, c_proj, (B, T, C))
+
+    def _attn_bwd(self, prefix, dout, cache, grads):
+        c = self.config
+        c_attn, c_rope, c_sdpa, c_proj, (B, T, C) = cache
+        nh, hd = c.n_head, c.head_dim
+        dy = self._linear_bwd(prefix + ".c_proj", dout, c_proj, c.bias, grads)
+        dy = dy.reshape(B, T, nh, hd).transpose(0, 2, 1, 3)                  # undo the merge
+        dq, dk, dv = self._kern("attention").attention_backward(dy, c_sdpa)
+        if c_rope is not None:
+            dq, dk = self._rope_bwd(dq, c_rope[0]), self._rope_bwd(dk, c_rope[1])
+        dqkv = np.concatenate([t.transpose(0, 2, 1, 3).reshape(B, T, C) for t in (dq, dk, dv)],
+                              axis=-1)                                         # undo split + heads
+        return self._linear_bwd(prefix + ".c_attn", dqkv, c_attn, c.bias, grads)
+
+    def _mlp_fwd(self, prefix, x):
+        c, P = self.config, self.params
+        if c.ffn == "swiglu":
+            return self._kern("swiglu").swiglu_forward(
+                x, P[prefix + ".w_gate.weight"], P[prefix + ".w_up.weight"], P[prefix + ".w_down.weight"])
+        h, c_fc = self._linear_fwd(prefix + ".c_fc", x, c.bias)                 # (B, T, H)
+        a, c_act = getattr(self._kern(c.ffn), c.ffn + "_forward")(h)
+        out, c_proj = self._linear_fwd(prefix + ".c_proj", a, c.bias)           # (B, T, C)
+        return out, (c_fc, c_act, c_proj)
+
+    def _mlp_bwd(self, prefix, dout, cache, grads):
+        c = self.config
+        if c.ffn == "swiglu":
+            dx, dwg, dwu, dwd = self._kern("swiglu").swiglu_backward(dout, cache)
+            _acc(grads, prefix + ".w_gate.weight", dwg)
+            _acc(grads, prefix + ".w_up.weight", dwu)
+            _acc(grads, prefix + ".w_down.weight", dwd)
+            return dx
+        c_fc, c_act, c_proj = cache
+        da = self._linear_bwd(prefix + ".c_proj", dout, c_proj, c.bias, grads)
+        dh = getattr(self._kern(c.ffn), c.ffn + "_backward")(da, c_act)
+        return self._linear_bwd(prefix + ".c_fc", dh, c_fc, c.bias, grads)
+
+    def _block_fwd(self, layer, x):
+        p = f"h.{layer}"
+        if self.config.norm_position == "pre":
+            h, c1 = self._norm_fwd(p + ".ln_1", x)
+            a, ca = self._attn_fwd(p + ".attn", h)
+            x = x + a                                                          # residual
+            h, c2 = self._norm_fwd(p + ".ln_2", x)
+            m, cm = self._mlp_fwd(p + ".mlp", h)
+            x = x + m                                                          # residual
+        else:
+            a, ca = self._attn_fwd(p + ".attn", x)
+            x, c1 = self._norm_fwd(p + ".ln_1", x + a)                          # norm(residual)
+            m, cm = self._mlp_fwd(p + ".mlp", x)
+            x, c2 = self._norm_fwd(p + ".ln_2", x + m)
+        return x, (c1, ca, c2, cm)
+
+    def _block_bwd(self, layer, dx, cache, grads):
+        p = f"h.{layer}"
+        c1, ca, c2, cm = cache
+        if self.config.norm_position == "pre":
+            # x2 = x1 + mlp(ln_2(x1)):  dx1 = dx2 + ln_2ᵀ(mlpᵀ(dx2))
+            dx = dx + self._norm_bwd(p + ".ln_2", self._mlp_bwd(p + ".mlp", dx, cm, grads), c2, grads)
+            # x1 = x0 + attn(ln_1(x0)): dx0 = dx1 + ln_1ᵀ(attnᵀ(dx1))
+            dx = dx + self._norm_bwd(p + ".ln_1", self._attn_bwd(p + ".attn", dx, ca, grads), c1, grads)
+        else:
+            # x2 = ln_2(x1 + mlp(x1)):  dz = ln_2ᵀ(dx2);  dx1 = dz + mlpᵀ(dz)
+            dz = self._norm_bwd(p + ".ln_2", dx, c2, grads)
+            dx = dz + self._mlp_bwd(p + ".mlp", dz, cm, grads)
+            # x1 = ln_1(x0 + attn(x0)): dz = ln_1ᵀ(dx1);  dx0 = dz + attnᵀ(dz)
+            dz = self._norm_bwd(p + ".ln_1", dx, c1, grads)
+            dx = dz + self._attn_bwd(p + ".attn", dz, ca, grads)
+        return dx
+
+    def _sinusoid_table(self, T):
+        """PE (T, C) of seed A §5, from the generated table function (fixed, no gradient)."""
+        if self._sinusoid is None or self._sinusoid.shape[0] < T:
+            table = table_fn("numpy", "sinusoidal", "sinusoidal_table")(
+                self.config.block_size, self.config.n_embd, base=SINUSOID_BASE, dtype=self.dtype)
+            self._sinusoid = np.asarray(table, dtype=self.dtype)
+        return self._sinusoid[:T]
+
+    # ------------------------------------------------------------------ forward / backward
+    def forward(self, idx: np.ndarray, targets: np.ndarray | None = None):
+        """logits (B, T, V) and the mean cross-entropy over the tokens whose target is not −1
+        (None without targets). With targets, keeps every cache for `backward`."""
+        c, P = self.config, self.params
+        idx = np.asarray(idx)
+        B, T = check_idx(c, idx, None if targets is None else np.asarray(targets))
+        tape = {}
+        x, tape["wte"] = self._kern("embedding").embedding_forward(idx, P["wte.weight"])   # (B, T, C)
+        if c.pos == "learned":
+            pos = np.broadcast_to(np.arange(T), (B, T))
+            pe, tape["wpe"] = self._kern("embedding").embedding_forward(pos, P["wpe.weight"])
+            x = x + pe
+        elif c.pos == "sinusoidal":
+            x = x + self._sinusoid_table(T)                                    # fixed, no gradient
+        tape["blocks"] = []
+        for layer in range(c.n_layer):
+            x, cache = self._block_fwd(layer, x)
+            tape["blocks"].append(cache)
+        if c.norm_position == "pre":
+            x, tape["ln_f"] = self._norm_fwd("ln_f", x)
+        head = "wte.weight" if c.tie_weights else "lm_head.weight"
+        logits, tape["lm_head"] = self._kern("linear_nobias").linear_nobias_forward(x, P[head])  # (B, T, V)
+        loss = None
+        if targets is not None:
+            targets = np.asarray(targets)
+            mask = (targets >= 0).astype(np.int64)             # target -1: ignored (nanoGPT's ignore_index)
+            if not mask.any():
+                raise ValueError("every target is -1 (ignored): there is no token to score")
+            targets = np.where(mask == 1, targets, 0)
+            loss_arr, tape["loss"] = self._kern("cross_entropy").cross_entropy_forward(logits, targets, mask)
+            loss = float(loss_arr.reshape(()))                                  # (1,): the mean over tokens
+        self._tape = tape if targets is not None else None    # caches only when a backward can follow
+        return logits, loss
+
+    def backward(self) -> dict[str, np.ndarray]:
+        """∂(mean loss)/∂param for every parameter, from the tape of the last forward."""
+        tape, c = self._tape, self.config
+        if tape is None or "loss" not in tape:
+            raise RuntimeError("backward() needs a forward(idx, targets) with targets first")
+        grads: dict[str, np.ndarray] = {}
+        dloss = np.ones((1,), dtype=self.dtype)                                  # ∂loss/∂loss
+        dlogits = self._kern("cross_entropy").cross_entropy_backward(dloss, tape["loss"])
+        head = "wte.weight" if c.tie_weights else "lm_head.weight"
+        dx, dw = self._kern("linear_nobias").linear_nobias_backward(dlogits, tape["lm_head"])
+        _acc(grads, head, dw)
+        if c.norm_position == "pre":
+            dx = self._norm_bwd("ln_f", dx, tape["ln_f"], grads)
+        for layer in reversed(range(c.n_layer)):
+            dx = self._block_bwd(layer, dx, tape["blocks"][layer], grads)
+        if c.pos == "learned":
+            _acc(grads, "wpe.weight", self._kern("embedding").embedding_backward(dx, tape["wpe"]))
+        _acc(grads, "wte.weight", self._kern("embedding").embedding_backward(dx, tape["wte"]))
+        self._tape = None
+        return {k: grads[k] for k in self.params}
+
+    __call__ = forward
+
+
+def _acc(grads: dict, name: str, g) -> None:
+    """Add a gradient contribution (a parameter reached twice, e.g. tied wte, gets both)."""
+    if name in grads:
+        grads[name] = grads[name] + g
+    else:
+        grads[name] = g

@@ -1,0 +1,200 @@
+"""TorchGPT: the same GPT as NumpyGPT, built only from the generated PyTorch kernels.
+
+Every layer is a generated `torch.autograd.Function` (called through its functional wrapper
+`generated.torch.<op>.<op>(...)`), whose backward is the proved formula printed into PyTorch;
+torch autograd only chains them together. What is written here is bookkeeping that autograd
+differentiates exactly: the residual add, reshapes/transposes for head split and merge, the
+split of the fused QKV projection.
+
+Parameters have nanoGPT's names (`state_dict()` keys equal NumpyGPT's `params` keys), and with
+the same `seed` both backends start from the same weights (`qed.model_numpy.init_params`).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from .config import GPTConfig
+from .model_numpy import (NORM_EPS, ROPE_BASE, SINUSOID_BASE, NumpyGPT, check_idx, check_params,  # noqa: F401
+                          init_params, kernel, param_shapes, table_fn)
+
+
+def _fn(name: str):
+    """The functional wrapper `<name>(...)` of generated/torch/<name>.py."""
+    return getattr(kernel("torch", name), name)
+
+
+class _Node(nn.Module):
+    """A plain container, so that parameters get dotted names like h.0.attn.c_attn.weight."""
+
+
+class TorchGPT(nn.Module):
+    backend = "torch"
+
+    def __init__(self, config: GPTConfig, dtype=torch.float32, seed: int = 0):
+        super().__init__()
+        config.validate()
+        self.config = config
+        self._kfn = {}
+        for name, value in init_params(config, seed).items():
+            *path, leaf = name.split(".")
+            node = self
+            for part in path:
+                if part not in node._modules:
+                    node.add_module(part, _Node())
+                node = node._modules[part]
+            node.register_parameter(leaf, nn.Parameter(torch.as_tensor(value, dtype=dtype)))
+        self._sinusoid = None
+        self._rope_tabs = None
+        for n in self._kernels_needed():
+            self._k(n)
+
+    # ------------------------------------------------------------------ kernels
+    def _kernels_needed(self) -> list[str]:
+        c = self.config
+        names = ["embedding", "attention", "cross_entropy", c.norm,
+                 "linear" if c.bias else "linear_nobias", "linear_nobias"]
+        names += ["swiglu"] if c.ffn == "swiglu" else [c.ffn]
+        if c.pos == "rope":
+            names.append("rope")
+            table_fn("torch", "rope", "rope_tables")
+        if c.pos == "sinusoidal":
+            table_fn("torch", "sinusoidal", "sinusoidal_table")
+        return names
+
+    def _k(self, name):
+        if name not in self._kfn:
+            self._kfn[name] = _fn(name)
+        return self._kfn[name]
+
+    # ------------------------------------------------------------------ params
+    @property
+    def num_params(self) -> int:
+        return int(sum(p.numel() for p in self.parameters()))
+
+    def load_params(self, params: dict) -> None:
+        """Copy {name: array or tensor} into the parameters (names and shapes checked)."""
+        check_params(param_shapes(self.config), params)
+        own = dict(self.named_parameters())
+        with torch.no_grad():
+            for k, p in own.items():
+                src = params[k]
+                src = src.detach() if isinstance(src, torch.Tensor) else torch.as_tensor(np.asarray(src))
+                p.copy_(src.to(device=p.device, dtype=p.dtype))
+
+    # ------------------------------------------------------------------ layers
+    def _linear(self, P, prefix, x, bias):
+        if bias:
+            return self._k("linear")(x, P[prefix + ".weight"], P[prefix + ".bias"])
+        return self._k("linear_nobias")(x, P[prefix + ".weight"])
+
+    def _norm(self, P, prefix, x):
+        c = self.config
+        if c.norm == "layernorm":
+            w = P[prefix + ".weight"]
+            beta = P[prefix + ".bias"] if c.bias else torch.zeros_like(w)     # bias=False: β = 0
+            return self._k("layernorm")(x, w, beta, eps=NORM_EPS)
+        return self._k("rmsnorm")(x, P[prefix + ".weight"], eps=NORM_EPS)
+
+    def _attn(self, P, prefix, x):
+        c = self.config
+        B, T, C = x.shape
+        nh, hd = c.n_head, c.head_dim
+        qkv = self._linear(P, prefix + ".c_attn", x, c.bias)                   # (B, T, 3C)
+        q, k, v = (t.reshape(B, T, nh, hd).transpose(1, 2) for t in qkv.split(C, dim=-1))
+        if c.pos == "rope":
+            q, k = self._rope(q), self._rope(k)
+        y = self._k("attention")(q, k, v, causal=True)                         # (B, nh, T, hd)
+        y = y.transpose(1, 2).reshape(B, T, C)
+        return self._linear(P, prefix + ".c_proj", y, c.bias)
+
+    def _mlp(self, P, prefix, x):
+        c = self.config
+        if c.ffn == "swiglu":
+            return self._k("swiglu")(x, P[prefix + ".w_gate.weight"], P[prefix + ".w_up.weight"],
+                                     P[prefix + ".w_down.weight"])
+        h = self._linear(P, prefix + ".c_fc", x, c.bias)
+        return self._linear(P, prefix + ".c_proj", self._k(c.ffn)(h), c.bias)
+
+    def _sinusoid_table(self, T, like):
+        """PE (T, C) of seed A §5 from the generated table function (a constant)."""
+        t = self._sinusoid
+        if t is None or t.dtype != like.dtype or t.device != like.device:
+            t = table_fn("torch", "sinusoidal", "sinusoidal_table")(
+                self.config.block_size, self.config.n_embd, base=SINUSOID_BASE, dtype=like.dtype)
+            self._sinusoid = t = torch.as_tensor(t).to(device=like.device, dtype=like.dtype)
+        return t[:T]
+
+    def _rope(self, x):
+        """RoPE on (B, nh, T, hd) through the generated kernel; the tables are constants,
+        expanded (views) to x's leading axes as the kernel expects."""
+        tabs = self._rope_tabs
+        if tabs is None or tabs[0].dtype != x.dtype or tabs[0].device != x.device:
+            tabs = table_fn("torch", "rope", "rope_tables")(
+                self.config.block_size, self.config.head_dim, base=ROPE_BASE, dtype=x.dtype)
+            self._rope_tabs = tabs = tuple(torch.as_tensor(a).to(device=x.device, dtype=x.dtype)
+                                           for a in tabs)
+        cos, sin, rot = tabs
+        T = x.shape[-2]
+        return self._k("rope")(x, cos[:T].expand(x.shape), sin[:T].expand(x.shape),
+                               rot.expand(*x.shape[:-2], *rot.shape))
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        c = self.config
+        P = dict(self.named_parameters())
+        B, T = check_idx(c, idx, targets)
+        x = self._k("embedding")(idx, P["wte.weight"])                           # (B, T, C)
+        if c.pos == "learned":
+            pos = torch.arange(T, device=idx.device).expand(B, T)
+            x = x + self._k("embedding")(pos, P["wpe.weight"])
+        elif c.pos == "sinusoidal":
+            x = x + self._sinusoid_table(T, x)
+        for layer in range(c.n_layer):
+            p = f"h.{layer}"
+            if c.norm_position == "pre":
+                x = x + self._attn(P, p + ".attn", self._norm(P, p + ".ln_1", x))
+                x = x + self._mlp(P, p + ".mlp", self._norm(P, p + ".ln_2", x))
+            else:
+                x = self._norm(P, p + ".ln_1", x + self._attn(P, p + ".attn", x))
+                x = self._norm(P, p + ".ln_2", x + self._mlp(P, p + ".mlp", x))
+        if c.norm_position == "pre":
+            x = self._norm(P, "ln_f", x)
+        head = P["wte.weight"] if c.tie_weights else P["lm_head.weight"]
+        logits = self._k("linear_nobias")(x, head)                               # (B, T, V)
+        loss = None
+        if targets is not None:
+            mask = (targets >= 0).long()                        # target -1: ignored (ignore_index)
+            if not bool(mask.any()):
+                raise ValueError("every target is -1 (ignored): there is no token to score")
+            targets = torch.where(mask == 1, targets, torch.zeros_like(targets))
+            loss = self._k("cross_entropy")(logits, targets, mask).reshape(())  # mean over scored tokens
+        return logits, loss
+
+
+def build_model(config: GPTConfig, backend: str = "numpy", dtype=None, seed: int = 0):
+    """A NumpyGPT ("numpy") or TorchGPT ("torch"); dtype defaults to float32, and may be given
+    as a NumPy dtype, a torch dtype or a name ("float32", "float64")."""
+    if backend == "numpy":
+        return NumpyGPT(config, dtype=_np_dtype(dtype), seed=seed)
+    if backend == "torch":
+        return TorchGPT(config, dtype=_torch_dtype(dtype), seed=seed)
+    raise ValueError(f"unknown backend {backend!r}: choose 'numpy' or 'torch'")
+
+
+def _np_dtype(dtype):
+    if dtype is None:
+        return np.float32
+    if isinstance(dtype, torch.dtype):
+        return torch.empty((), dtype=dtype).numpy().dtype
+    return np.dtype(dtype)
+
+
+def _torch_dtype(dtype):
+    if dtype is None:
+        return torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    return {np.dtype("float32"): torch.float32, np.dtype("float64"): torch.float64,
+            np.dtype("float16"): torch.float16}[np.dtype(dtype)]

@@ -1,0 +1,266 @@
+"""Optimisers for both backends: AdamW (decoupled weight decay), gradient clipping, LR schedule.
+
+The AdamW update is the generated step kernel `adamw_step` (printed from
+`derivations/optim.py`, where `adamw_update` is proved):
+
+    adamw_step(p, g, m, v, *, t, lr, beta1, beta2, eps, weight_decay) -> (p_new, m_new, v_new)
+
+with `t` the 1-based number of the step being taken (incremented before the call) and m, v
+starting at zero — PyTorch's convention. Weight decay applies to 2-D matrices only (embeddings
+and linear weights); biases and norm gains (everything 1-D) get weight_decay = 0, as nanoGPT.
+
+If the generated step kernel is missing, both optimisers fall back to PyTorch's own AdamW
+(`torch.optim.adamw.adamw` on zero-copy views of the NumPy arrays for the numpy backend,
+`torch.optim.AdamW` with the same two parameter groups for the torch backend) — never to a
+hand-written update; `.impl` says which one runs.
+
+`clip_grad_norm` and `cosine_lr` are bookkeeping around the update, not layer formulas.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .model_numpy import MissingKernelError, kernel
+
+GENERATED = "generated adamw_step"
+TORCH_FALLBACK = "torch.optim AdamW (generated adamw_step missing)"
+
+
+def _step_kernel(backend: str):
+    """generated/<backend>/adamw.py's `adamw_step`, or None if that kernel is not generated."""
+    try:
+        return getattr(kernel(backend, "adamw"), "adamw_step")
+    except (MissingKernelError, AttributeError):
+        return None
+
+
+def decays(name: str, shape) -> bool:
+    """Whether a parameter gets weight decay: 2-D matrices yes; biases and norm weights no."""
+    return len(tuple(shape)) >= 2
+
+
+# --------------------------------------------------------------------------- numpy AdamW
+class AdamW:
+    """AdamW over a dict of NumPy arrays (updated in place, so the model sees the new values)."""
+
+    def __init__(self, params: dict, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1):
+        if not params:
+            raise ValueError("AdamW needs at least one parameter")
+        self.params = params                           # the model's own dict: read at each step
+        self.lr = float(lr)
+        self.beta1, self.beta2 = (float(b) for b in betas)
+        self.eps = float(eps)
+        self.weight_decay = float(weight_decay)
+        self.t = 0
+        self.m = {k: np.zeros_like(p) for k, p in params.items()}
+        self.v = {k: np.zeros_like(p) for k, p in params.items()}
+        self._kernel = _step_kernel("numpy")
+        self.impl = GENERATED if self._kernel is not None else TORCH_FALLBACK
+
+    def step(self, grads: dict, lr: float | None = None) -> None:
+        """One AdamW step with these gradients (every parameter must have one)."""
+        missing = [k for k in self.m if k not in grads]
+        if missing:
+            raise KeyError(f"AdamW.step: no gradient for {', '.join(missing)}")
+        lr = self.lr if lr is None else float(lr)
+        self.t += 1                                    # 1-based number of this step
+        for name in self.m:
+            p, g = self.params[name], np.asarray(grads[name], dtype=self.params[name].dtype)
+            wd = self.weight_decay if decays(name, p.shape) else 0.0
+            if self._kernel is not None:
+                p_new, m_new, v_new = self._kernel(p, g, self.m[name], self.v[name], t=self.t, lr=lr,
+                                                   beta1=self.beta1, beta2=self.beta2,
+                                                   eps=self.eps, weight_decay=wd)
+                p[...] = p_new
+                self.m[name], self.v[name] = m_new, v_new
+            else:
+                self._torch_step(p, g, name, lr, wd)
+
+    def _torch_step(self, p, g, name, lr, wd):
+        if not (p.flags.writeable and p.flags.c_contiguous):
+            raise ValueError(f"AdamW: parameter {name} must be a writeable contiguous array")
+        from torch.optim.adamw import adamw as torch_adamw
+
+        with torch.no_grad():
+            torch_adamw(
+                [torch.from_numpy(p)], [torch.from_numpy(np.ascontiguousarray(g))],
+                [torch.from_numpy(self.m[name])], [torch.from_numpy(self.v[name])], [],
+                [torch.tensor(float(self.t - 1))], foreach=False, amsgrad=False,
+                beta1=self.beta1, beta2=self.beta2, lr=lr, weight_decay=wd, eps=self.eps,
+                maximize=False)
+
+    def state_dict(self) -> dict:
+        """Flat: hyperparameters, the step count t, and m.<name>, v.<name> arrays."""
+        d: dict = {"t": self.t, "lr": self.lr, "beta1": self.beta1, "beta2": self.beta2,
+                   "eps": self.eps, "weight_decay": self.weight_decay}
+        for k in self.m:
+            d[f"m.{k}"] = self.m[k].copy()
+            d[f"v.{k}"] = self.v[k].copy()
+        return d
+
+    def load_state_dict(self, d: dict) -> None:
+        need = [f"{s}.{k}" for k in self.m for s in ("m", "v")] + ["t"]
+        missing = [k for k in need if k not in d]
+        if missing:
+            raise KeyError(f"optimizer state lacks {', '.join(missing[:5])}"
+                           + (" ..." if len(missing) > 5 else ""))
+        for k in self.m:
+            for s, store in (("m", self.m), ("v", self.v)):
+                a = np.asarray(d[f"{s}.{k}"])
+                if a.shape != store[k].shape:
+                    raise ValueError(f"optimizer state {s}.{k}: shape {a.shape}, expected {store[k].shape}")
+                store[k] = np.array(a, dtype=store[k].dtype, copy=True)
+        self.t = int(d["t"])
+        for key in ("lr", "beta1", "beta2", "eps", "weight_decay"):
+            if key in d:
+                setattr(self, key, float(d[key]))
+
+
+def clip_grad_norm(grads: dict, max_norm) -> float:
+    """Scale all gradients in place so that their global L2 norm is at most max_norm
+    (PyTorch's clip_grad_norm_: coefficient max_norm/(norm + 1e-6), capped at 1). Works on
+    NumPy arrays and torch tensors; returns the norm before clipping."""
+    vals = list(grads.values())
+    if not vals:
+        return 0.0
+    if isinstance(vals[0], torch.Tensor):
+        total = math.sqrt(sum(float(torch.sum(g.detach().double() ** 2)) for g in vals))
+    else:
+        total = math.sqrt(sum(float(np.sum(np.square(g, dtype=np.float64))) for g in vals))
+    if max_norm is not None and max_norm > 0 and math.isfinite(total):
+        coef = float(max_norm) / (total + 1e-6)
+        if coef < 1.0:
+            for k, g in grads.items():
+                if isinstance(g, torch.Tensor):
+                    g.mul_(coef)
+                else:
+                    grads[k] = g * g.dtype.type(coef)
+    return total
+
+
+def torch_clip_grad_norm(model, max_norm) -> float:
+    """clip_grad_norm over the .grad of a torch module's (or an iterable's) parameters."""
+    params = model.parameters() if isinstance(model, torch.nn.Module) else model
+    grads = {i: p.grad for i, p in enumerate(params) if p.grad is not None}
+    return clip_grad_norm(grads, max_norm)
+
+
+def cosine_lr(step, *, lr, warmup, max_steps, min_lr) -> float:
+    """nanoGPT's schedule: linear warmup over `warmup` steps to lr, cosine decay to min_lr at
+    max_steps, min_lr afterwards. `step` counts from 0."""
+    if step < warmup:
+        return lr * (step + 1) / (warmup + 1)
+    if step >= max_steps or max_steps <= warmup:
+        return min_lr
+    ratio = (step - warmup) / (max_steps - warmup)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
+
+
+# --------------------------------------------------------------------------- torch AdamW
+class TorchAdamW:
+    """AdamW for TorchGPT: the generated torch `adamw_step` on every parameter (weight decay on
+    2-D matrices only), or torch.optim.AdamW with the same two groups if the kernel is missing.
+
+    `params`: an nn.Module, a dict {name: Parameter}, or an iterable of (name, Parameter).
+    """
+
+    def __init__(self, params, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1):
+        if isinstance(params, torch.nn.Module):
+            named = list(params.named_parameters())
+        elif isinstance(params, dict):
+            named = list(params.items())
+        else:
+            named = list(params)
+        if not named:
+            raise ValueError("TorchAdamW needs at least one parameter")
+        self.named = named
+        self.lr = float(lr)
+        self.beta1, self.beta2 = (float(b) for b in betas)
+        self.eps = float(eps)
+        self.weight_decay = float(weight_decay)
+        self.t = 0
+        self._kernel = _step_kernel("torch")
+        self.impl = GENERATED if self._kernel is not None else TORCH_FALLBACK
+        if self._kernel is not None:
+            self.m = {k: torch.zeros_like(p) for k, p in named}
+            self.v = {k: torch.zeros_like(p) for k, p in named}
+            self._opt = None
+        else:
+            decay = [p for k, p in named if decays(k, p.shape)]
+            rest = [p for k, p in named if not decays(k, p.shape)]
+            groups = [{"params": decay, "weight_decay": self.weight_decay},
+                      {"params": rest, "weight_decay": 0.0}]
+            self._opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=self.lr,
+                                          betas=(self.beta1, self.beta2), eps=self.eps)
+
+    def zero_grad(self) -> None:
+        for _, p in self.named:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self, lr: float | None = None) -> None:
+        lr = self.lr if lr is None else float(lr)
+        self.t += 1
+        if self._opt is not None:
+            for group in self._opt.param_groups:
+                group["lr"] = lr
+            self._opt.step()
+            return
+        for name, p in self.named:
+            if p.grad is None:
+                continue
+            wd = self.weight_decay if decays(name, p.shape) else 0.0
+            p_new, m_new, v_new = self._kernel(p.detach(), p.grad, self.m[name], self.v[name], t=self.t,
+                                               lr=lr, beta1=self.beta1, beta2=self.beta2,
+                                               eps=self.eps, weight_decay=wd)
+            p.copy_(p_new)
+            self.m[name], self.v[name] = m_new, v_new
+
+    def state_dict(self) -> dict:
+        """The same flat layout as AdamW.state_dict (NumPy arrays), whichever impl runs."""
+        d: dict = {"t": self.t, "lr": self.lr, "beta1": self.beta1, "beta2": self.beta2,
+                   "eps": self.eps, "weight_decay": self.weight_decay}
+        for name, p in self.named:
+            m, v = self._moments(name, p)
+            d[f"m.{name}"] = m.detach().cpu().numpy().copy()
+            d[f"v.{name}"] = v.detach().cpu().numpy().copy()
+        return d
+
+    def _moments(self, name, p):
+        if self._opt is None:
+            return self.m[name], self.v[name]
+        st = self._opt.state.get(p, {})
+        z = torch.zeros_like(p)
+        return st.get("exp_avg", z), st.get("exp_avg_sq", z)
+
+    def load_state_dict(self, d: dict) -> None:
+        self.t = int(d["t"])
+        for key in ("lr", "beta1", "beta2", "eps", "weight_decay"):
+            if key in d:
+                setattr(self, key, float(d[key]))
+        for name, p in self.named:
+            m = torch.as_tensor(np.asarray(d[f"m.{name}"])).to(device=p.device, dtype=p.dtype)
+            v = torch.as_tensor(np.asarray(d[f"v.{name}"])).to(device=p.device, dtype=p.dtype)
+            if m.shape != p.shape or v.shape != p.shape:
+                raise ValueError(f"optimizer state for {name}: shape {tuple(m.shape)}, expected {tuple(p.shape)}")
+            if self._opt is None:
+                self.m[name], self.v[name] = m.clone(), v.clone()
+            else:
+                self._opt.state[p] = {"step": torch.tensor(float(self.t)), "exp_avg": m.clone(),
+                                      "exp_avg_sq": v.clone()}
+        if self._opt is not None:
+            for group in self._opt.param_groups:
+                group["betas"] = (self.beta1, self.beta2)
+                group["eps"] = self.eps
+            self._opt.param_groups[0]["weight_decay"] = self.weight_decay if any(
+                decays(k, p.shape) for k, p in self.named) else 0.0
+
+
+def build_optimizer(model, *, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1):
+    """AdamW for a NumpyGPT (over model.params) or TorchGPT (over its parameters)."""
+    if isinstance(model, torch.nn.Module):
+        return TorchAdamW(model, lr, betas=betas, eps=eps, weight_decay=weight_decay)
+    return AdamW(model.params, lr, betas=betas, eps=eps, weight_decay=weight_decay)

@@ -1,0 +1,180 @@
+"""A reference GPT written with plain torch.nn / torch.nn.functional (no qed kernels).
+
+It is the independent side of the model-equivalence tests (llm.c's test_gpt2.c checks its C
+model against PyTorch the same way): every op here is PyTorch's own — F.layer_norm, F.rms_norm,
+F.linear, F.embedding, F.gelu, F.relu, F.silu, F.scaled_dot_product_attention(is_causal=True),
+F.cross_entropy — and its gradients come from torch autograd. Parameter names are those of
+qed's models (nanoGPT's), so weights can be copied across with `load_numpy_params`.
+
+Conventions shared with qed (see qed/config.py):
+* sinusoidal positions (seed A §5): PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...),
+  added to the token embeddings, no parameters;
+* RoPE (seed B §15): per head, the feature pair (2i, 2i+1) of q and k is rotated by
+  θ = pos·ω_i with ω_i = 10000^(−2i/head_dim), pos = 0, 1, ...;
+* post-norm blocks (the source document's flow): x = ln_1(x + attn(x)); x = ln_2(x + mlp(x)),
+  and no final ln_f; pre-norm blocks (GPT-2): x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)); ln_f;
+* swiglu MLP: w_down(silu(w_gate x) ⊙ w_up x), no biases, hidden width 4·n_embd;
+* norms use eps = 1e-5; with bias=False a LayerNorm has no bias (β = 0);
+* targets equal to -1 are ignored by the loss (mean over the other tokens).
+"""
+from __future__ import annotations
+
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+EPS = 1e-5
+ROPE_BASE = 10000.0
+
+
+def sinusoidal_table(T: int, d: int, dtype, device=None) -> torch.Tensor:
+    pos = torch.arange(T, dtype=torch.float64, device=device)[:, None]
+    i2 = torch.arange(0, d, 2, dtype=torch.float64, device=device)
+    angle = pos / (10000.0 ** (i2 / d))
+    pe = torch.zeros(T, d, dtype=torch.float64, device=device)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle)[:, : d // 2]
+    return pe.to(dtype)
+
+
+def rope_rotate(x: torch.Tensor) -> torch.Tensor:
+    """Rotate feature pairs (2i, 2i+1) of x (..., T, hd) by θ = pos·10000^(−2i/hd)."""
+    T, hd = x.shape[-2], x.shape[-1]
+    pos = torch.arange(T, dtype=torch.float64, device=x.device)[:, None]
+    omega = ROPE_BASE ** (-torch.arange(0, hd, 2, dtype=torch.float64, device=x.device) / hd)
+    theta = (pos * omega).to(x.dtype)                  # (T, hd/2)
+    cos, sin = torch.cos(theta), torch.sin(theta)
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    out = torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], dim=-1)
+    return out.flatten(-2)
+
+
+class Norm(nn.Module):
+    def __init__(self, kind: str, n: int, bias: bool):
+        super().__init__()
+        self.kind = kind
+        self.weight = nn.Parameter(torch.ones(n))
+        self.bias = nn.Parameter(torch.zeros(n)) if (kind == "layernorm" and bias) else None
+
+    def forward(self, x):
+        if self.kind == "layernorm":
+            return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, EPS)
+        return F.rms_norm(x, x.shape[-1:], self.weight, EPS)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
+        self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        nh = self.cfg.n_head
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, nh, C // nh).transpose(1, 2) for t in (q, k, v))
+        if self.cfg.pos == "rope":
+            q, k = rope_rotate(q), rope_rotate(k)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.kind = cfg.ffn
+        h = 4 * cfg.n_embd
+        if cfg.ffn == "swiglu":
+            self.w_gate = nn.Linear(cfg.n_embd, h, bias=False)
+            self.w_up = nn.Linear(cfg.n_embd, h, bias=False)
+            self.w_down = nn.Linear(h, cfg.n_embd, bias=False)
+        else:
+            self.c_fc = nn.Linear(cfg.n_embd, h, bias=cfg.bias)
+            self.c_proj = nn.Linear(h, cfg.n_embd, bias=cfg.bias)
+
+    def forward(self, x):
+        if self.kind == "swiglu":
+            return self.w_down(F.silu(self.w_gate(x)) * self.w_up(x))
+        z = self.c_fc(x)
+        act = {"relu": F.relu, "gelu": F.gelu,
+               "gelu_tanh": lambda t: F.gelu(t, approximate="tanh")}[self.kind]
+        return self.c_proj(act(z))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.post = cfg.norm_position == "post"
+        self.ln_1 = Norm(cfg.norm, cfg.n_embd, cfg.bias)
+        self.attn = Attention(cfg)
+        self.ln_2 = Norm(cfg.norm, cfg.n_embd, cfg.bias)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x):
+        if self.post:
+            x = self.ln_1(x + self.attn(x))
+            return self.ln_2(x + self.mlp(x))
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class ReferenceGPT(nn.Module):
+    def __init__(self, cfg, dtype=torch.float64):
+        super().__init__()
+        cfg.validate()
+        self.cfg = cfg
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        if cfg.pos == "learned":
+            self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
+        self.h = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        if cfg.norm_position == "pre":
+            self.ln_f = Norm(cfg.norm, cfg.n_embd, cfg.bias)
+        if not cfg.tie_weights:
+            self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self.to(dtype)
+
+    def forward(self, idx, targets=None):
+        B, T = idx.shape
+        x = self.wte(idx)
+        if self.cfg.pos == "learned":
+            x = x + self.wpe(torch.arange(T, device=idx.device))
+        elif self.cfg.pos == "sinusoidal":
+            x = x + sinusoidal_table(T, self.cfg.n_embd, x.dtype, x.device)
+        for block in self.h:
+            x = block(x)
+        if self.cfg.norm_position == "pre":
+            x = self.ln_f(x)
+        w = self.wte.weight if self.cfg.tie_weights else self.lm_head.weight
+        logits = F.linear(x, w)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                                   ignore_index=-1)
+        return logits, loss
+
+    def load_numpy_params(self, params: dict) -> None:
+        """Copy a {name: np.ndarray} dict (qed's names) into this module; names must match."""
+        own = dict(self.named_parameters())
+        if set(own) != set(params):
+            raise KeyError(f"parameter names differ: only here {sorted(set(own) - set(params))}, "
+                           f"only there {sorted(set(params) - set(own))}")
+        with torch.no_grad():
+            for name, p in own.items():
+                src = torch.as_tensor(np.asarray(params[name]))
+                if tuple(src.shape) != tuple(p.shape):
+                    raise ValueError(f"{name}: shape {tuple(src.shape)} != {tuple(p.shape)}")
+                p.copy_(src.to(p.dtype))
+
+
+def decay_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """torch.optim param groups: weight decay on 2-D matrices only (not biases, norms)."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    return [{"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0}]
+
+
+__all__ = ["ReferenceGPT", "sinusoidal_table", "rope_rotate", "decay_groups", "EPS"]

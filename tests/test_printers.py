@@ -1,0 +1,242 @@
+"""Exact-string tests of every print rule, both backends, and of the printers' strictness."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import sympy as sp
+import torch
+
+from codegen.printers import NumpyPrinter, PrinterError, TorchPrinter
+from derivations.arrays import (Array, CausalMask, ColSum, Contract, Gather, MatMul, OneHot,
+                                RowMax, RowMean, RowSum, T, Take, size)
+
+r, n, d_k, V = size("r"), size("n"), size("d_k"), size("V")
+x, y, a, b, c = (Array(s, (r, n)) for s in ("x", "y", "a", "b", "c"))
+q, k = Array("q", (r, d_k)), Array("k", (n, d_k))
+s_ = Array("s", (r, r))
+g = Array("gamma", (1, n))
+col = Array("mean", (r, 1))
+E = Array("E", (V, n))
+ids = Array("ids", (r, 1), integer=True)
+eps = sp.Symbol("eps", positive=True)
+
+
+def unevaluated_neg(e):
+    return sp.Mul(-1, e, evaluate=False)
+
+
+# (id, expression, numpy text, torch text)
+CASES = [
+    # names
+    ("array", x, "x", "x"),
+    ("size", d_k, "d_k", "d_k"),
+    ("hyperparameter", eps * x, "eps*x", "eps*x"),
+    # + - * / and precedence
+    ("sub", x - y, "x - y", "x - y"),
+    ("neg-first", -x - y, "-x - y", "-x - y"),
+    ("neg-sum", unevaluated_neg(a + b), "-(a + b)", "-(a + b)"),
+    ("sub-of-sub", sp.Add(a, unevaluated_neg(sp.Add(b, unevaluated_neg(c), evaluate=False)),
+                          evaluate=False), "a - (b - c)", "a - (b - c)"),
+    ("div-of-product", a / (b * c), "a/(b*c)", "a/(b*c)"),
+    ("square-of-product", sp.Pow(a * b, 2, evaluate=False), "(a*b)*(a*b)", "(a*b)*(a*b)"),
+    ("product-of-sum", a * (b + c), "a*(b + c)", "a*(b + c)"),
+    ("div-by-sum", a / (b + c), "a/(b + c)", "a/(b + c)"),
+    ("neg-coefficient", -2 * x, "-2*x", "-2*x"),
+    ("neg-product", -x * y, "-x*y", "-x*y"),
+    ("one-minus", 1 - x, "1 - x", "1 - x"),
+    # powers
+    ("square", x ** 2, "x*x", "x*x"),
+    ("cube", x ** 3, "x*x*x", "x*x*x"),
+    ("fourth", x ** 4, "x*x*x*x", "x*x*x*x"),
+    ("fifth", x ** 5, "x**5", "x**5"),
+    ("sqrt", sp.sqrt(x), "np.sqrt(x)", "torch.sqrt(x)"),
+    ("rsqrt", 1 / sp.sqrt(x), "1/np.sqrt(x)", "1/torch.sqrt(x)"),
+    ("reciprocal", 1 / x, "1/x", "1/x"),
+    ("inverse-square", x ** -2, "1/(x*x)", "1/(x*x)"),
+    ("three-halves", x ** sp.Rational(3, 2), "x*np.sqrt(x)", "x*torch.sqrt(x)"),
+    ("minus-three-halves", x ** sp.Rational(-3, 2), "1/(x*np.sqrt(x))", "1/(x*torch.sqrt(x))"),
+    ("cube-root", x ** sp.Rational(1, 3), "x**(1/3)", "x**(1/3)"),
+    ("symbolic-exponent", x ** d_k, "x**d_k", "x**d_k"),
+    ("rsqrt-of-sum", 1 / sp.sqrt(col + eps), "1/np.sqrt(mean + eps)", "1/torch.sqrt(mean + eps)"),
+    # scalars: Python's math and plain numbers
+    ("scale", x / sp.sqrt(d_k), "x/math.sqrt(d_k)", "x/math.sqrt(d_k)"),
+    ("scalar-sqrt", sp.sqrt(d_k), "math.sqrt(d_k)", "math.sqrt(d_k)"),
+    ("scalar-rsqrt", 1 / sp.sqrt(d_k), "1/math.sqrt(d_k)", "1/math.sqrt(d_k)"),
+    ("sqrt-2-over-pi", sp.sqrt(2 / sp.pi) * x, "math.sqrt(2)*x/math.sqrt(math.pi)",
+     "math.sqrt(2)*x/math.sqrt(math.pi)"),
+    ("pi", sp.pi * x, "math.pi*x", "math.pi*x"),
+    ("e", sp.E * x, "math.e*x", "math.e*x"),
+    ("decimal-rational", sp.Rational(44715, 10 ** 6) * x ** 3, "0.044715*x*x*x", "0.044715*x*x*x"),
+    ("half-constant", x + sp.Rational(1, 2), "x + (1/2)", "x + (1/2)"),
+    ("standalone-rational", sp.Rational(1, 3), "(1/3)", "(1/3)"),
+    ("standalone-decimal", sp.Rational(1, 10), "0.1", "0.1"),
+    ("half-coefficient", x / 2, "x/2", "x/2"),
+    ("ratio-coefficient", 3 * x / 4, "3*x/4", "3*x/4"),
+    ("float", sp.Float(0.25) * x, "0.25*x", "0.25*x"),
+    ("scalar-exp", sp.exp(eps) * x, "math.exp(eps)*x", "math.exp(eps)*x"),
+    ("scalar-erf", sp.erf(eps), "math.erf(eps)", "math.erf(eps)"),
+    ("scalar-log", sp.log(d_k), "math.log(d_k)", "math.log(d_k)"),
+    ("scalar-max", sp.Max(eps, d_k), "max(d_k, eps)", "max(d_k, eps)"),
+    ("minus-infinity", -sp.oo, "-math.inf", "-math.inf"),
+    # elementwise functions
+    ("exp", sp.exp(-x), "np.exp(-x)", "torch.exp(-x)"),
+    ("log", sp.log(x), "np.log(x)", "torch.log(x)"),
+    ("tanh", sp.tanh(x), "np.tanh(x)", "torch.tanh(x)"),
+    ("erf", sp.erf(x / sp.sqrt(2)), "scipy.special.erf(math.sqrt(2)*x/2)",
+     "torch.erf(math.sqrt(2)*x/2)"),
+    ("sin", sp.sin(x), "np.sin(x)", "torch.sin(x)"),
+    ("cos", sp.cos(x), "np.cos(x)", "torch.cos(x)"),
+    ("abs", sp.Abs(x), "np.abs(x)", "torch.abs(x)"),
+    ("sign", sp.sign(x), "np.sign(x)", "torch.sign(x)"),
+    ("relu", sp.Max(0, x), "np.maximum(x, 0)", "torch.clamp(x, min=0)"),
+    ("max-two-arrays", sp.Max(x, y), "np.maximum(x, y)", "torch.maximum(x, y)"),
+    ("min-scalar", sp.Min(x, eps), "np.minimum(x, eps)", "torch.clamp(x, max=eps)"),
+    ("heaviside", sp.Heaviside(x, 0), "(x > 0).astype(dtype)", "(x > 0).to(dtype)"),
+    ("heaviside-1", sp.Heaviside(x, 1), "(x >= 0).astype(dtype)", "(x >= 0).to(dtype)"),
+    ("sigmoid", 1 / (1 + sp.exp(-x)), "1/(1 + np.exp(-x))", "1/(1 + torch.exp(-x))"),
+    # array-language nodes
+    ("matmul", MatMul(a, y), "(a @ y)", "(a @ y)"),
+    ("matmul-transpose-scaled", MatMul(q, T(k)) / sp.sqrt(d_k), "(q @ k.mT)/math.sqrt(d_k)",
+     "(q @ k.mT)/math.sqrt(d_k)"),
+    ("matmul-of-sum", MatMul(a + b, T(c)), "((a + b) @ c.mT)", "((a + b) @ c.mT)"),
+    ("transpose", T(x), "x.mT", "x.mT"),
+    ("transpose-of-sum", T(a + b), "(a + b).mT", "(a + b).mT"),
+    ("transpose-row-vector", T(g), "gamma[:, None]", "gamma[:, None]"),
+    ("rowsum", RowSum(x), "np.sum(x, axis=-1, keepdims=True)", "torch.sum(x, dim=-1, keepdim=True)"),
+    ("rowmax", RowMax(x), "np.max(x, axis=-1, keepdims=True)", "torch.amax(x, dim=-1, keepdim=True)"),
+    ("rowmean", RowMean(x), "np.mean(x, axis=-1, keepdims=True)",
+     "torch.mean(x, dim=-1, keepdim=True)"),
+    ("shift", x - RowMax(x), "x - np.max(x, axis=-1, keepdims=True)",
+     "x - torch.amax(x, dim=-1, keepdim=True)"),
+    ("colsum", ColSum(x), "x.reshape(-1, x.shape[-1]).sum(0)", "x.reshape(-1, x.shape[-1]).sum(0)"),
+    ("colsum-of-product", ColSum(x * y), "(x*y).reshape(-1, (x*y).shape[-1]).sum(0)",
+     "(x*y).reshape(-1, (x*y).shape[-1]).sum(0)"),
+    ("contract", Contract(x, y), "(x.reshape(-1, x.shape[-1]).T @ y.reshape(-1, y.shape[-1]))",
+     "(x.reshape(-1, x.shape[-1]).T @ y.reshape(-1, y.shape[-1]))"),
+    ("causal-mask", CausalMask(s_),
+     "np.where(np.tri(s.shape[-2], s.shape[-1], dtype=bool), s, -math.inf)",
+     "s.masked_fill(torch.ones(s.shape[-2], s.shape[-1], dtype=torch.bool, device=s.device)"
+     ".triu(1), -math.inf)"),
+    ("gather", Gather(E, ids), "E[ids]", "E[ids]"),
+    ("one-hot", OneHot(ids, V), "(ids[..., None] == np.arange(V)).astype(dtype)",
+     "torch.nn.functional.one_hot(ids.long(), V).to(dtype)"),
+    ("take", Take(x, ids), "np.take_along_axis(x, ids[..., None], axis=-1)",
+     "torch.take_along_dim(x, ids[..., None].long(), dim=-1)"),
+    ("integer-as-value", col * ids, "ids[..., None].astype(dtype)*mean",
+     "ids[..., None].to(dtype)*mean"),
+    ("row-vector-broadcast", g * x + g, "gamma*x + gamma", "gamma*x + gamma"),
+]
+
+
+@pytest.mark.parametrize("expr, numpy_text, torch_text", [c[1:] for c in CASES],
+                         ids=[c[0] for c in CASES])
+def test_print_rule(expr, numpy_text, torch_text):
+    assert NumpyPrinter().doprint(expr) == numpy_text
+    assert TorchPrinter().doprint(expr) == torch_text
+
+
+# statement mode: repeated arguments are computed once, into temporaries
+ASSIGN_CASES = [
+    ("square-hoisted", sp.Pow(a * b, 2, evaluate=False), ["_t0 = a*b", "z = _t0*_t0"],
+     ["_t0 = a*b", "z = _t0*_t0"]),
+    ("colsum-hoisted", ColSum(x * y), ["_t0 = x*y", "z = _t0.reshape(-1, _t0.shape[-1]).sum(0)"],
+     ["_t0 = x*y", "z = _t0.reshape(-1, _t0.shape[-1]).sum(0)"]),
+    ("softmax-shares-exp", sp.exp(x - RowMax(x)) / RowSum(sp.exp(x - RowMax(x))),
+     ["_t0 = np.exp(x - np.max(x, axis=-1, keepdims=True))",
+      "z = _t0/np.sum(_t0, axis=-1, keepdims=True)"],
+     ["_t0 = torch.exp(x - torch.amax(x, dim=-1, keepdim=True))",
+      "z = _t0/torch.sum(_t0, dim=-1, keepdim=True)"]),
+    ("shared-reciprocal", x * (1 - 1 / (1 + sp.exp(-x))) / (1 + sp.exp(-x)),
+     ["_t0 = 1/(1 + np.exp(-x))", "z = x*(1 - _t0)*_t0"],
+     ["_t0 = 1/(1 + torch.exp(-x))", "z = x*(1 - _t0)*_t0"]),
+    ("causal-of-expression", CausalMask(MatMul(q, T(q))),
+     ["_t0 = (q @ q.mT)", "z = np.where(np.tri(_t0.shape[-2], _t0.shape[-1], dtype=bool), _t0, "
+      "-math.inf)"],
+     ["_t0 = (q @ q.mT)", "z = _t0.masked_fill(torch.ones(_t0.shape[-2], _t0.shape[-1], "
+      "dtype=torch.bool, device=_t0.device).triu(1), -math.inf)"]),
+    ("contract-one-hot", Contract(OneHot(ids, V), x),
+     ["_t0 = (ids[..., None] == np.arange(V)).astype(dtype)",
+      "z = (_t0.reshape(-1, _t0.shape[-1]).T @ x.reshape(-1, x.shape[-1]))"],
+     ["_t0 = torch.nn.functional.one_hot(ids.long(), V).to(dtype)",
+      "z = (_t0.reshape(-1, _t0.shape[-1]).T @ x.reshape(-1, x.shape[-1]))"]),
+    ("no-temporary-needed", x * y, ["z = x*y"], ["z = x*y"]),
+]
+
+
+@pytest.mark.parametrize("expr, numpy_lines, torch_lines", [c[1:] for c in ASSIGN_CASES],
+                         ids=[c[0] for c in ASSIGN_CASES])
+def test_print_assign(expr, numpy_lines, torch_lines):
+    assert NumpyPrinter().print_assign("z", expr) == numpy_lines
+    assert TorchPrinter().print_assign("z", expr) == torch_lines
+
+
+def test_temporaries_count_up_within_one_printer():
+    p = NumpyPrinter()
+    first = p.print_assign("u", ColSum(x * y))
+    second = p.print_assign("w", ColSum(a * b))
+    assert first[0].startswith("_t0 = ") and second[0].startswith("_t1 = ")
+
+
+def test_symbol_renaming():
+    assert NumpyPrinter({"names": {eps: "epsilon"}}).doprint(x + eps) == "x + epsilon"
+
+
+def test_modules_and_dtype_are_recorded():
+    p = NumpyPrinter()
+    p.doprint(sp.erf(x) / sp.sqrt(d_k) + sp.Heaviside(x, 0))
+    assert p.modules == {"scipy.special", "math"} and p.uses_dtype
+    t = TorchPrinter()
+    t.doprint(sp.exp(x))
+    assert t.modules == {"torch"} and not t.uses_dtype
+
+
+# strictness: anything unknown is an error that names the node
+i = sp.Symbol("i", integer=True)
+BAD = [
+    ("piecewise", sp.Piecewise((x, x > 0), (0, True)), "Piecewise"),
+    ("undefined-function", sp.Function("f")(x), "unsupported node f"),
+    ("sum", sp.Sum(sp.IndexedBase("A")[i], (i, 0, 3)), "Sum"),
+    ("indexed", sp.IndexedBase("A")[i] * x, "Indexed"),
+    ("gamma-function", sp.gamma(x), "gamma"),
+    ("dummy", sp.Dummy("u") * x, "dummy"),
+    ("keyword-name", sp.Symbol("lambda") * x, "not a valid Python identifier"),
+    ("reserved-name", sp.Symbol("np") * x, "clashes"),
+    ("temporary-name", sp.Symbol("_t0") * x, "clashes"),
+    ("heaviside-half", sp.Heaviside(x), r"Heaviside needs H\(0\) = 0 or 1"),
+    ("scalar-sign", sp.sign(d_k - eps), "no scalar form for sign"),
+    ("transpose-column", T(col), "T of a column vector"),
+    ("ids-not-array", Gather(E, Array("e", (r, 1))), "ids must be an integer Array"),
+    ("nan", sp.nan * x, "NaN"),
+    ("matrix-symbol", sp.MatrixSymbol("M", 2, 2), "MatrixSymbol"),
+    ("lambda", sp.Lambda(i, i + 1), "Lambda"),
+    ("derivative", sp.Derivative(sp.Function("f")(i), i), "Derivative"),
+]
+
+
+@pytest.mark.parametrize("expr, message", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+@pytest.mark.parametrize("printer", [NumpyPrinter, TorchPrinter], ids=["numpy", "torch"])
+def test_unsupported_raises(printer, expr, message):
+    with pytest.raises(PrinterError, match=message):
+        printer().doprint(expr)
+
+
+# the printed scalars are Python numbers: float32 stays float32 (no NumPy float64 scalars)
+FLOAT32_EXPRS = [x / sp.sqrt(d_k), sp.sqrt(2 / sp.pi) * x, sp.Rational(44715, 10 ** 6) * x ** 3,
+                 x + sp.Rational(1, 3), sp.Max(0, x), sp.Heaviside(x, 0) * x, sp.erf(x) + sp.pi,
+                 CausalMask(s_), x / (eps + RowMean(x * x)), sp.exp(-x) * sp.E]
+
+
+@pytest.mark.parametrize("expr", FLOAT32_EXPRS, ids=[str(t) for t in range(len(FLOAT32_EXPRS))])
+def test_printed_code_keeps_float32(expr):
+    import scipy.special
+    rng = np.random.default_rng(0)
+    arrays = {"x": rng.standard_normal((2, 3, 3)).astype(np.float32)}
+    arrays["s"] = arrays["x"]
+    scalars = {"d_k": 4, "eps": 1e-5, "math": math, "scipy": scipy}
+    np_env = {"np": np, "dtype": np.float32, **scalars, **arrays}
+    assert eval(NumpyPrinter().doprint(expr), np_env).dtype == np.float32
+    t_env = {"torch": torch, "dtype": torch.float32, **scalars,
+             **{k: torch.tensor(v) for k, v in arrays.items()}}
+    assert eval(TorchPrinter().doprint(expr), t_env).dtype == torch.float32
