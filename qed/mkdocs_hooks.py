@@ -1,0 +1,77 @@
+"""MkDocs hooks for the qed site (see mkdocs.yml).
+
+* The "Derivations" entry of the nav becomes a section: the catalogue, then one page per
+  catalogue row, in the catalogue's order.
+* The pages link to the repository's code as files relative to the repository
+  (`../../generated/numpy/attention.py` from `docs/derivations/…`), which works on a forge.
+  For the site, every such link that leaves `docs/` and names an existing file is rewritten to
+  `src/<path>` and the file is copied there; a link to a missing file is left as it is, and
+  `mkdocs build --strict` fails on it.
+"""
+from __future__ import annotations
+
+import posixpath
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+LINK = re.compile(r"(\]\()([^)\s#]+)((?:#[^)\s]*)?\))")
+SRC = "src"
+
+
+def _outside_target(page_uri: str, target: str) -> str | None:
+    """The repository path a docs-relative link points to, if it leaves docs/ to a file."""
+    if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("/"):
+        return None
+    joined = posixpath.normpath(posixpath.join("docs", posixpath.dirname(page_uri), target))
+    if joined.startswith("docs/") or joined.startswith(".."):
+        return None
+    return joined if (ROOT / joined).is_file() else None
+
+
+def on_config(config, **kwargs):
+    from qed import catalogue
+
+    docs_dir = Path(config["docs_dir"])
+    pages = [{"Catalogue": "derivations/index.md"}]
+    for row in catalogue.ROWS:
+        if (docs_dir / "derivations" / f"{row.page}.md").exists():
+            pages.append({row.label: f"derivations/{row.page}.md"})
+    for path in sorted((docs_dir / "derivations").glob("*.md")):   # pages beyond the catalogue
+        if path.stem != "index" and not catalogue.is_catalogue_page(path.stem):
+            pages.append({f"{path.stem} (beyond the catalogue)": f"derivations/{path.name}"})
+    nav = config.get("nav") or []
+    for i, item in enumerate(nav):
+        if isinstance(item, dict) and item.get("Derivations") == "derivations/index.md":
+            nav[i] = {"Derivations": pages}
+    return config
+
+
+def on_files(files, config, **kwargs):
+    from mkdocs.structure.files import File
+
+    wanted: set[str] = set()
+    for f in files.documentation_pages():
+        text = Path(f.abs_src_path).read_text(encoding="utf-8")
+        for m in LINK.finditer(text):
+            target = _outside_target(f.src_uri, m.group(2))
+            if target:
+                wanted.add(target)
+    for path in sorted(wanted):
+        files.append(File.generated(config, f"{SRC}/{path}", abs_src_path=str(ROOT / path)))
+    return files
+
+
+def on_page_markdown(markdown, page, config, files, **kwargs):
+    def fix(m):
+        target = _outside_target(page.file.src_uri, m.group(2))
+        if target is None:
+            return m.group(0)
+        new = posixpath.relpath(f"{SRC}/{target}", posixpath.dirname(page.file.src_uri) or ".")
+        return m.group(1) + new + m.group(3)
+
+    return LINK.sub(fix, markdown)
