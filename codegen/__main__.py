@@ -21,8 +21,8 @@ def main(argv=None) -> int:
     errors: dict = {}
     files = render_all(raise_errors=False, errors_out=errors)
     for name, message in sorted(errors.items()):
-        print(f"codegen: error: cannot generate op {name}: {message}", file=sys.stderr)
-    # the files of an op that failed are neither rewritten nor removed
+        print(f"codegen: error: cannot generate {name}: {message}", file=sys.stderr)
+    # the files of an op (or a table file) that failed are neither rewritten nor removed
     keep = {f"generated/{b}/{n}.py" for n in errors for b in ("numpy", "torch")}
     on_disk = generated_paths(root)
     stale = sorted(on_disk - set(files) - keep)
@@ -35,7 +35,7 @@ def main(argv=None) -> int:
             print(f"stale: {p}")
         if changed or stale or errors:
             print(f"codegen --check: {len(changed) + len(stale)} file(s) out of date, "
-                  f"{len(errors)} op(s) that cannot be generated; run `make codegen`",
+                  f"{len(errors)} op(s) or table file(s) that cannot be generated; run `make codegen`",
                   file=sys.stderr)
             return 1
         print(f"codegen --check: {len(files)} files up to date")

@@ -11,13 +11,23 @@ Rules, common to both backends:
 * an `Array` prints as its name, a plain Symbol (a size such as `d_k`, a hyperparameter such
   as `eps`) as its name; names must be valid Python identifiers and not clash with the names
   the generated code uses itself (`np`, `math`, `dtype`, ...);
+* `Sigmoid(u)` (σ, the array language's logistic node) prints as the library's overflow-free
+  `scipy.special.expit(u)` / `torch.sigmoid(u)`, never as `1/(1 + exp(-u))`;
 * `+ - * /` print with Python precedence, parenthesised only where needed; integer powers
   2..4 print as repeated multiplication (`x**3` on float32 arrays is ~20x slower than
   `x*x*x`), `x**(1/2)` as sqrt, negative powers as `1/...`;
 * a **scalar** subexpression (no Array inside: `1/sqrt(d_k)`, `sqrt(2/pi)`) prints with
   Python's `math` module and plain Python numbers, so it never upcasts a float32 array (a
   NumPy float64 scalar would) and never calls `torch.sqrt` on a Python number;
-* exact rationals print as the shorter of an exact decimal (`0.044715`) and a ratio (`(1/2)`).
+* exact rationals print as the shorter of an exact decimal (`0.044715`) and a ratio (`(1/2)`);
+* integer arithmetic on index grids (a table's `row`, `col`, see `arrays`): `KroneckerDelta(a, b)`
+  prints as the equality `(a == b)` cast to the float dtype, `(-1)**c` as the parity sign
+  `(1 - 2*(c % 2))`, `floor(a/q)` as `(a // q)` and `Mod(a, q)` as `(a % q)` (integer arguments
+  only: anything else is an error).
+
+Settings: `names` (Symbol -> Python name), `dtype` (the name of the dtype variable), `arrays`
+(plain Symbols that stand for arrays: the index grids of a table, bound to `<backend>.arange`
+columns and rows by `grid`).
 
 Two ways to print:
 
@@ -52,7 +62,7 @@ ADD, MUL, UNARY, POW, ATOM = 10, 20, 30, 40, 100
 # Names that generated code uses itself; an Array or Symbol may not be called like this.
 RESERVED_NAMES = frozenset({
     "np", "math", "scipy", "torch", "nn", "F", "dtype", "cache", "ctx", "self", "grads",
-    "annotations", "_v",
+    "annotations", "_v", "device",
 })
 
 
@@ -102,7 +112,7 @@ def _show(expr) -> str:
         return sp.srepr(expr)
 
 
-def _repeated_subtrees(expr) -> set:
+def _repeated_subtrees(expr, scalar=is_scalar) -> set:
     """Array-valued subexpressions that occur more than once in `expr`.
 
     A repeat is not descended into, so the parts of a repeated subtree are not counted twice
@@ -111,7 +121,7 @@ def _repeated_subtrees(expr) -> set:
     seen: dict = {}
 
     def visit(e):
-        if e.is_Atom or is_scalar(e):
+        if e.is_Atom or scalar(e):
             return
         if e in seen:
             seen[e] += 1
@@ -129,7 +139,7 @@ class _ArrayPrinter(Printer):
 
     printmethod = "_qed_codegen_print"   # nothing defines it: no object prints itself
     backend = ""
-    _default_settings = {"names": {}, "dtype": "dtype"}
+    _default_settings = {"names": {}, "dtype": "dtype", "arrays": frozenset()}
 
     # backend spellings -----------------------------------------------------------------
     funcs: dict = {}          # SymPy function class -> array function text
@@ -157,7 +167,7 @@ class _ArrayPrinter(Printer):
         `_tN` first and computed once; the value is the same expression, only named.
         """
         expr = sp.sympify(expr)
-        self._lines, self._memo, self._repeated = [], {}, _repeated_subtrees(expr)
+        self._lines, self._memo, self._repeated = [], {}, _repeated_subtrees(expr, self._scalar)
         try:
             text = self._print(expr)
             return self._lines + [f"{target} = {text}"]
@@ -211,14 +221,21 @@ class _ArrayPrinter(Printer):
         """
         if isinstance(expr, sp.Symbol) and not getattr(expr, "integer_valued", False):
             return self._print(expr)
-        if self._lines is None or is_scalar(expr):
+        if self._lines is None or self._scalar(expr):
             code = self._print(expr)
             return Code(f"({code})" if code.prec < ATOM else str(code), ATOM)
         return self._hoist(expr)
 
-    @staticmethod
-    def _scalar(expr) -> bool:
-        return is_scalar(expr)
+    def _scalar(self, expr) -> bool:
+        """No array inside: neither an Array nor a Symbol of the `arrays` setting."""
+        expr = sp.sympify(expr)
+        grids = self._settings["arrays"]
+        return is_scalar(expr) and not (grids and expr.free_symbols & set(grids))
+
+    def _integer_array(self, expr) -> bool:
+        """An array-valued expression with integer values (index grids and integer arithmetic
+        on them): what parity, floor division and Mod accept."""
+        return not self._scalar(expr) and bool(sp.sympify(expr).is_integer)
 
     # atoms -------------------------------------------------------------------------------
     def _print_Symbol(self, expr):
@@ -364,6 +381,11 @@ class _ArrayPrinter(Printer):
     def _print_Pow(self, expr):
         base, e = expr.base, expr.exp
         scalar = self._scalar(expr)
+        if base == -1 and not scalar:
+            if not self._integer_array(e):
+                raise PrinterError(f"{self.backend} printer: (-1)**e needs an integer-valued "
+                                   f"exponent, got {_show(expr)}")
+            return Code(f"(1 - 2*({self._operand(self._print(e), MUL)} % 2))", ATOM)
         if e.is_Number and e < 0:
             pos = self._print(sp.Pow(base, -e, evaluate=False) if e != -1 else base)
             return Code(f"1/{self._operand(pos, MUL)}", MUL)
@@ -418,6 +440,13 @@ class _ArrayPrinter(Printer):
     _print_exp = _print_tanh = _print_erf = _print_sin = _print_cos = \
         _print_Abs = _print_sign = _print_elementwise
 
+    def _print_Sigmoid(self, expr):
+        """σ(u) = 1/(1 + e^{−u}) as the library's overflow-free logistic function."""
+        (u,) = expr.args
+        if self._scalar(expr):
+            raise PrinterError(f"{self.backend} printer: no scalar form for Sigmoid in {_show(expr)}")
+        return Code(self._call(self.sigmoid_name, self._print(u)), ATOM)
+
     def _print_log(self, expr):
         if len(expr.args) != 1:
             raise PrinterError(f"{self.backend} printer: log with a base: {_show(expr)}")
@@ -455,6 +484,54 @@ class _ArrayPrinter(Printer):
                 f"{which}({', '.join(self._print(a) for a in scalars)})"
             code = self._with_scalar(which, code, str(s))
         return Code(code, ATOM)
+
+    # integer arithmetic on index grids --------------------------------------------------
+    def _print_KroneckerDelta(self, expr):
+        a, b = expr.args
+        if self._scalar(expr):
+            raise PrinterError(f"{self.backend} printer: KroneckerDelta of scalars: {_show(expr)}")
+        return Code(self._cast(f"({self._print(a)} == {self._print(b)})"), ATOM)
+
+    def _integer_operands(self, expr, what: str):
+        args = expr.args
+        if self._scalar(expr) or not all(sp.sympify(a).is_integer for a in args):
+            raise PrinterError(f"{self.backend} printer: {what} needs integer-valued array "
+                               f"arguments, got {_show(expr)}")
+        return args
+
+    def _print_Mod(self, expr):
+        a, q = self._integer_operands(expr, "Mod")
+        if not (q.is_Integer and q > 0):
+            raise PrinterError(f"{self.backend} printer: Mod needs a positive integer modulus, "
+                               f"got {_show(expr)}")
+        return Code(f"({self._operand(self._print(a), MUL)} % {self._print(q)})", ATOM)
+
+    def _print_floor(self, expr):
+        (arg,) = expr.args
+        num, den = sp.fraction(sp.together(arg))
+        if self._scalar(expr) or not num.is_integer or not (den.is_Integer and den > 0):
+            raise PrinterError(f"{self.backend} printer: floor needs (integer array)/(positive "
+                               f"integer), got {_show(expr)}")
+        return Code(f"({self._operand(self._print(num), MUL)} // {self._print(den)})", ATOM)
+
+    # tables: index grids and the finished array -----------------------------------------
+    def grid(self, size, axis: int) -> str:
+        """The integers 0..size-1 along `axis` (0: a column (size, 1), 1: a row (1, size)),
+        held as float64: integer-valued floats are exact up to 2**53, and float64 keeps
+        `row*omega` from being computed in float32 (torch promotes an int tensor times a
+        Python float to its default dtype, float32)."""
+        text = self._grid(str(self._print(sp.sympify(size))))
+        return text + ("[:, None]" if axis == 0 else "[None, :]")
+
+    def print_table_array(self, target: str, expr, shape) -> list[str]:
+        """Lines computing `target` = `expr` (an expression on the index grids) as a fresh array
+        of exactly `shape` (rows, cols) and the requested dtype: computed in float64 (Python
+        numbers and float64 grids), broadcast to the shape, rounded once by the cast."""
+        dims = ", ".join(str(self._print(sp.sympify(d))) for d in shape)
+        if self._scalar(expr):
+            return [f"{target} = {self._full(dims, str(self._print(sp.sympify(expr))))}"]
+        lines = self.print_assign(target, expr)
+        return lines + [f"{target} = {self._broadcast_cast(Code(target, ATOM), dims)}"]
 
     # array-language nodes ----------------------------------------------------------------
     def _print_MatMul(self, expr):
@@ -510,6 +587,7 @@ class _ArrayPrinter(Printer):
 
     # backend hooks -----------------------------------------------------------------------
     sqrt_name = ""
+    sigmoid_name = ""
 
     def _cast(self, boolean: str) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -532,12 +610,25 @@ class _ArrayPrinter(Printer):
     def _take(self, a: str, ids: str) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _grid(self, n: str) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _full(self, dims: str, value: str) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _broadcast_cast(self, value: Code, dims: str) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
 
 class NumpyPrinter(_ArrayPrinter):
     """Array-language expressions as NumPy (float32-safe: no NumPy scalars, no upcasts)."""
 
     backend = "numpy"
     sqrt_name = "np.sqrt"
+    sigmoid_name = "scipy.special.expit"
+    table_params: tuple = ()
+    table_param_docs: dict = {}
+    default_dtype_doc = "float64, as np.dtype(None)"
     funcs = {sp.exp: "np.exp", sp.log: "np.log", sp.tanh: "np.tanh", sp.erf: "scipy.special.erf",
              sp.sin: "np.sin", sp.cos: "np.cos", sp.Abs: "np.abs", sp.sign: "np.sign"}
 
@@ -566,12 +657,25 @@ class NumpyPrinter(_ArrayPrinter):
     def _take(self, a, ids):
         return self._call("np.take_along_axis", a, f"{ids}[..., None]", "axis=-1")
 
+    def _grid(self, n):
+        return self._call("np.arange", n, "dtype=np.float64")
+
+    def _full(self, dims, value):
+        return self._call("np.full", f"({dims})", value, f"dtype={self._dtype()}")
+
+    def _broadcast_cast(self, value, dims):
+        return f"{self._call('np.broadcast_to', value, f'({dims})')}.astype({self._dtype()})"
+
 
 class TorchPrinter(_ArrayPrinter):
     """Array-language expressions as PyTorch (Python numbers for scalars, device-aware masks)."""
 
     backend = "torch"
     sqrt_name = "torch.sqrt"
+    sigmoid_name = "torch.sigmoid"
+    table_params = ("device=None",)
+    table_param_docs = {"device=None": "the torch device of the result (default: the CPU)"}
+    default_dtype_doc = "torch.get_default_dtype()"
     funcs = {sp.exp: "torch.exp", sp.log: "torch.log", sp.tanh: "torch.tanh", sp.erf: "torch.erf",
              sp.sin: "torch.sin", sp.cos: "torch.cos", sp.Abs: "torch.abs", sp.sign: "torch.sign"}
 
@@ -602,6 +706,18 @@ class TorchPrinter(_ArrayPrinter):
 
     def _take(self, a, ids):
         return self._call("torch.take_along_dim", a, f"{ids}[..., None].long()", "dim=-1")
+
+    def _grid(self, n):
+        return self._call("torch.arange", n, "dtype=torch.float64", "device=device")
+
+    def _full(self, dims, value):
+        return self._call("torch.full", f"({dims})", value, f"dtype={self._dtype()}",
+                          "device=device")
+
+    def _broadcast_cast(self, value, dims):
+        # expand is a view; .to(dtype) copies unless the dtype is float64 already, and then
+        # .contiguous() copies an expanded view (a full-shape value is a fresh temporary)
+        return f"{self._paren(value, ATOM - 1)}.expand({dims}).to({self._dtype()}).contiguous()"
 
 
 def printer_for(backend: str, **settings) -> _ArrayPrinter:

@@ -49,6 +49,11 @@ class Arg:
     array: Array
     role: str                    # "input" or "param"
     integer: bool
+    constant: bool = False       # a float input without a gradient (Op.constant_inputs)
+
+    @property
+    def differentiable(self) -> bool:
+        return not self.integer and not self.constant
 
     @property
     def name(self) -> str:
@@ -126,7 +131,7 @@ class Analysis:
     size_is: list                    # (Arg, axis, expr) for literal / composite declared sizes
     id_bounds: list                  # (Arg, bound expr)
     batched: dict                    # Array -> has leading axes (for shape comments)
-    grad_of_arg: dict = field(default_factory=dict)   # arg name -> grad Array
+    grad_of_arg: dict = field(default_factory=dict)   # differentiable arg name -> grad Array
 
 
 def _size_symbols(expr, option_symbols) -> set:
@@ -154,7 +159,8 @@ def analyse(op: Op) -> Analysis:
         raise CodegenError(f"{where}: the name must be a Python identifier (it names files "
                            "and functions) and may not start with '_'")
     integer = set(op.integer_inputs)
-    args = [Arg(a, "input", a in integer) for a in op.inputs] + \
+    constant = set(op.constant_inputs)
+    args = [Arg(a, "input", a in integer, a in constant) for a in op.inputs] + \
            [Arg(a, "param", False) for a in op.params]
     names = [a.name for a in args] + [o.name for o in op.options]
     for n in names:
@@ -274,14 +280,19 @@ def analyse(op: Op) -> Analysis:
         flags[asg.target] = _batched(asg.expr, flags)
 
     grad_of_arg = {}
-    float_names = [a.name for a in float_args]
-    for a, g in zip(float_args, op.grads):
+    diff_args = [a for a in float_args if a.differentiable]
+    diff_names = [a.name for a in diff_args]
+    for a, g in zip(diff_args, op.grads):
         grad_of_arg[a.name] = g
     by_grad = {g.name: g for g in op.grads}
-    if all(("d" + n) in by_grad for n in float_names):   # match d<name> when the names allow
-        grad_of_arg = {n: by_grad["d" + n] for n in float_names}
-
+    if all(("d" + n) in by_grad for n in diff_names):   # match d<name> when the names allow
+        grad_of_arg = {n: by_grad["d" + n] for n in diff_names}
     for a in float_args:
+        if a.constant and ("d" + a.name) in by_grad:
+            raise CodegenError(f"{where}: {a.name} is a constant input but the op lists the "
+                               f"gradient d{a.name}")
+
+    for a in diff_args:
         g = grad_of_arg[a.name]
         if g.shape != a.array.shape:
             raise CodegenError(f"{where}: gradient {g.name} is declared {g.shape} but "
@@ -402,8 +413,9 @@ def _coerce(opt) -> str | None:
     return None
 
 
-def op_context(op: Op, backend: str) -> dict:
-    """Everything a template needs for one op and one backend (all text already printed)."""
+def op_context(op: Op, backend: str, tables=()) -> dict:
+    """Everything a template needs for one op and one backend (all text already printed);
+    `tables` are the Tables printed into the same file (Table.file == op.name)."""
     an = analyse(op)
     fwd = printer_for(backend, names=an.option_names)
     name = op.name
@@ -452,7 +464,10 @@ def op_context(op: Op, backend: str) -> dict:
     module = None
     if op.params:
         module = _module_context(op, an, fwd)
+    table_ctx = [table_context(t, backend) for t in tables]
     used = fwd.modules | bwd.modules | ({"torch"} if backend == "torch" else set())
+    for t in table_ctx:
+        used |= t["modules"]
     if backend == "torch" and module and any("math." in p["init"] for p in module["params"]):
         used.add("math")
     modules = sorted(used)
@@ -469,7 +484,8 @@ def op_context(op: Op, backend: str) -> dict:
                 "coerce": _coerce(o)} for o in op.options]
     arg_docs = []
     for a in an.args:
-        kind = "integer ids" if a.integer else ("parameter" if a.role == "param" else "input")
+        kind = "integer ids" if a.integer else ("parameter" if a.role == "param" else
+                                                 "constant input (no gradient)" if a.constant else "input")
         arg_docs.append(f"{a.name}: {a.storage(fwd)} {kind}")
     for o in op.options:
         arg_docs.extend(_wrap(f"{o.name}: option, default {_option_default(o)}" +
@@ -479,7 +495,7 @@ def op_context(op: Op, backend: str) -> dict:
     apply_args = [a.name for a in an.args] + [o.name for o in op.options]
     grad_returns = []
     for a in an.args:
-        grad_returns.append(an.grad_of_arg[a.name].name if not a.integer else "None")
+        grad_returns.append(an.grad_of_arg[a.name].name if a.name in an.grad_of_arg else "None")
     grad_returns += ["None"] * len(op.options)
 
     latex = op.latex
@@ -517,10 +533,16 @@ def op_context(op: Op, backend: str) -> dict:
         "apply_args": ", ".join(apply_args),
         "grad_returns": ", ".join(grad_returns),
         "module": module,
-        "exports": ", ".join(repr(e) for e in
-                             [f"{name}_forward", f"{name}_backward", f"{class_name(name)}Function", name] +
-                             ([class_name(name)] if module else [])).replace("'", '"'),
+        "exports": _exports([f"{name}_forward", f"{name}_backward"] +
+                            ([f"{class_name(name)}Function", name] + ([class_name(name)] if module else [])
+                             if backend == "torch" else []) +
+                            [t["name"] for t in table_ctx]),
+        "tables": table_ctx,
     }
+
+
+def _exports(names: list[str]) -> str:
+    return ", ".join(_q(n) for n in names)
 
 
 def _module_context(op: Op, an: Analysis, printer) -> dict:
@@ -642,6 +664,109 @@ def step_context(step, backend: str) -> dict:
     }
 
 
+def tables() -> tuple:
+    """Constant tables: `TABLES` of every topic module (derivations.registry.tables())."""
+    from derivations.registry import tables as registry_tables
+    return registry_tables()
+
+
+def table_context(table, backend: str) -> dict:
+    """A Table: `<name>(<sizes>, *, <options>, dtype=None[, device=None])`, each array its entry
+    formula printed over float64 index grids, then broadcast to its shape and cast to dtype."""
+    where = f"table {table.name} ({table.module})"
+    if not table.name.isidentifier() or table.name.startswith("_"):
+        raise CodegenError(f"{where}: the name must be a Python identifier not starting with '_'")
+    option_symbols = {o.symbol: o.name for o in table.options if o.symbol is not None}
+    indices = {idx for a in table.arrays for idx in a.index}
+    things: dict = {}
+    for kind, names in (("size", [s.name for s in table.sizes]),
+                        ("option", [o.name for o in table.options]),
+                        ("array", [a.name for a in table.arrays]),
+                        ("index", sorted({i.name for i in indices}))):
+        for nm in names:
+            things.setdefault(nm, []).append(kind)
+    for nm, kinds in sorted(things.items()):
+        if len(kinds) > 1:
+            raise CodegenError(f"{where}: the name {nm!r} is used for different things: "
+                               + ", ".join(kinds))
+        try:
+            check_name(nm, kinds[0])
+        except PrinterError as e:
+            raise CodegenError(f"{where}: {e}") from None
+    if len({i.name for i in indices}) != len(indices):
+        raise CodegenError(f"{where}: two different index symbols share a name")
+    printer = printer_for(backend, names={**option_symbols, **{i: i.name for i in indices}},
+                          arrays=frozenset(indices))
+    body: list[str] = []
+    bound: dict = {}
+    try:
+        for a in table.arrays:
+            used = sp.sympify(a.entry).free_symbols
+            for axis, (idx, dim) in enumerate(zip(a.index, a.shape)):
+                if idx in used and bound.get(idx) != (dim, axis):
+                    shape = f"({printer.doprint(dim)}, 1)" if axis == 0 else f"(1, {printer.doprint(dim)})"
+                    body.append(f"{idx.name} = {printer.grid(dim, axis)}  # {shape}")
+                    bound[idx] = (dim, axis)
+            lines = printer.print_table_array(a.name, a.entry, a.shape)
+            lines[-1] += f"  # {_dims(a.shape, printer)}"
+            body.extend(lines)
+    except PrinterError as e:
+        raise CodegenError(f"{where}, {backend}: {e}") from None
+    qn = _q(table.name)
+    checks = [f"{s.name} = _v.size({qn}, {_q(s.name)}, {s.name})" for s in table.sizes]
+    checks += [c for c in (_coerce(o) for o in table.options) if c]
+    checks.append(f"dtype = _v.float_dtype({qn}, dtype)")
+    extra = list(printer.table_params)
+    names = [a.name for a in table.arrays]
+    returns = names[0] if len(names) == 1 else ", ".join(names)
+    docs = [f"{a.name}[{a.index[0].name}, {a.index[1].name}] = {sp.sstr(a.entry)}"
+            for a in table.arrays]
+    for text in docs + [table.title, table.doc]:
+        if "\\" in text or '"""' in text:
+            raise CodegenError(f"{where}: {text!r} cannot go into a docstring as is")
+    return {
+        "name": table.name, "title": table.title,
+        "doc": _wrap(table.doc) if table.doc else [],
+        "source": table.module.replace(".", "/") + ".py",
+        "claims": _wrap(", ".join(table.claims) + f" ({table.module.replace('.', '/')}.py).", 88),
+        "signature": ", ".join([s.name for s in table.sizes] + ["*"] +
+                               [_option_param(o) for o in table.options] + ["dtype=None"] + extra),
+        "arg_docs": [f"{s.name}: int >= 0 (a size)" for s in table.sizes] +
+                    [line for o in table.options for line in
+                     _wrap(f"{o.name}: option, default {_option_default(o)}" +
+                           (f"; {o.doc}" if o.doc else ""), 84)] +
+                    [f"dtype: the floating dtype of the result (default: {printer.default_dtype_doc})"] +
+                    [f"{e.split('=')[0]}: {printer.table_param_docs[e]}" for e in extra],
+        "entry_docs": [line for d in docs for line in
+                       textwrap.wrap(d, 84, break_long_words=False, break_on_hyphens=False,
+                                     subsequent_indent="    ")],
+        "return_docs": [f"{a.name} {_dims(a.shape, printer)}" for a in table.arrays],
+        "returns": returns,
+        "checks": checks, "body": body,
+        "modules": set(printer.modules),
+    }
+
+
+def _dims(shape, printer) -> str:
+    return "(" + ", ".join(printer.doprint(d) for d in shape) + ")"
+
+
+def render_tables(tables_in_file: list, backend: str, env: jinja2.Environment | None = None) -> str:
+    """The text of generated/<backend>/<file>.py for tables that have no op of their own."""
+    tname = "tables_module.py.j2"
+    ctx = [table_context(t, backend) for t in tables_in_file]
+    used = set().union(*(c["modules"] for c in ctx))
+    imports = [MODULE_IMPORTS[m] for m in sorted(used, key=lambda m: MODULE_IMPORTS[m])]
+    std = [i for i in imports if i == "import math"]
+    sources = sorted({c["source"] for c in ctx})
+    text = (env or _env()).get_template(tname).render(
+        title="; ".join(c["title"] for c in ctx),
+        backend_title="NumPy" if backend == "numpy" else "PyTorch",
+        tables=ctx, import_lines=_import_block(std, [i for i in imports if i not in std]),
+        exports=_exports([c["name"] for c in ctx]))
+    return with_header(_tidy(text), ", ".join(sources), tname)
+
+
 # parameter initialisers by name (an Op may choose one per parameter through `param_init`)
 INIT = {
     "zeros": "torch.nn.init.zeros_({p})",
@@ -655,10 +780,11 @@ INIT = {
 PACKAGE_DOCS = {
     None: "Generated code, printed from the proven formulas in `derivations/`: one module per op "
           "in\n`generated.numpy` and `generated.torch`.",
-    "numpy": "Generated NumPy kernels, one module per op: `<op>_forward`, `<op>_backward`.",
+    "numpy": "Generated NumPy kernels, one module per op: `<op>_forward`, `<op>_backward`; constant\n"
+             "tables (`TABLES`) in the module of their op or in a module of their own.",
     "torch": "Generated PyTorch kernels, one module per op: `<op>_forward`, `<op>_backward`,\n"
              "`<Op>Function` (autograd), `<op>` (functional) and, for ops with parameters, an "
-             "`nn.Module`.",
+             "`nn.Module`;\nconstant tables (`TABLES`) in the module of their op or in a module of their own.",
 }
 
 def _env() -> jinja2.Environment:
@@ -686,19 +812,22 @@ def verify_header(text: str) -> bool:
     return False
 
 
-def render_op(op: Op, backend: str, env: jinja2.Environment | None = None) -> str:
-    """The text of generated/<backend>/<op>.py."""
+def render_op(op: Op, backend: str, env: jinja2.Environment | None = None, tables=()) -> str:
+    """The text of generated/<backend>/<op>.py (with the table functions of `tables`)."""
     tname = f"{backend}_op.py.j2"
-    ctx = op_context(op, backend)
+    ctx = op_context(op, backend, tables)
     text = (env or _env()).get_template(tname).render(**ctx)
     return with_header(_tidy(text), ctx["source"], tname)
 
 
-def render_all(ops=None, *, raise_errors: bool = True, errors_out: dict | None = None) -> dict[str, str]:
+def render_all(ops=None, *, raise_errors: bool = True, errors_out: dict | None = None,
+               table_list=None) -> dict[str, str]:
     """Every generated file, path relative to the repository root -> text.
 
-    An op that cannot be generated raises CodegenError (all such ops in one message), or, with
-    `raise_errors=False`, is left out and its message put in `errors_out[op name]`.
+    An op (or a file of tables) that cannot be generated raises CodegenError (all such in one
+    message), or, with `raise_errors=False`, is left out and its message put in
+    `errors_out[op or file name]`. Tables go into the file of the op named `Table.file`, or
+    into a module of their own.
     """
     if ops is None:
         from derivations.registry import ops as registry_ops
@@ -707,12 +836,28 @@ def render_all(ops=None, *, raise_errors: bool = True, errors_out: dict | None =
     files: dict[str, str] = {}
     names = [o.name for o in ops]
     errors: dict[str, str] = {}
+    by_file: dict = {}
+    for t in (tables() if table_list is None else table_list):
+        by_file.setdefault(t.file, []).append(t)
+    step_names = {st.name for st in steps()}
+    for file in by_file:
+        if file in step_names or not file.isidentifier() or file.startswith("_"):
+            errors.setdefault(file, f"tables {[t.name for t in by_file[file]]}: the file name "
+                              f"{file!r} is a step's or not a module name")
     for backend in BACKENDS:
         for op in ops:
             try:
-                files[f"generated/{backend}/{op.name}.py"] = render_op(op, backend, env)
+                files[f"generated/{backend}/{op.name}.py"] = render_op(
+                    op, backend, env, by_file.get(op.name, ()))
             except (CodegenError, PrinterError) as e:
                 errors.setdefault(op.name, str(e))
+        for file, group in sorted(by_file.items()):
+            if file in names or file in errors:
+                continue
+            try:
+                files[f"generated/{backend}/{file}.py"] = render_tables(group, backend, env)
+            except (CodegenError, PrinterError) as e:
+                errors.setdefault(file, str(e))
         vname = f"{backend}_validate.py.j2"
         files[f"generated/{backend}/_validate.py"] = with_header(
             _tidy(env.get_template(vname).render(backend=backend)), "derivations/registry.py", vname)
@@ -728,10 +873,12 @@ def render_all(ops=None, *, raise_errors: bool = True, errors_out: dict | None =
                 _tidy(env.get_template("step.py.j2").render(**ctx)), ctx["source"], "step.py.j2")
         names.append(st.name)
     names = sorted(n for n in names if n not in errors)
+    table_files = sorted((t.name, f) for f, group in by_file.items() if f not in errors for t in group)
     for key in ("numpy", "torch", None):
         path = f"generated/{key}/__init__.py" if key else "generated/__init__.py"
         files[path] = with_header(
-            _tidy(env.get_template("package_init.py.j2").render(doc=PACKAGE_DOCS[key], ops=names)),
+            _tidy(env.get_template("package_init.py.j2").render(doc=PACKAGE_DOCS[key], ops=names,
+                                                                 tables=table_files)),
             "derivations/registry.py", "package_init.py.j2")
     if errors and raise_errors:
         raise CodegenError("\n".join(f"{n}: {m}" for n, m in sorted(errors.items())))

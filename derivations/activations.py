@@ -2,7 +2,8 @@
 
 Seed B §11: FFN(x) = ReLU(xW_1 + b_1)W_2 + b_2 (seed A §4: max(0, xW_1 + b_1)W_2 + b_2).
 Seed B §12: GELU(x) = xΦ(x) ≈ x/2 [1 + tanh(√(2/π)(x + 0.044715x³))].
-Seed B §13: SiLU(x) = xσ(x) = x/(1 + e^{−x}).
+Seed B §13: SiLU(x) = xσ(x) = x/(1 + e^{−x}); σ is the array language's `Sigmoid` node, which
+the proofs read as 1/(1 + e^{−x}) and the code generator prints overflow-free.
 
 Each activation is written once as a SymPy function of a scalar (`gelu`) together with its
 derivative (`gelu_grad`). The claims check the derivative against `sympy.diff` and check the
@@ -16,7 +17,7 @@ import sympy as sp
 
 from . import linear as _linear
 from . import numeric
-from .arrays import Array, Assign, Contract, MatMul, entry, index, size
+from .arrays import Array, Assign, Contract, MatMul, Sigmoid, document_form, entry, index, size
 from .core import Claim, Mutant, Proof, Setting, index_claim, prove_index_identity, refute_identity
 from .ops import Op, grad_of
 
@@ -72,8 +73,10 @@ def gelu_tanh_grad(z, c=GELU_C):
 
 
 def sigmoid(z):
-    """σ(z) = 1/(1 + e^{−z})."""
-    return 1 / (1 + sp.exp(-z))
+    """σ(z) = 1/(1 + e^{−z}), as the array language's `Sigmoid` node: the proofs see the document's
+    formula (the normaliser and the numeric evaluator rewrite it; derivatives are taken of the
+    rewritten form), the printers print the overflow-free `scipy.special.expit` / `torch.sigmoid`."""
+    return Sigmoid(z)
 
 
 def silu(z):
@@ -185,7 +188,7 @@ def _scalar(op: Op):
     y, = op.outputs
     env = op.env()
     xij = entry(x, (i, j))
-    fwd = entry(y, (i, j), env)
+    fwd = document_form(entry(y, (i, j), env))   # σ as 1/(1 + e^{−x}): sympy.diff differentiates it
     # the derivative factor of the backward: dx = dy ⊙ f'(x), read at dy = 1
     bwd = entry(grad_of(x), (i, j), env).xreplace({grad_of(y).base[i, j]: 1})
     return xij, fwd, bwd
@@ -196,7 +199,7 @@ def _vjp(op: Op):
     x, = op.inputs
     y, = op.outputs
     env = op.env()
-    jac = sp.diff(entry(y, (i, j), env), x.base[a, b])
+    jac = sp.diff(document_form(entry(y, (i, j), env)), x.base[a, b])
     lhs = sp.Sum(grad_of(y).base[i, j] * jac, (i, 0, r - 1), (j, 0, n - 1))
     return lhs, entry(grad_of(x), (a, b), env)
 

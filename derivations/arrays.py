@@ -5,8 +5,8 @@ Every formula qed proves and prints is written once, in this language:
 * an `Array` is a SymPy Symbol that stands for a whole array whose last two axes have a
   declared shape `(rows, cols)` (leading batch/head axes are implicit and broadcast);
   a row vector such as LayerNorm's gamma has shape `(1, n)` and is stored as `(n,)`;
-* `+ - * / **`, `exp`, `log`, `sqrt`, `tanh`, `erf`, `Max`, `Heaviside` act elementwise, with
-  NumPy broadcasting between `(r, c)`, `(r, 1)` and `(1, c)`;
+* `+ - * / **`, `exp`, `log`, `sqrt`, `tanh`, `erf`, `Max`, `Heaviside` and `Sigmoid` act
+  elementwise, with NumPy broadcasting between `(r, c)`, `(r, 1)` and `(1, c)`;
 * a handful of nodes do what elementwise algebra cannot: `MatMul`, `T` (swap the last two
   axes), row reductions over the last axis that keep it (`RowSum`, `RowMax`, `RowMean`),
   `ColSum` and `Contract` (reductions over rows *and* every leading axis, which is what a
@@ -29,8 +29,8 @@ import sympy as sp
 
 __all__ = [
     "Array", "MatMul", "T", "RowSum", "RowMax", "RowMean", "ColSum", "Contract",
-    "CausalMask", "Gather", "OneHot", "Take", "shape_of", "entry", "index", "size",
-    "Assign", "ArrayError", "is_scalar",
+    "CausalMask", "Gather", "OneHot", "Take", "Sigmoid", "document_form", "shape_of", "entry",
+    "index", "size", "Assign", "ArrayError", "is_scalar",
 ]
 
 
@@ -84,6 +84,51 @@ class Array(sp.Symbol):
     def base(self) -> sp.IndexedBase:
         """The IndexedBase that carries this array's entries in index form."""
         return sp.IndexedBase(self.name, real=True)
+
+
+class Sigmoid(sp.Function):
+    """The logistic function σ(u) = 1/(1 + e^{−u}), elementwise.
+
+    A node of its own so that the printers can print a numerically stable form
+    (`scipy.special.expit`, `torch.sigmoid`: no overflow of e^{−u} for u ≪ 0). The proofs see
+    the document's formula: the normaliser rewrites σ(u) to 1/(1 + e^{−u}) and the numeric
+    evaluator evaluates that. Its derivative is σ(u)(1 − σ(u)).
+    """
+
+    nargs = 1
+
+    @classmethod
+    def eval(cls, arg):
+        if arg.is_zero:
+            return sp.S.Half
+        return None
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            raise sp.ArgumentIndexError(self, argindex)
+        return self * (1 - self)
+
+    def document_form(self) -> sp.Expr:
+        """The document's formula 1/(1 + e^{−u}) (seed B §13), this node alone rewritten."""
+        return 1 / (1 + sp.exp(-self.args[0]))
+
+    def _eval_rewrite_as_exp(self, arg, **kwargs):
+        return 1 / (1 + sp.exp(-arg))
+
+    def _eval_is_real(self):
+        return self.args[0].is_real
+
+    def _eval_is_positive(self):
+        return True if self.args[0].is_real else None
+
+    def _latex(self, printer) -> str:
+        return rf"\sigma\left({printer._print(self.args[0])}\right)"
+
+
+def document_form(expr) -> sp.Expr:
+    """`expr` with every σ(u) written as the document's 1/(1 + e^{−u}): what a proof
+    differentiates with SymPy's own rules (so that `Sigmoid.fdiff` is not taken on trust)."""
+    return sp.sympify(expr).replace(lambda e: isinstance(e, Sigmoid), lambda e: e.document_form())
 
 
 class ArrayNode(sp.Function):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sympy as sp
 
 from .activations import silu, silu_grad
-from .arrays import Array, Assign, Contract, MatMul, T, entry, index, size
+from .arrays import Array, Assign, Contract, MatMul, T, document_form, entry, index, size
 from .core import Claim, Setting, index_claim
 from .ops import Op, grad_of
 
@@ -56,7 +56,8 @@ OPS = [SWIGLU]
 
 setting = Setting(sizes={r: 2, n: 2, hid: 3}, indices={i: (0, r - 1), j: (0, n - 1), e: (0, r - 1), f: (0, n - 1)})
 code = SWIGLU.env()
-L = sp.Sum(dy.base[i, j] * entry(y, (i, j), code), (i, 0, r - 1), (j, 0, n - 1))
+# the loss with σ written as the document's 1/(1 + e^{−g}): sympy.diff takes the derivatives
+L = sp.Sum(dy.base[i, j] * document_form(entry(y, (i, j), code)), (i, 0, r - 1), (j, 0, n - 1))
 sigma = lambda z: 1 / (1 + sp.exp(-z))  # noqa: E731  (the document's σ, seed B §13)
 
 forward = index_claim(

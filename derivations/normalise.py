@@ -6,7 +6,7 @@ So qed decides identities between index expressions with its own, deliberately s
 
 1. **Expand** into terms `coeff · Σ_{k1..kr} (product of factors)`: every `Sum` in a
    polynomial position is pulled to the front with a fresh bound index; `exp(a + b)` becomes
-   `exp(a)·exp(b)`; anything non-polynomial (`1/Σ…`, `√(σ²+ε)`, `exp(Σ…)`) is an opaque atom
+   `exp(a)·exp(b)`; the array language's `Sigmoid(u)` becomes 1/(1 + exp(−u)); anything non-polynomial (`1/Σ…`, `√(σ²+ε)`, `exp(Σ…)`) is an opaque atom
    whose inside is normalised recursively.
 2. **Sift deltas**: `Σ_k δ(x, k)·f(k) = f(x)`, recording the assumption `x ∈ [lo, hi]`.
 3. **Split ranges** where a `Piecewise` tests a bound index against a free one
@@ -23,6 +23,8 @@ from __future__ import annotations
 import itertools
 
 import sympy as sp
+
+from .arrays import Sigmoid
 
 Term = tuple[list, list]  # (factors, limits[(var, lo, hi)])
 
@@ -86,6 +88,8 @@ class Normaliser:
                 coeff, rest = inner.as_independent(sp.Sum, as_Add=False)
                 return [([coeff ** power, rest ** power], [])]
             return [([inner ** power], [])]
+        if isinstance(e, Sigmoid):   # σ(u) is the document's 1/(1 + e^{−u}), nothing else
+            return self._terms(e.document_form())
         if isinstance(e, sp.exp):
             arg = self.canon(e.args[0])
             return [([sp.exp(part) for part in sp.Add.make_args(arg)], [])]

@@ -59,6 +59,8 @@ LAYERNORM = Op(
     params=[gamma, beta],
     options=[EPS],
     sizes={n: (x, 1)},
+    module_params={"gamma": "weight", "beta": "bias"},      # the nn.Module looks like torch.nn.LayerNorm
+    param_init={"gamma": "ones"},                           # beta: zeros (a row vector's default)
     forward=[
         Assign(mean, RowMean(x)),                                  # μ = mean(x)
         Assign(xc, x - mean),                                      # x − μ
@@ -104,6 +106,8 @@ RMSNORM = Op(
     params=[rgamma],
     options=[EPS],
     sizes={n: (rx, 1)},
+    module_params={"gamma": "weight"},                       # like torch.nn.RMSNorm
+    param_init={"gamma": "ones"},
     forward=[
         Assign(rrms, 1 / sp.sqrt(RowMean(rx ** 2) + eps)),         # 1/RMS(x), ε inside the root
         Assign(rxhat, rx * rrms),                                  # x / RMS(x)

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import mpmath
 import sympy as sp
 
+from .arrays import Sigmoid
+
 mpmath.mp.dps = 40
 
 
@@ -113,6 +115,8 @@ def _ev(e, p: Point, local: dict):
         x = _ev(e.args[0], p, local)
         at_zero = _ev(e.args[1], p, local) if len(e.args) > 1 else mpmath.mpf(0.5)
         return mpmath.mpf(1) if x > 0 else (mpmath.mpf(0) if x < 0 else at_zero)
+    if isinstance(e, Sigmoid):       # exactly the document's 1/(1 + e^{−u}), at 40 digits
+        return 1 / (1 + mpmath.exp(-_ev(e.args[0], p, local)))
     fn = _FUNCS.get(e.func)
     if fn is not None:
         return fn(*[_ev(a, p, local) for a in e.args])

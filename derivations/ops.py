@@ -7,9 +7,15 @@ language of `arrays.py`:
 * `options` (keyword-only arguments: flags such as `causal`, hyperparameters such as `eps`),
 * `sizes` (size symbols read off argument shapes at run time: `d_k = q.shape[-1]`),
 * `forward` assignments, `outputs`, the `saved` arrays that go into the cache,
-* `backward` assignments from the upstream gradients `d<output>` and the cache, and `grads`.
+* `backward` assignments from the upstream gradients `d<output>` and the cache, and `grads`
+  (one per float input and parameter, except the `constant_inputs`: float inputs that the
+  backward treats as constants, such as RoPE's cos/sin tables, and returns no gradient for).
 
 The claims prove these very expressions (through `Op.env`), and the printers print them.
+
+A `Table` is a constant array built from sizes alone (RoPE's cos/sin/rot tables, the sinusoidal
+positional encoding): each of its arrays is a formula `entry(row, col)` in two index symbols over
+a (rows, cols) grid, printed elementwise over integer grids of the row and column indices.
 """
 from __future__ import annotations
 
@@ -47,6 +53,9 @@ class Op:
     options: list[Option] = field(default_factory=list)
     sizes: dict = field(default_factory=dict)   # size Symbol -> (Array, axis) to read it from
     integer_inputs: list[Array] = field(default_factory=list)  # token ids, targets
+    # float inputs that get no gradient (constants: position tables); the backward returns
+    # nothing for them and the torch autograd.Function returns None
+    constant_inputs: list[Array] = field(default_factory=list)
     cache_doc: str = ""
     # torch nn.Module wrapper (codegen): PyTorch-style attribute names of the params
     # ({"gamma": "weight", "beta": "bias"}; default: the param's own name) and their
@@ -62,8 +71,19 @@ class Op:
         for a in self.outputs + self.saved:
             if a not in defined:
                 raise ArrayError(f"op {self.name}: {a.name} is output/saved but never defined")
-        if len(self.grads) != len(self.inputs) + len(self.params) - len(self.integer_inputs):
-            raise ArrayError(f"op {self.name}: one gradient per float input and parameter")
+        for a in self.constant_inputs:
+            if a not in self.inputs:
+                raise ArrayError(f"op {self.name}: constant input {a.name} is not an input")
+            if a in self.integer_inputs:
+                raise ArrayError(f"op {self.name}: {a.name} is both an integer and a constant "
+                                 "input (integer inputs get no gradient anyway)")
+        if len(set(self.constant_inputs)) != len(self.constant_inputs):
+            raise ArrayError(f"op {self.name}: constant_inputs repeat")
+        expected = len(self.inputs) + len(self.params) - len(self.integer_inputs) - \
+            len(self.constant_inputs)
+        if len(self.grads) != expected:
+            raise ArrayError(f"op {self.name}: one gradient per float input and parameter that "
+                             f"is not a constant input: expected {expected}, got {len(self.grads)}")
 
     @property
     def upstream(self) -> list[Array]:
@@ -100,3 +120,74 @@ def check_shapes(op: Op) -> None:
     """Every assignment's shape must be computable (raises ArrayError otherwise)."""
     for a in op.forward + op.backward:
         shape_of(a.expr)
+
+
+@dataclass(frozen=True)
+class TableArray:
+    """One array of a table: entry [row, col] is `entry` for integers 0 <= row < rows,
+    0 <= col < cols, where (rows, cols) = `shape` (expressions of the table's sizes)."""
+
+    name: str
+    shape: tuple
+    index: tuple            # (row symbol, column symbol): integer Symbols
+    entry: sp.Expr
+
+    def __post_init__(self):
+        if len(self.shape) != 2 or len(self.index) != 2:
+            raise ArrayError(f"table array {self.name}: shape and index need two entries each")
+        row, col = self.index
+        if row == col or not (row.is_integer and col.is_integer):
+            raise ArrayError(f"table array {self.name}: the row and column indices must be two "
+                             f"distinct integer symbols, got {row}, {col}")
+
+
+@dataclass
+class Table:
+    """A constant table built from sizes alone (no inputs, no backward), printed by codegen as
+
+        <name>(<sizes>, *, <options>, dtype[, device]) -> one array, or a tuple of them
+
+    into generated/<backend>/<file>.py (next to the op of that name, or a module of its own).
+    The entry expressions use +, ×, powers (of −1 too), sin, cos, exp, KroneckerDelta, floor
+    and Mod; the claims in `claims` prove them.
+    """
+
+    name: str
+    file: str
+    module: str
+    title: str
+    sizes: tuple                      # size Symbols: the positional arguments, in order
+    arrays: list                      # TableArray, in the order they are returned
+    options: list = field(default_factory=list)    # Option (base = 10000.0, ...)
+    claims: list = field(default_factory=list)
+    doc: str = ""
+
+    def __post_init__(self):
+        if not self.arrays:
+            raise ArrayError(f"table {self.name}: no arrays")
+        names = [a.name for a in self.arrays]
+        if len(set(names)) != len(names):
+            raise ArrayError(f"table {self.name}: array names repeat: {names}")
+        known = set(self.sizes) | {o.symbol for o in self.options if o.symbol is not None}
+        for a in self.arrays:
+            for dim in a.shape:
+                extra = sp.sympify(dim).free_symbols - set(self.sizes)
+                if extra:
+                    raise ArrayError(f"table {self.name}: the shape of {a.name} uses "
+                                     f"{sorted(map(str, extra))}, which are not its sizes")
+            extra = sp.sympify(a.entry).free_symbols - known - set(a.index)
+            if extra:
+                raise ArrayError(f"table {self.name}: the entry of {a.name} uses "
+                                 f"{sorted(map(str, extra))}, which are neither its indices, "
+                                 "sizes nor options")
+
+    def value(self, array: str, row: int, col: int, sizes: dict, options: dict | None = None):
+        """The exact SymPy value of entry [row, col] of `array` at concrete sizes (name -> int)
+        and options (name -> value; defaults otherwise)."""
+        a = next(x for x in self.arrays if x.name == array)
+        subs = {s: sp.Integer(sizes[s.name]) for s in self.sizes}
+        for o in self.options:
+            if o.symbol is not None:
+                subs[o.symbol] = sp.nsimplify((options or {}).get(o.name, o.default))
+        subs[a.index[0]], subs[a.index[1]] = sp.Integer(row), sp.Integer(col)
+        return a.entry.xreplace(subs)

@@ -21,14 +21,13 @@ below, the op is proved to be seed B's rotation by θ, and its backward the rota
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
 
 import sympy as sp
 
 from . import numeric
 from .arrays import Array, Assign, MatMul, T, entry, index, size
 from .core import Claim, Mutant, Proof, Setting, index_claim, prove_index_identity, refute_identity
-from .ops import Op, Option, grad_of
+from .ops import Op, Option, Table, TableArray, grad_of
 
 # ------------------------------------------------------------------------- the formulas
 BASE = sp.Symbol("base", positive=True)     # 10000 in both sources' convention
@@ -112,16 +111,13 @@ ROPE = Op(
           r"\quad C_{t,2i} = C_{t,2i+1} = \cos(t \omega_{i}), \quad S_{t,2i} = S_{t,2i+1} = \sin(t \omega_{i}), "
           r"\quad R = \mathrm{blockdiag}\begin{pmatrix} 0 & 1 \\ -1 & 0 \end{pmatrix}",
     claims=["rope.vjp", "rope.pairs", "rope.backward", "rope.norm", "rope.relative"],
-    inputs=[X, COS, SIN, ROT],
+    inputs=[X, COS, SIN, ROT], constant_inputs=[COS, SIN, ROT],
     forward=[Assign(Y, rope_forward(X, COS, SIN, ROT))],
-    outputs=[Y], saved=[X, COS, SIN, ROT],
-    backward=[Assign(dX, rope_backward(dY, COS, SIN, ROT)),
-              Assign(grad_of(COS), dY * X),
-              Assign(grad_of(SIN), dY * MatMul(X, ROT)),
-              Assign(grad_of(ROT), MatMul(T(X), dY * SIN))],   # per batch element, like rot
-    grads=[dX, grad_of(COS), grad_of(SIN), grad_of(ROT)],
-    cache_doc="x and the tables cos, sin, rot (constants in practice: their gradients are exact but unused; "
-              "the tables are expected expanded to x's leading axes, and so are their gradients).")
+    outputs=[Y], saved=[COS, SIN, ROT],
+    backward=[Assign(dX, rope_backward(dY, COS, SIN, ROT))],
+    grads=[dX],
+    cache_doc="the tables cos, sin, rot (constant inputs: no gradient is computed for them; they are "
+              "expected expanded to x's leading axes, broadcast views will do). The backward does not need x.")
 OPS = [ROPE]
 
 # -------------------------------------------------------------- trigonometric decision
@@ -304,27 +300,24 @@ def _vjp_lhs(wrt):
     return sp.Sum(dY.base[t, q] * sp.diff(_y, wrt), (t, 0, n_tok - 1), (q, 0, d - 1))
 
 
-_vjp_at = [(X, (a, b)), (COS, (a, b)), (SIN, (a, b)), (ROT, (p, b))]
-_vjp_lhs_all = [_vjp_lhs(arr.base[idx]) for arr, idx in _vjp_at]
-_vjp_rhs_all = [entry(grad_of(arr), idx, code) for arr, idx in _vjp_at]
+_vjp_lhs_dx = _vjp_lhs(X.base[a, b])
+_vjp_rhs_dx = entry(dX, (a, b), code)
 
 vjp = index_claim(
     "rope.vjp", "RoPE op backward = transpose Jacobian (arbitrary tables, symbolic T and d)", "seed B §15",
     r"y = x \odot C + (x R) \odot S \;\Rightarrow\; \frac{\partial L}{\partial x} = "
-    r"\frac{\partial L}{\partial y} \odot C + \left(\frac{\partial L}{\partial y} \odot S\right) R^{T}, \quad "
-    r"\frac{\partial L}{\partial C} = \frac{\partial L}{\partial y} \odot x, \quad "
-    r"\frac{\partial L}{\partial S} = \frac{\partial L}{\partial y} \odot (x R), \quad "
-    r"\frac{\partial L}{\partial R} = x^{T} \left(\frac{\partial L}{\partial y} \odot S\right)",
-    lhs=_vjp_lhs_all, rhs=_vjp_rhs_all, setting=vjp_setting,
+    r"\frac{\partial L}{\partial y} \odot C + \left(\frac{\partial L}{\partial y} \odot S\right) R^{T}",
+    lhs=_vjp_lhs_dx, rhs=_vjp_rhs_dx, setting=vjp_setting,
     mutants={
         "no-transpose": ("dx = dy ⊙ C + (dy ⊙ S) R: R not transposed (rotates by +θ)",
-                         [entry(dY * COS + MatMul(dY * SIN, ROT), (a, b))] + _vjp_rhs_all[1:]),
+                         entry(dY * COS + MatMul(dY * SIN, ROT), (a, b))),
         "sin-outside": ("dx = dy ⊙ C + (dy Rᵀ) ⊙ S: equal only when S is constant on pairs, not in general",
-                        [entry(dY * COS + MatMul(dY, T(ROT)) * SIN, (a, b))] + _vjp_rhs_all[1:]),
-        "drot-untransposed": ("dR = (dy ⊙ S)ᵀ x",
-                              _vjp_rhs_all[:3] + [entry(MatMul(T(dY * SIN), X), (p, b))]),
+                        entry(dY * COS + MatMul(dY, T(ROT)) * SIN, (a, b))),
+        "cos-dropped": ("dx = (dy ⊙ S) Rᵀ: the dy ⊙ C term dropped",
+                        entry(MatMul(dY * SIN, T(ROT)), (a, b))),
     },
-    method="index normaliser: each gradient of the op vs Σ dy ∂y/∂θ, symbolic T and d, arbitrary C, S, R")
+    method="index normaliser: the op's dx vs Σ dy ∂y/∂x, symbolic T and d, arbitrary tables C, S, R "
+           "(constant inputs of the op: no gradient is taken for them)")
 
 
 def _tables(expr, rot=None, cos=rope_cos_table, sin=rope_sin_table):
@@ -500,37 +493,26 @@ for _o in OPS:
 
 
 # ------------------------------------------------------------------------------ the tables
-@dataclass(frozen=True)
-class Table:
-    """A constant table built from sizes alone (no inputs, no backward), for codegen to print as
-    `<name>(<sizes>, *, <options>, dtype[, device])` in generated/<backend>/<file>.py.
-
-    `arrays` lists (array name, shape in the size symbols, (row index, column index), entry
-    expression): entry [row, col] of the array is the expression, for integer row and col in
-    range. The expressions use +, ×, powers of −1 and of `base`, sin, cos and KroneckerDelta
-    (print δ(a, b) as a == b); `pair_index(c)` is floor(c/2) written without floor.
-    """
-
-    name: str
-    file: str
-    title: str
-    sizes: tuple
-    options: list
-    arrays: list
-    claims: list = field(default_factory=list)
-
-
+# Printed by codegen as rope_tables(T, d, *, base, dtype[, device]) in generated/<backend>/rope.py
+# and sinusoidal_table(T, d, *, base, dtype[, device]) in generated/<backend>/sinusoidal.py:
+# each entry formula over integer row and column grids, the very formulas rope.pairs and
+# sinusoidal.table prove.
 _row, _col = index("row"), index("col")
 _BASE_OPTION = Option(BASE, "base", 10000.0, "the frequency base: ω_i = base^(-2i/d)")
 TABLES = [
-    Table(name="rope_tables", file="rope", title="RoPE tables: cos, sin (T × d) and the pair rotation rot (d × d)",
+    Table(name="rope_tables", file="rope", module=__name__,
+          title="RoPE tables: cos, sin (T × d) and the pair rotation rot (d × d)",
           sizes=(n_tok, d), options=[_BASE_OPTION],
-          arrays=[("cos", (n_tok, d), (_row, _col), rope_cos_table(_row, _col, d)),
-                  ("sin", (n_tok, d), (_row, _col), rope_sin_table(_row, _col, d)),
-                  ("rot", (d, d), (_row, _col), rope_rot_table(_row, _col))],
-          claims=["rope.pairs"]),
-    Table(name="sinusoidal_table", file="sinusoidal", title="Sine-cosine positional encoding PE (T × d)",
+          arrays=[TableArray("cos", (n_tok, d), (_row, _col), rope_cos_table(_row, _col, d)),
+                  TableArray("sin", (n_tok, d), (_row, _col), rope_sin_table(_row, _col, d)),
+                  TableArray("rot", (d, d), (_row, _col), rope_rot_table(_row, _col))],
+          claims=["rope.pairs"],
+          doc="The constant inputs of `rope_forward`: cos[t, 2i] = cos[t, 2i+1] = cos(t·ω_i), "
+              "sin likewise, rot = blockdiag([[0, 1], [−1, 0]]), ω_i = base^(−2i/d)."),
+    Table(name="sinusoidal_table", file="sinusoidal", module=__name__,
+          title="Sine-cosine positional encoding PE (T × d)",
           sizes=(n_tok, d), options=[_BASE_OPTION],
-          arrays=[("pe", (n_tok, d), (_row, _col), sinusoidal_table(_row, _col, d))],
-          claims=["sinusoidal.table", "sinusoidal.shift"]),
+          arrays=[TableArray("pe", (n_tok, d), (_row, _col), sinusoidal_table(_row, _col, d))],
+          claims=["sinusoidal.table", "sinusoidal.shift"],
+          doc="PE[pos, 2i] = sin(pos·ω_i), PE[pos, 2i+1] = cos(pos·ω_i), ω_i = base^(−2i/d) (seed A §5)."),
 ]

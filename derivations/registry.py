@@ -1,7 +1,7 @@
 """The registry: every claim and every op, collected from the topic modules.
 
-A topic module (`derivations/attention.py`, ...) defines `CLAIMS` (a list of `Claim`) and
-`OPS` (a list of `Op`). Adding a module adds its claims, code and tests; nothing else changes.
+A topic module (`derivations/attention.py`, ...) defines `CLAIMS` (a list of `Claim`),
+`OPS` (a list of `Op`) and, where it has constant tables, `TABLES` (a list of `Table`). Adding a module adds its claims, code and tests; nothing else changes.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pkgutil
 from functools import lru_cache
 
 from .core import Claim
-from .ops import Op
+from .ops import Op, Table
 
 _INFRASTRUCTURE = {"arrays", "core", "normalise", "numeric", "ops", "registry", "expectation"}
 
@@ -47,6 +47,24 @@ def ops() -> tuple[Op, ...]:
     if len(names) != len(set(names)):
         raise ValueError(f"duplicate op names: {names}")
     return tuple(sorted(out, key=lambda o: o.name))
+
+
+@lru_cache(maxsize=None)
+def tables() -> tuple[Table, ...]:
+    out = []
+    for mod in topic_modules():
+        out.extend(getattr(mod, "TABLES", []))
+    names = [t.name for t in out]
+    if len(names) != len(set(names)):
+        raise ValueError(f"duplicate table names: {names}")
+    return tuple(sorted(out, key=lambda t: t.name))
+
+
+def table(name: str) -> Table:
+    for t in tables():
+        if t.name == name:
+            return t
+    raise KeyError(f"no table {name!r}; known: {', '.join(t.name for t in tables())}")
 
 
 def claim(claim_id: str) -> Claim:

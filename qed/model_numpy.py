@@ -20,8 +20,10 @@ Shapes in comments: B batch, T time, C = n_embd, nh heads, hd = C/nh, V vocab, H
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
+import os
 from collections import OrderedDict
 
 import numpy as np
@@ -147,6 +149,95 @@ def check_params(expected: dict, params: dict) -> None:
         raise ValueError("parameters do not fit this model's config: " + " | ".join(parts))
 
 
+def flat_params(arrays: dict, dtype) -> "OrderedDict[str, np.ndarray]":
+    """The same values as views of one contiguous 1-D buffer, matrices (the weight-decayed
+    parameters) first, then vectors; the dict keeps the given order. An optimizer can then
+    update every parameter with one kernel call per weight-decay group (see `flat_layout`)."""
+    order = sorted(arrays, key=lambda k: np.ndim(arrays[k]) < 2)             # stable: 2-D first
+    buf = np.empty(sum(int(np.size(a)) for a in arrays.values()), dtype=dtype)
+    views, off = {}, 0
+    for k in order:
+        a = np.asarray(arrays[k])
+        views[k] = buf[off:off + a.size].reshape(a.shape)
+        views[k][...] = a
+        off += a.size
+    return OrderedDict((k, views[k]) for k in arrays)
+
+
+def flat_layout(arrays: dict):
+    """(buffer, {name: offset}) if the arrays are contiguous views that tile one 1-D buffer
+    exactly, else None."""
+    vals = list(arrays.values())
+    if not vals or not all(isinstance(a, np.ndarray) for a in vals):
+        return None
+    base = vals[0].base
+    if base is None or base.ndim != 1 or not base.flags.c_contiguous:
+        return None
+    if any(a.base is not base or not a.flags.c_contiguous or a.dtype != base.dtype for a in vals):
+        return None
+    start, size = base.__array_interface__["data"][0], base.itemsize
+    offsets = {k: (a.__array_interface__["data"][0] - start) // size for k, a in arrays.items()}
+    pos = 0
+    for k in sorted(arrays, key=offsets.get):
+        if offsets[k] != pos:
+            return None
+        pos += arrays[k].size
+    return (base, offsets) if pos == base.size else None
+
+
+def default_threads() -> int:
+    """Threads per batch for NumpyGPT: the CPU count, at most 2 (QED_NUMPY_THREADS overrides)."""
+    env = os.environ.get("QED_NUMPY_THREADS")
+    if env:
+        return max(1, int(env))
+    return max(1, min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                      else (os.cpu_count() or 1)))
+
+
+_MALLOC_TUNED = []
+
+
+def tune_malloc() -> bool:
+    """Keep freed memory in the process instead of returning it to the OS after every step.
+
+    A training step allocates and frees the same large temporaries every time; with glibc's
+    defaults each one above the mmap threshold is a fresh mmap and its first touch page-faults
+    (thousands of faults a step, measured). Raising M_MMAP_THRESHOLD (to its 32 MiB maximum),
+    M_TRIM_THRESHOLD and M_TOP_PAD makes the heap keep and reuse them. Once per process, glibc
+    only, and not where the user set MALLOC_* variables or QED_MALLOC_TUNE=0. True if applied."""
+    if _MALLOC_TUNED:
+        return _MALLOC_TUNED[0]
+    ok = False
+    if os.environ.get("QED_MALLOC_TUNE", "1") != "0" and not any(k.startswith("MALLOC_") for k in os.environ):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None)
+            mallopt = libc.mallopt
+            M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3
+            ok = bool(mallopt(M_MMAP_THRESHOLD, 32 * 2**20)) & bool(mallopt(M_TRIM_THRESHOLD, 512 * 2**20)) \
+                & bool(mallopt(M_TOP_PAD, 64 * 2**20))
+        except (OSError, AttributeError):              # not glibc: nothing to tune
+            ok = False
+    _MALLOC_TUNED.append(ok)
+    return ok
+
+
+_BLAS_CONTROLLER = []
+
+
+def blas_single_thread():
+    """A context in which BLAS runs on one thread (threadpoolctl), or a no-op without it."""
+    if not _BLAS_CONTROLLER:
+        try:
+            from threadpoolctl import ThreadpoolController
+            _BLAS_CONTROLLER.append(ThreadpoolController())
+        except ImportError:                                  # pragma: no cover - a dependency
+            _BLAS_CONTROLLER.append(None)
+    ctl = _BLAS_CONTROLLER[0]
+    return contextlib.nullcontext() if ctl is None else ctl.limit(limits=1, user_api="blas")
+
+
 def check_idx(config: GPTConfig, idx, targets=None) -> tuple[int, int]:
     """(B, T) of a batch of token ids, or a ValueError saying what is wrong."""
     shape = tuple(idx.shape)
@@ -168,12 +259,20 @@ class NumpyGPT:
 
     backend = "numpy"
 
-    def __init__(self, config: GPTConfig, dtype=np.float32, seed: int = 0):
+    def __init__(self, config: GPTConfig, dtype=np.float32, seed: int = 0, threads: int | None = None):
+        """`threads`: how many Python threads share a batch (each takes a slice of the rows,
+        forward and backward; the gradients are summed). NumPy releases the GIL inside BLAS
+        and ufuncs, so on a multi-core machine this is the NumPy backend's parallelism; BLAS
+        itself is held at one thread meanwhile (threadpoolctl), so the two do not oversubscribe.
+        None: min(2, CPU count); 1: no threads."""
         config.validate()
+        tune_malloc()
         self.config = config
         self.dtype = np.dtype(dtype)
-        self.params: dict[str, np.ndarray] = {
-            k: v.astype(self.dtype) for k, v in init_params(config, seed).items()}
+        self.params: dict[str, np.ndarray] = flat_params(
+            {k: v.astype(self.dtype) for k, v in init_params(config, seed).items()}, self.dtype)
+        self.threads = default_threads() if threads is None else max(1, int(threads))
+        self._pool = None            # (workers, ThreadPoolExecutor) for the shards after the first
         self._tape = None
         self._k = {}                 # loaded kernel modules by op name
         self._sinusoid = None        # the fixed table (T_max, C), from the generated kernel
@@ -183,7 +282,7 @@ class NumpyGPT:
     # ------------------------------------------------------------------ kernels
     def _kernels_needed(self) -> list[str]:
         c = self.config
-        names = ["embedding", "attention", "cross_entropy", c.norm,
+        names = ["embedding", c.attention, "cross_entropy", c.norm,
                  "linear" if c.bias else "linear_nobias", "linear_nobias"]
         names += ["swiglu"] if c.ffn == "swiglu" else [c.ffn]
         for n in names:
@@ -268,8 +367,7 @@ class NumpyGPT:
             np.broadcast_to(rot, lead + rot.shape))
 
     def _rope_bwd(self, dy, cache):
-        dx, _dcos, _dsin, _drot = self._kern("rope").rope_backward(dy, cache)   # tables are constants
-        return dx
+        return self._kern("rope").rope_backward(dy, cache)      # dx only: the tables are constant inputs
 
     def _attn_fwd(self, prefix, x):
         c = self.config
@@ -285,7 +383,8 @@ class NumpyGPT:
         if c.pos == "rope":
             (q, cq), (k, ck) = self._rope_fwd(q), self._rope_fwd(k)
             c_rope = (cq, ck)
-        y, c_sdpa = self._kern("attention").attention_forward(q, k, v, causal=True)  # (B, nh, T, hd)
+        y, c_sdpa = getattr(self._kern(c.attention), c.attention + "_forward")(
+            q, k, v, causal=True)                                              # (B, nh, T, hd)
         y = y.transpose(0, 2, 1, 3).reshape(B, T, C)                          # merge heads
         out, c_proj = self._linear_fwd(prefix + ".c_proj", y, c.bias)
         return out, (c_attn, c_rope, c_sdpa, c_proj, (B, T, C))
@@ -296,7 +395,7 @@ class NumpyGPT:
         nh, hd = c.n_head, c.head_dim
         dy = self._linear_bwd(prefix + ".c_proj", dout, c_proj, c.bias, grads)
         dy = dy.reshape(B, T, nh, hd).transpose(0, 2, 1, 3)                  # undo the merge
-        dq, dk, dv = self._kern("attention").attention_backward(dy, c_sdpa)
+        dq, dk, dv = getattr(self._kern(c.attention), c.attention + "_backward")(dy, c_sdpa)
         if c_rope is not None:
             dq, dk = self._rope_bwd(dq, c_rope[0]), self._rope_bwd(dk, c_rope[1])
         dqkv = np.concatenate([t.transpose(0, 2, 1, 3).reshape(B, T, C) for t in (dq, dk, dv)],
@@ -370,10 +469,41 @@ class NumpyGPT:
     # ------------------------------------------------------------------ forward / backward
     def forward(self, idx: np.ndarray, targets: np.ndarray | None = None):
         """logits (B, T, V) and the mean cross-entropy over the tokens whose target is not −1
-        (None without targets). With targets, keeps every cache for `backward`."""
-        c, P = self.config, self.params
+        (None without targets). With targets, keeps every cache for `backward`.
+
+        With `threads` > 1 the batch is cut into that many slices of rows, each run by its own
+        thread; the loss is the mean over all scored tokens, Σ_s n_s·loss_s / Σ_s n_s."""
+        c = self.config
         idx = np.asarray(idx)
-        B, T = check_idx(c, idx, None if targets is None else np.asarray(targets))
+        targets = None if targets is None else np.asarray(targets)
+        B, T = check_idx(c, idx, targets)
+        counts = None
+        if targets is not None:
+            scored = targets >= 0                              # target -1: ignored (nanoGPT's ignore_index)
+            if not scored.any():
+                raise ValueError("every target is -1 (ignored): there is no token to score")
+        shards = self._shards(B)
+        if targets is not None:
+            counts = [int(np.count_nonzero(scored[sl])) for sl in shards]
+            if min(counts) == 0:                               # a slice with nothing to score: no split
+                shards, counts = [slice(0, B)], [int(np.count_nonzero(scored))]
+        results = self._map(lambda sl: self._forward_shard(idx[sl], None if targets is None else targets[sl]),
+                            shards)
+        logits = results[0][0] if len(results) == 1 else np.concatenate([r[0] for r in results])
+        loss = None
+        if targets is not None:
+            total = sum(counts)
+            weights = [n / total for n in counts]
+            loss = results[0][1] if len(results) == 1 else float(sum(w * r[1] for w, r in zip(weights, results)))
+            self._tape = [(r[2], w) for r, w in zip(results, weights)]
+        else:
+            self._tape = None                                  # caches only when a backward can follow
+        return logits, loss
+
+    def _forward_shard(self, idx, targets):
+        """(logits, mean loss or None, tape) of one slice of the batch (thread-safe: no state)."""
+        c, P = self.config, self.params
+        B, T = idx.shape
         tape = {}
         x, tape["wte"] = self._kern("embedding").embedding_forward(idx, P["wte.weight"])   # (B, T, C)
         if c.pos == "learned":
@@ -390,25 +520,42 @@ class NumpyGPT:
             x, tape["ln_f"] = self._norm_fwd("ln_f", x)
         head = "wte.weight" if c.tie_weights else "lm_head.weight"
         logits, tape["lm_head"] = self._kern("linear_nobias").linear_nobias_forward(x, P[head])  # (B, T, V)
-        loss = None
-        if targets is not None:
-            targets = np.asarray(targets)
-            mask = (targets >= 0).astype(np.int64)             # target -1: ignored (nanoGPT's ignore_index)
-            if not mask.any():
-                raise ValueError("every target is -1 (ignored): there is no token to score")
-            targets = np.where(mask == 1, targets, 0)
-            loss_arr, tape["loss"] = self._kern("cross_entropy").cross_entropy_forward(logits, targets, mask)
-            loss = float(loss_arr.reshape(()))                                  # (1,): the mean over tokens
-        self._tape = tape if targets is not None else None    # caches only when a backward can follow
-        return logits, loss
+        if targets is None:
+            return logits, None, None
+        mask = (targets >= 0).astype(np.int64)
+        targets = np.where(mask == 1, targets, 0)
+        loss_arr, tape["loss"] = self._kern("cross_entropy").cross_entropy_forward(logits, targets, mask)
+        return logits, float(loss_arr.reshape(())), tape                        # (1,): the mean over tokens
 
     def backward(self) -> dict[str, np.ndarray]:
-        """∂(mean loss)/∂param for every parameter, from the tape of the last forward."""
-        tape, c = self._tape, self.config
-        if tape is None or "loss" not in tape:
+        """∂(mean loss)/∂param for every parameter, from the tape of the last forward.
+
+        The gradients are views of one new flat buffer laid out like the parameters (so the
+        optimizer updates them all at once); each slice of the batch contributes
+        ∂(n_s·loss_s/N)/∂param: its upstream gradient is n_s/N instead of 1."""
+        tapes = self._tape
+        if not tapes:
             raise RuntimeError("backward() needs a forward(idx, targets) with targets first")
+        self._tape = None
+        parts = self._map(lambda tw: self._backward_shard(*tw), tapes)
+        out = self._grad_buffer()
+        for k, g in out.items():
+            np.copyto(g, parts[0][k])
+            for p in parts[1:]:
+                np.add(g, p[k], out=g)
+        return out
+
+    def _grad_buffer(self) -> dict[str, np.ndarray]:
+        """Fresh arrays shaped like the parameters, views of one flat buffer in the same layout."""
+        _, offsets = flat_layout(self.params)
+        buf = np.empty(sum(p.size for p in self.params.values()), dtype=self.dtype)
+        return OrderedDict((k, buf[offsets[k]:offsets[k] + p.size].reshape(p.shape))
+                           for k, p in self.params.items())
+
+    def _backward_shard(self, tape, weight):
+        c = self.config
         grads: dict[str, np.ndarray] = {}
-        dloss = np.ones((1,), dtype=self.dtype)                                  # ∂loss/∂loss
+        dloss = np.full((1,), weight, dtype=self.dtype)                        # ∂loss/∂loss_s = n_s/N
         dlogits = self._kern("cross_entropy").cross_entropy_backward(dloss, tape["loss"])
         head = "wte.weight" if c.tie_weights else "lm_head.weight"
         dx, dw = self._kern("linear_nobias").linear_nobias_backward(dlogits, tape["lm_head"])
@@ -420,8 +567,32 @@ class NumpyGPT:
         if c.pos == "learned":
             _acc(grads, "wpe.weight", self._kern("embedding").embedding_backward(dx, tape["wpe"]))
         _acc(grads, "wte.weight", self._kern("embedding").embedding_backward(dx, tape["wte"]))
-        self._tape = None
-        return {k: grads[k] for k in self.params}
+        return grads
+
+    # ------------------------------------------------------------------ threads
+    def _shards(self, B: int) -> list[slice]:
+        n = min(self.threads, B)
+        bounds = [B * s // n for s in range(n + 1)]
+        return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
+
+    def _map(self, fn, items: list) -> list:
+        """[fn(x) for x in items]: the first in this thread, the others in the pool, BLAS on
+        one thread while they run together."""
+        if len(items) == 1:
+            return [fn(items[0])]
+        if self._pool is None or self._pool[0] < len(items) - 1:
+            from concurrent.futures import ThreadPoolExecutor
+            self._pool = (len(items) - 1, ThreadPoolExecutor(max_workers=len(items) - 1,
+                                                             thread_name_prefix="qed-shard"))
+        with blas_single_thread():
+            futures = [self._pool[1].submit(fn, x) for x in items[1:]]
+            first = fn(items[0])
+            return [first] + [f.result() for f in futures]
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_pool"] = None
+        return state
 
     __call__ = forward
 

@@ -17,7 +17,7 @@ import torch.nn as nn
 
 from .config import GPTConfig
 from .model_numpy import (NORM_EPS, ROPE_BASE, SINUSOID_BASE, NumpyGPT, check_idx, check_params,  # noqa: F401
-                          init_params, kernel, param_shapes, table_fn)
+                          flat_layout, flat_params, init_params, kernel, param_shapes, table_fn)
 
 
 def _fn(name: str):
@@ -37,14 +37,20 @@ class TorchGPT(nn.Module):
         config.validate()
         self.config = config
         self._kfn = {}
-        for name, value in init_params(config, seed).items():
+        # every parameter is a view of one flat buffer (matrices first, as NumpyGPT), so that
+        # TorchAdamW can update them all with one kernel call per weight-decay group
+        flat = flat_params(init_params(config, seed), np.float64)
+        buffer = torch.as_tensor(next(iter(flat.values())).base, dtype=dtype)
+        _, offsets = flat_layout(flat)
+        for name, value in flat.items():
             *path, leaf = name.split(".")
             node = self
             for part in path:
                 if part not in node._modules:
                     node.add_module(part, _Node())
                 node = node._modules[part]
-            node.register_parameter(leaf, nn.Parameter(torch.as_tensor(value, dtype=dtype)))
+            view = buffer[offsets[name]:offsets[name] + value.size].view(value.shape)
+            node.register_parameter(leaf, nn.Parameter(view))
         self._sinusoid = None
         self._rope_tabs = None
         for n in self._kernels_needed():
@@ -53,7 +59,7 @@ class TorchGPT(nn.Module):
     # ------------------------------------------------------------------ kernels
     def _kernels_needed(self) -> list[str]:
         c = self.config
-        names = ["embedding", "attention", "cross_entropy", c.norm,
+        names = ["embedding", c.attention, "cross_entropy", c.norm,
                  "linear" if c.bias else "linear_nobias", "linear_nobias"]
         names += ["swiglu"] if c.ffn == "swiglu" else [c.ffn]
         if c.pos == "rope":
@@ -105,7 +111,7 @@ class TorchGPT(nn.Module):
         q, k, v = (t.reshape(B, T, nh, hd).transpose(1, 2) for t in qkv.split(C, dim=-1))
         if c.pos == "rope":
             q, k = self._rope(q), self._rope(k)
-        y = self._k("attention")(q, k, v, causal=True)                         # (B, nh, T, hd)
+        y = self._k(c.attention)(q, k, v, causal=True)                         # (B, nh, T, hd)
         y = y.transpose(1, 2).reshape(B, T, C)
         return self._linear(P, prefix + ".c_proj", y, c.bias)
 
@@ -122,17 +128,19 @@ class TorchGPT(nn.Module):
         t = self._sinusoid
         if t is None or t.dtype != like.dtype or t.device != like.device:
             t = table_fn("torch", "sinusoidal", "sinusoidal_table")(
-                self.config.block_size, self.config.n_embd, base=SINUSOID_BASE, dtype=like.dtype)
+                self.config.block_size, self.config.n_embd, base=SINUSOID_BASE, dtype=like.dtype,
+                device=like.device)
             self._sinusoid = t = torch.as_tensor(t).to(device=like.device, dtype=like.dtype)
         return t[:T]
 
     def _rope(self, x):
-        """RoPE on (B, nh, T, hd) through the generated kernel; the tables are constants,
-        expanded (views) to x's leading axes as the kernel expects."""
+        """RoPE on (B, nh, T, hd) through the generated kernel; the tables are its constant
+        inputs (no gradient), expanded (views) to x's leading axes as the kernel expects."""
         tabs = self._rope_tabs
         if tabs is None or tabs[0].dtype != x.dtype or tabs[0].device != x.device:
             tabs = table_fn("torch", "rope", "rope_tables")(
-                self.config.block_size, self.config.head_dim, base=ROPE_BASE, dtype=x.dtype)
+                self.config.block_size, self.config.head_dim, base=ROPE_BASE, dtype=x.dtype,
+                device=x.device)
             self._rope_tabs = tabs = tuple(torch.as_tensor(a).to(device=x.device, dtype=x.dtype)
                                            for a in tabs)
         cos, sin, rot = tabs

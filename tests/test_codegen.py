@@ -16,9 +16,10 @@ from codegen.render import (ROOT, TEMPLATES, CodegenError, analyse, op_context, 
                             verify_header, with_header)
 from derivations.arrays import Array, Assign, RowSum, size
 from derivations.ops import Op, grad_of
-from derivations.registry import ops
+from derivations.registry import ops, tables
 
 NAMES = [o.name for o in ops()]
+TABLE_FILES = sorted({t.file for t in tables()})
 GENERATED = sorted(p for p in (ROOT / "generated").rglob("*.py") if "__pycache__" not in p.parts)
 
 
@@ -113,8 +114,19 @@ def test_templates_hold_no_math(path):
 
 
 # ------------------------------------------------------------------------------ imports
+def test_every_table_is_in_its_file():
+    """A table goes into the module of the op of its `file`, or a module of its own; the
+    package lists it."""
+    import generated.numpy
+    for t in tables():
+        assert generated.numpy.TABLES[t.name] == t.file
+        for backend in ("numpy", "torch"):
+            mod = importlib.import_module(f"generated.{backend}.{t.file}")
+            assert t.name in mod.__all__ and callable(getattr(mod, t.name))
+
+
 def test_generated_modules_import_without_sympy_or_jinja():
-    mods = [f"generated.{b}.{n}" for b in ("numpy", "torch") for n in NAMES]
+    mods = [f"generated.{b}.{n}" for b in ("numpy", "torch") for n in NAMES + TABLE_FILES]
     code = ("import sys; sys.modules['sympy'] = None; sys.modules['jinja2'] = None\n"
             "import importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in mods))
     proc = run("-c", code)
@@ -124,7 +136,7 @@ def test_generated_modules_import_without_sympy_or_jinja():
 def test_numpy_modules_import_without_torch():
     code = ("import sys; sys.modules['torch'] = None\nimport importlib\n"
             "import generated.numpy.softmax\n" +
-            "".join(f"importlib.import_module('generated.numpy.{n}')\n" for n in NAMES))
+            "".join(f"importlib.import_module('generated.numpy.{n}')\n" for n in NAMES + TABLE_FILES))
     proc = run("-c", code)
     assert proc.returncode == 0, proc.stderr
 
@@ -331,3 +343,82 @@ def test_synthetic_op_with_two_outputs_guards_and_options(tmp_path, monkeypatch)
     with pytest.raises(TypeError):
         npm.twoout_forward(x)                        # beta is a required keyword
     assert "if flip:" in render_op(op, "numpy")
+
+
+# ------------------------------------------------------------------------------ constant inputs
+def test_constant_input_validation():
+    from derivations.arrays import ArrayError
+    c = Array("c", (r, n))
+    with pytest.raises(ArrayError, match="constant input c is not an input"):
+        _op(constant_inputs=[c])
+    with pytest.raises(ArrayError, match="one gradient per float input and parameter that is not a "
+                                         "constant input: expected 1, got 2"):
+        _op(inputs=[X, c], constant_inputs=[c], forward=[Assign(Y, X * c)],
+            backward=[Assign(grad_of(X), grad_of(Y) * c), Assign(grad_of(c), grad_of(Y) * X)],
+            grads=[grad_of(X), grad_of(c)], saved=[X, c])
+    op = _op(inputs=[X, c], constant_inputs=[c], forward=[Assign(Y, X * c)], saved=[c],
+             backward=[Assign(grad_of(X), grad_of(Y) * c)], grads=[grad_of(X)])
+    an = analyse(op)
+    assert [a.differentiable for a in an.args] == [True, False] and set(an.grad_of_arg) == {"x"}
+    ctx = op_context(op, "torch")
+    assert ctx["grad_returns"] == "dx, None" and ctx["grads_target"] == "dx"
+    assert "c: (..., r, n) constant input (no gradient)" in ctx["arg_docs"]
+
+
+# ------------------------------------------------------------------------------ tables
+def _table(**kw):
+    from derivations.arrays import index
+    from derivations.ops import Option, Table, TableArray
+    i_, j_ = index("i"), index("j")
+    w = sp.Symbol("w", positive=True)
+    base = dict(name="toy_tables", file="toy", module="derivations.toy", title="Toy tables",
+                sizes=(r, n), options=[Option(w, "w", 2.0)],
+                arrays=[TableArray("a", (r, n), (i_, j_), w * i_ + sp.Mod(j_, 2)),
+                        TableArray("b", (n, n), (i_, j_), sp.KroneckerDelta(i_, j_)),
+                        TableArray("c", (r, n), (i_, j_), sp.Integer(3)),
+                        TableArray("e", (r, n), (i_, j_), sp.floor(j_ / 2) * w)])
+    base.update(kw)
+    return Table(**base)
+
+
+def test_synthetic_tables_render_and_run(tmp_path, monkeypatch):
+    """A table file of its own: scalar, one-axis and two-axis entries, an option, both backends."""
+    from codegen.render import render_tables
+    t = _table()
+    files = render_all(raise_errors=False)
+    want = {"a": np.arange(3)[:, None] * 2.5 + np.arange(4)[None, :] % 2, "b": np.eye(4),
+            "c": np.full((3, 4), 3.0), "e": np.broadcast_to(np.arange(4)[None, :] // 2 * 2.5, (3, 4))}
+    for backend in ("numpy", "torch"):
+        pkg = tmp_path / "tab_pkg" / backend
+        pkg.mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        (pkg / "_validate.py").write_text(files[f"generated/{backend}/_validate.py"])
+        text = render_tables([t], backend)
+        assert text.startswith("# Generated by `python -m codegen` from derivations/toy.py with "
+                               "template tables_module.py.j2.") and verify_header(text)
+        (pkg / "toy.py").write_text(text)
+    (tmp_path / "tab_pkg" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    got_np = importlib.import_module("tab_pkg.numpy.toy").toy_tables(3, 4, w=2.5, dtype=np.float32)
+    got_t = importlib.import_module("tab_pkg.torch.toy").toy_tables(3, 4, w=2.5, dtype=torch.float64)
+    for name, a, b in zip("abce", got_np, got_t):
+        assert a.dtype == np.float32 and b.dtype == torch.float64
+        np.testing.assert_array_equal(a, want[name].astype(np.float32), err_msg=name)
+        np.testing.assert_array_equal(b.numpy(), want[name], err_msg=name)
+
+
+def test_table_errors():
+    from codegen.render import table_context
+    from derivations.arrays import ArrayError, index
+    from derivations.ops import TableArray
+    i_, j_ = index("i"), index("j")
+    with pytest.raises(ArrayError, match="entry of a uses \\['k'\\], which are neither"):
+        _table(arrays=[TableArray("a", (r, n), (i_, j_), sp.Symbol("k") * i_)])
+    with pytest.raises(ArrayError, match="two distinct integer symbols"):
+        TableArray("a", (r, n), (i_, i_), i_)
+    with pytest.raises(CodegenError, match="the name 'n' is used for different things: size, array"):
+        table_context(_table(arrays=[TableArray("n", (r, n), (i_, j_), i_)]), "numpy")
+    with pytest.raises(CodegenError, match="table toy_tables .*numpy.*needs an integer-valued exponent"):
+        table_context(_table(arrays=[TableArray("a", (r, n), (i_, j_), (-1) ** (i_ / 2))]), "numpy")
+    with pytest.raises(CodegenError, match="'device' clashes"):
+        table_context(_table(arrays=[TableArray("device", (r, n), (i_, j_), i_)]), "torch")

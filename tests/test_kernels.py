@@ -93,8 +93,25 @@ def numpy_run(op, args, opts, douts=None, seed=1):
 
 
 def float_positions(op):
+    """Positions of the arguments that have a gradient: float inputs and params, except the
+    op's constant inputs (tables: no gradient, held fixed by finite differences and gradcheck)."""
     an = analyse(op)
-    return [i for i, a in enumerate(an.args) if not a.integer]
+    return [i for i, a in enumerate(an.args) if a.differentiable]
+
+
+def test_constant_inputs_get_no_gradient():
+    """An op with constant inputs returns one gradient per *differentiable* argument, and its
+    torch Function returns None for the constants (they may not require grad at all)."""
+    for op in [o for o in OPS if o.constant_inputs]:
+        args = make_inputs(op)
+        _, _, grads, _ = numpy_run(op, args, {})
+        assert len(grads) == len(float_positions(op)) == len(op.grads)
+        _, tm = modules(op)
+        an = analyse(op)
+        targs = [torch.tensor(a, requires_grad=not arg.integer) for a, arg in zip(args, an.args)]
+        getattr(tm, op.name)(*targs).sum().backward()
+        for t, a in zip(targs, an.args):
+            assert (t.grad is None) == (not a.differentiable), a.name
 
 
 @pytest.mark.parametrize("op", OPS, ids=[f"{n}-numpy" for n in NAMES])
@@ -293,6 +310,7 @@ def _ce(logits, targets, mask):
 REFERENCES = {
     "softmax": lambda x: F.softmax(x, dim=-1),
     "attention": lambda q, k, v, causal=False: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+    "attention_lse": lambda q, k, v, causal=False: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
     "layernorm": lambda x, g, b, eps=1e-5: F.layer_norm(x, (x.shape[-1],), g, b, eps),
     "rmsnorm": lambda x, g, eps=1e-5: F.rms_norm(x, (x.shape[-1],), g, eps),
     "linear": F.linear,
@@ -328,3 +346,166 @@ def test_matches_pytorch(op):
             torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
         for i in sorted(positions):
             torch.testing.assert_close(ours[i].grad, ref[i].grad, rtol=1e-9, atol=1e-11)
+
+
+# ------------------------------------------------------------------------------ constant tables
+from codegen.render import tables  # noqa: E402
+
+TABLES = list(tables())
+TABLE_NAMES = [t.name for t in TABLES]
+
+
+def table_fn(table, backend):
+    return getattr(importlib.import_module(f"generated.{backend}.{table.file}"), table.name)
+
+
+def as_arrays(out):
+    return [o.numpy() if isinstance(o, torch.Tensor) else o for o in as_tuple(out)]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("table", TABLES, ids=TABLE_NAMES)
+def test_table_matches_sympy(table, backend):
+    """Every entry of the generated table equals the table's SymPy formula evaluated exactly
+    (30 digits) at concrete sizes: even and odd widths, another base, one row."""
+    for sizes, opts in (({"T": 7, "d": 6}, {}), ({"T": 4, "d": 5}, {"base": 500.0}),
+                        ({"T": 1, "d": 2}, {})):
+        args = [sizes[s.name] for s in table.sizes]
+        dtype = np.float64 if backend == "numpy" else torch.float64
+        out = as_arrays(table_fn(table, backend)(*args, **opts, dtype=dtype))
+        assert len(out) == len(table.arrays)
+        for got, arr in zip(out, table.arrays):
+            shape = tuple(int(sp.sympify(d).xreplace({s: sizes[s.name] for s in table.sizes}))
+                          for d in arr.shape)
+            assert got.shape == shape and got.dtype == np.float64
+            for r_, c_ in np.ndindex(shape):
+                want = float(sp.N(table.value(arr.name, r_, c_, sizes, opts), 30))
+                assert got[r_, c_] == pytest.approx(want, rel=1e-13, abs=1e-14), \
+                    f"{table.name}.{arr.name}[{r_}, {c_}] at {sizes} {opts}"
+
+
+@pytest.mark.parametrize("table", TABLES, ids=TABLE_NAMES)
+def test_table_dtypes_and_fresh_arrays(table):
+    """float32 out for float32 asked (rounded from float64, so equal to the float64 table cast);
+    the library default dtype when none is asked; fresh, contiguous, writable arrays;
+    numpy and torch agree exactly."""
+    args = [6 if s.name != "d" else 4 for s in table.sizes]
+    np64 = as_arrays(table_fn(table, "numpy")(*args, dtype=np.float64))
+    np32 = as_arrays(table_fn(table, "numpy")(*args, dtype=np.float32))
+    t64 = as_tuple(table_fn(table, "torch")(*args, dtype=torch.float64, device="cpu"))
+    t32 = as_tuple(table_fn(table, "torch")(*args, dtype=torch.float32))
+    default_np = as_arrays(table_fn(table, "numpy")(*args))
+    default_t = as_tuple(table_fn(table, "torch")(*args))
+    for a64, a32, b64, b32, dn, dt in zip(np64, np32, t64, t32, default_np, default_t):
+        assert a32.dtype == np.float32 and b32.dtype == torch.float32
+        assert dn.dtype == np.float64 and dt.dtype == torch.get_default_dtype()
+        np.testing.assert_array_equal(a32, a64.astype(np.float32))
+        np.testing.assert_array_equal(b64.numpy(), a64)
+        np.testing.assert_array_equal(b32.numpy(), a32)
+        assert a64.flags.c_contiguous and a64.flags.writeable and a64.base is None
+        assert b64.is_contiguous() and b32.is_contiguous()
+    # results are not cached views: writing into one leaves the next call's result unchanged
+    first = as_arrays(table_fn(table, "numpy")(*args, dtype=np.float64))
+    for a in first:
+        a[...] = 0
+    for a, b in zip(as_arrays(table_fn(table, "numpy")(*args, dtype=np.float64)), np64):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("table", TABLES, ids=TABLE_NAMES)
+def test_table_argument_errors(table, backend):
+    fn = table_fn(table, backend)
+    good = [3 for _ in table.sizes]
+    name = table.sizes[0].name
+    with pytest.raises(TypeError, match=f"{table.name}: {name} must be an integer, got float"):
+        fn(3.0, *good[1:])
+    with pytest.raises(ValueError, match=f"{table.name}: {name} must be >= 0, got -1"):
+        fn(-1, *good[1:])
+    bad_dtype = np.int64 if backend == "numpy" else torch.int64
+    with pytest.raises(ValueError, match=f"{table.name}: dtype must be a floating"):
+        fn(*good, dtype=bad_dtype)
+    empty = as_arrays(fn(*[0 for _ in table.sizes]))   # zero sizes: empty tables, no error
+    assert all(a.size == 0 for a in empty)
+
+
+# ------------------------------------------------------------------------------ edge inputs
+# Activations at huge, moderate and tiny arguments; cross-entropy at logits of ±1e4; norms on
+# constant rows. Outputs and gradients must be finite, and NumPy must not warn: overflow,
+# division by zero and invalid operations raise here. Underflow is left at NumPy's default
+# (ignored): exp(−2e4) in a softmax, φ(1e4) = exp(−5e7)/√(2π) in GELU, (1e-30)² in float32 are
+# *correctly* rounded to 0 (or a subnormal), and no formula can avoid producing them.
+EDGE = [1e4, -1e4, 80.0, -80.0, 1e-30, -1e-30]
+
+
+def edge_cases(dtype):
+    x = np.array([EDGE], dtype=dtype)                                   # (1, 6)
+    eye = np.eye(len(EDGE), dtype=dtype)
+    logits = np.array([[1e4, -1e4, 0.0], [-1e4, -1e4, 1e4], [1e4, 1e4, 1e4]], dtype=dtype)
+    const = np.array([[0.1] * 5, [0.0] * 5, [-3e4] * 5], dtype=dtype)
+    return {
+        "silu": [x], "gelu": [x], "gelu_tanh": [x], "relu": [x],
+        "swiglu": [x, eye, eye, eye],                                   # g = u = x
+        "cross_entropy": [logits, np.array([0, 1, 2]), np.array([1, 1, 1])],
+        "softmax": [logits],
+        "layernorm": [const, np.ones(5, dtype), np.zeros(5, dtype)],
+        "rmsnorm": [const, np.ones(5, dtype)],
+    }
+
+
+EDGE_OPS = [o for o in OPS if o.name in edge_cases(np.float64)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("op", EDGE_OPS, ids=[o.name for o in EDGE_OPS])
+def test_edge_inputs_finite_without_warnings(op, dtype):
+    import warnings
+    args = edge_cases(dtype)[op.name]
+    npm, tm = modules(op)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="raise", under="ignore"):
+            outs, cache = getattr(npm, f"{op.name}_forward")(*args)
+            outs = as_tuple(outs)
+            grads = as_tuple(getattr(npm, f"{op.name}_backward")(*[np.ones_like(o) for o in outs], cache))
+    for a in outs + grads:
+        assert a.dtype == dtype and np.isfinite(a).all(), f"{op.name} numpy: {a}"
+    t_outs, t_cache = getattr(tm, f"{op.name}_forward")(*[torch.tensor(a) for a in args])
+    t_outs = as_tuple(t_outs)
+    t_grads = as_tuple(getattr(tm, f"{op.name}_backward")(*[torch.ones_like(o) for o in t_outs], t_cache))
+    for a, b in zip(outs + grads, t_outs + t_grads):
+        assert torch.isfinite(b).all(), f"{op.name} torch: {b}"
+        np.testing.assert_allclose(b.numpy(), a, rtol=1e-5 if dtype == np.float32 else 1e-12,
+                                   atol=1e-30)
+
+
+def test_silu_edge_values():
+    """SiLU prints σ as expit/sigmoid: exact limits at ±1e4 (0 and x), no exp overflow."""
+    npm = importlib.import_module("generated.numpy.silu")
+    for dtype in (np.float32, np.float64):
+        x = np.array([[-1e4, 1e4, -80.0]], dtype=dtype)
+        with np.errstate(all="raise"):
+            y, cache = npm.silu_forward(x)
+            dx = npm.silu_backward(np.ones_like(y), cache)
+        assert y[0, 0] == 0 and y[0, 1] == dtype(1e4) and dx[0, 0] == 0 and dx[0, 1] == 1
+        assert y[0, 2] == pytest.approx(-80 / (1 + np.exp(80.0)), rel=1e-6)
+
+
+@pytest.mark.parametrize("name, reference", [
+    ("layernorm", lambda n: torch.nn.LayerNorm(n, dtype=torch.float64)),
+    ("rmsnorm", lambda n: torch.nn.RMSNorm(n, eps=1e-5, dtype=torch.float64)),
+])
+def test_norm_modules_look_like_pytorchs(name, reference):
+    """Layernorm/Rmsnorm: PyTorch's parameter names (weight, bias), initial values (ones,
+    zeros), so a state_dict loads either way, and the same outputs."""
+    tm = importlib.import_module(f"generated.torch.{name}")
+    ours, ref = getattr(tm, class_name(name))(6, dtype=torch.float64), reference(6)
+    assert list(ours.state_dict()) == list(ref.state_dict())
+    for k, v in ref.state_dict().items():
+        torch.testing.assert_close(ours.state_dict()[k], v)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.uniform_(-1, 1)
+    ours.load_state_dict(ref.state_dict())
+    x = torch.randn(2, 3, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(ours(x), ref(x), rtol=1e-12, atol=1e-12)

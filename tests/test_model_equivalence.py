@@ -1,6 +1,6 @@
 """Model equivalence, llm.c style: NumpyGPT (generated NumPy kernels, no autograd), TorchGPT
 (generated torch autograd Functions) and a reference GPT written with torch.nn.functional
-(tests/reference_gpt.py) agree, in float64 and with the same weights, on the logits, the loss
+(qed/reference.py) agree, in float64 and with the same weights, on the logits, the loss
 and every parameter gradient — for every norm × ffn × pos × norm_position — and on the losses
 of 10 AdamW steps. Plus config validation and the optimizer utilities.
 
@@ -8,24 +8,18 @@ Relative error of a tensor = max|a − b| / max|b| (b the reference), required �
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import math
-import os
-import sys
-import types
 
 import numpy as np
 import pytest
 import torch
 
 from qed.config import ConfigError, GPTConfig
-from qed.model_numpy import MissingKernelError, NumpyGPT, init_params, kernel, param_shapes
+from qed.model_numpy import NumpyGPT, init_params, kernel, param_shapes, table_fn
 from qed.model_torch import TorchGPT, build_model
 from qed.optim import AdamW, TorchAdamW, clip_grad_norm, cosine_lr, torch_clip_grad_norm
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference_gpt import ReferenceGPT, decay_groups  # noqa: E402
+from qed.reference import ReferenceGPT, decay_groups
 
 TOL = 1e-9
 TINY = dict(n_layer=2, n_head=2, n_embd=8, block_size=8, vocab_size=11)
@@ -42,6 +36,9 @@ VARIANTS = {
     "nobias-untied-rope-post": dict(bias=False, tie_weights=False, pos="rope", norm_position="post"),
     "nobias-rmsnorm-swiglu-sinusoidal": dict(bias=False, norm="rmsnorm", ffn="swiglu", pos="sinusoidal"),
     "nobias-relu-learned-post": dict(bias=False, ffn="relu", norm_position="post"),
+    "attention_lse": dict(attention="attention_lse"),
+    "attention_lse-rope-post-swiglu": dict(attention="attention_lse", pos="rope", norm_position="post",
+                                           ffn="swiglu"),
 }
 
 
@@ -55,86 +52,31 @@ def one_thread():
 
 
 # --------------------------------------------------------------------------- position tables
-@functools.lru_cache(maxsize=None)
-def _standin_tables():
-    """Table functions built from derivations/positional.py's own SymPy formulas (lambdified),
-    used ONLY when codegen has not yet printed them (the model itself never falls back)."""
-    import sympy as sp
-
-    from derivations import positional as P
-
-    t, c, d, base = sp.symbols("t c d base")
-    f = {name: sp.lambdify((t, c, d, base), expr(t, c, d, base), "numpy")
-         for name, expr in (("cos", P.rope_cos_table), ("sin", P.rope_sin_table),
-                            ("pe", P.sinusoidal_table))}
-
-    def grid(rows, cols):
-        return np.meshgrid(np.arange(rows, dtype=np.float64), np.arange(cols, dtype=np.float64),
-                           indexing="ij")
-
-    def rope_np(T, D, *, base=10000.0, dtype=np.float64):
-        tt, cc = grid(T, D)
-        rr, kk = np.meshgrid(np.arange(D), np.arange(D), indexing="ij")
-        rot = np.vectorize(lambda r, k: float(P.rope_rot_table(sp.Integer(r), sp.Integer(k))))(rr, kk)
-        return tuple(np.asarray(a, dtype=dtype) for a in
-                     (f["cos"](tt, cc, D, base), f["sin"](tt, cc, D, base), rot))
-
-    def pe_np(T, D, *, base=10000.0, dtype=np.float64):
-        tt, cc = grid(T, D)
-        return np.asarray(f["pe"](tt, cc, D, base), dtype=dtype)
-
-    def rope_t(T, D, *, base=10000.0, dtype=torch.float32, device=None):
-        return tuple(torch.as_tensor(a).to(dtype) for a in rope_np(T, D, base=base))
-
-    def pe_t(T, D, *, base=10000.0, dtype=torch.float32, device=None):
-        return torch.as_tensor(pe_np(T, D, base=base)).to(dtype)
-
-    return {("numpy", "rope", "rope_tables"): rope_np, ("torch", "rope", "rope_tables"): rope_t,
-            ("numpy", "sinusoidal", "sinusoidal_table"): pe_np,
-            ("torch", "sinusoidal", "sinusoidal_table"): pe_t}
-
-
-MISSING_TABLES: list[str] = []
-
-
-@pytest.fixture(autouse=True)
-def position_tables(monkeypatch):
-    """If generated/<backend>/{rope,sinusoidal}.py lack their table functions, install the
-    stand-ins above for this test (and record it: test_position_tables_generated reports it)."""
-    standins = None
-    for (backend, module, name) in [(b, m, n) for b in ("numpy", "torch")
-                                    for m, n in (("rope", "rope_tables"), ("sinusoidal", "sinusoidal_table"))]:
-        try:
-            mod = kernel(backend, module)
-        except MissingKernelError:
-            mod = types.ModuleType(f"generated.{backend}.{module}")
-            monkeypatch.setitem(sys.modules, mod.__name__, mod)
-        if getattr(mod, name, None) is None:
-            standins = standins or _standin_tables()
-            monkeypatch.setattr(mod, name, standins[(backend, module, name)], raising=False)
-    yield
-
-
 def test_position_tables_generated():
-    """The runtime needs codegen's table functions for pos='rope' and pos='sinusoidal'."""
-    missing = []
+    """The runtime's table functions are codegen's (generated/<backend>/{rope,sinusoidal}.py),
+    and they agree with the classic constructions (RoFormer's interleaved pairs, seed A §5)."""
     for backend in ("numpy", "torch"):
         for module, name in (("rope", "rope_tables"), ("sinusoidal", "sinusoidal_table")):
-            mod = sys.modules.get(f"generated.{backend}.{module}")
-            fn = getattr(mod, name, None) if mod is not None else None
-            if fn is None or getattr(fn, "__module__", None) == __name__:
-                missing.append(f"generated/{backend}/{module}.py:{name}")
-    # The autouse fixture has installed stand-ins into sys.modules where needed; a stand-in's
-    # __module__ is this test module.
-    if missing:
-        pytest.skip("generated table functions missing (stand-ins from derivations/positional.py "
-                    "used by the equivalence tests): " + ", ".join(missing))
-    cos, sin, rot = kernel("numpy", "rope").rope_tables(5, 4, base=10000.0, dtype=np.float64)
-    ref = _standin_tables()
-    for a, b in zip((cos, sin, rot), ref[("numpy", "rope", "rope_tables")](5, 4)):
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(kernel("numpy", "sinusoidal").sinusoidal_table(5, 6, dtype=np.float64),
-                               ref[("numpy", "sinusoidal", "sinusoidal_table")](5, 6), rtol=1e-12, atol=1e-12)
+            fn = table_fn(backend, module, name)
+            assert fn.__module__ == f"generated.{backend}.{module}"
+    T, D = 5, 6
+    pos = np.arange(T)[:, None]
+    inv = 10000.0 ** (-np.arange(0, D, 2) / D)                       # ω_i, one per pair
+    angle = np.repeat(pos * inv, 2, axis=1)                          # (T, D): each pair's angle twice
+    rot = np.zeros((D, D))
+    for i in range(D // 2):                                          # (x @ rot)_{2i} = -x_{2i+1}
+        rot[2 * i, 2 * i + 1], rot[2 * i + 1, 2 * i] = 1.0, -1.0
+    pe = np.zeros((T, D))
+    pe[:, 0::2], pe[:, 1::2] = np.sin(pos * inv), np.cos(pos * inv)
+    cos, sin, r = kernel("numpy", "rope").rope_tables(T, D, base=10000.0, dtype=np.float64)
+    np.testing.assert_allclose(cos, np.cos(angle), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(sin, np.sin(angle), rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(r, rot)
+    np.testing.assert_allclose(kernel("numpy", "sinusoidal").sinusoidal_table(T, D, dtype=np.float64),
+                               pe, rtol=0, atol=1e-15)
+    tcos, tsin, tr = kernel("torch", "rope").rope_tables(T, D, dtype=torch.float64)
+    for a, b in ((tcos, cos), (tsin, sin), (tr, r)):
+        np.testing.assert_allclose(a.numpy(), b, rtol=0, atol=1e-15)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -212,6 +154,29 @@ def test_equivalence(norm, ffn, pos, flow):
 @pytest.mark.parametrize("variant", list(VARIANTS), ids=list(VARIANTS))
 def test_equivalence_variants(variant):
     check_equivalence(GPTConfig(**{**TINY, **VARIANTS[variant]}))
+
+
+def test_numpy_threads_agree():
+    """Splitting the batch across threads (each slice weighted by its scored tokens) gives the
+    loss and gradients of one pass over the whole batch, to rounding."""
+    cfg = GPTConfig(**TINY)
+    params = perturbed_params(cfg)
+    rng = np.random.default_rng(5)
+    idx = rng.integers(0, cfg.vocab_size, (5, cfg.block_size))
+    tgt = rng.integers(0, cfg.vocab_size, (5, cfg.block_size))
+    tgt[0, :5] = -1                                   # slices with different numbers of scored tokens
+    tgt[3, :] = -1
+    out = {}
+    for threads in (1, 2, 3, 5):
+        m = NumpyGPT(cfg, dtype=np.float64, threads=threads)
+        m.load_params(params)
+        logits, loss = m.forward(idx, tgt)
+        out[threads] = (logits, loss, m.backward())
+    logits1, loss1, g1 = out[1]
+    for threads, (logits, loss, g) in out.items():
+        assert rel(logits, logits1) <= 1e-14 and abs(loss - loss1) <= 1e-14 * abs(loss1), threads
+        for k in g1:
+            assert rel(g[k], g1[k]) <= 1e-12, (threads, k)
 
 
 # --------------------------------------------------------------------------- AdamW steps

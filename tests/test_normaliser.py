@@ -55,3 +55,21 @@ def test_leaked_symbol_is_an_error():
 
     with pytest.raises(NormaliserError):
         Leaky().residual(x[i], x[i])
+
+
+def test_sigmoid_is_the_documents_formula():
+    """σ(u) normalises to 1/(1 + e^{−u}); its derivative rule σ(1 − σ) agrees with sympy.diff of
+    that formula; the numeric evaluator evaluates it exactly."""
+    import mpmath
+
+    from derivations import numeric
+    from derivations.arrays import Sigmoid, document_form
+    u = sp.Symbol("u", real=True)
+    nz = Normaliser()
+    assert nz.is_zero(Sigmoid(u), 1 / (1 + sp.exp(-u)))
+    assert nz.is_zero(sp.diff(Sigmoid(u), u), sp.diff(1 / (1 + sp.exp(-u)), u))
+    assert nz.is_zero(sp.diff(u * Sigmoid(u), u), sp.diff(document_form(u * Sigmoid(u)), u))
+    assert not nz.is_zero(Sigmoid(u), 1 / (1 + sp.exp(u)))
+    assert not nz.is_zero(sp.diff(Sigmoid(u), u), Sigmoid(u))
+    v = numeric.evaluate(Sigmoid(u), numeric.Point(symbols={u: sp.Rational(-3, 2)}))
+    assert v == 1 / (1 + mpmath.exp(mpmath.mpf(3) / 2))

@@ -10,7 +10,7 @@ import torch
 
 from codegen.printers import NumpyPrinter, PrinterError, TorchPrinter
 from derivations.arrays import (Array, CausalMask, ColSum, Contract, Gather, MatMul, OneHot,
-                                RowMax, RowMean, RowSum, T, Take, size)
+                                RowMax, RowMean, RowSum, Sigmoid, T, Take, size)
 
 r, n, d_k, V = size("r"), size("n"), size("d_k"), size("V")
 x, y, a, b, c = (Array(s, (r, n)) for s in ("x", "y", "a", "b", "c"))
@@ -95,7 +95,13 @@ CASES = [
     ("min-scalar", sp.Min(x, eps), "np.minimum(x, eps)", "torch.clamp(x, max=eps)"),
     ("heaviside", sp.Heaviside(x, 0), "(x > 0).astype(dtype)", "(x > 0).to(dtype)"),
     ("heaviside-1", sp.Heaviside(x, 1), "(x >= 0).astype(dtype)", "(x >= 0).to(dtype)"),
-    ("sigmoid", 1 / (1 + sp.exp(-x)), "1/(1 + np.exp(-x))", "1/(1 + torch.exp(-x))"),
+    ("sigmoid-as-exp", 1 / (1 + sp.exp(-x)), "1/(1 + np.exp(-x))", "1/(1 + torch.exp(-x))"),
+    ("sigmoid-node", Sigmoid(x), "scipy.special.expit(x)", "torch.sigmoid(x)"),
+    ("silu", x * Sigmoid(x), "x*scipy.special.expit(x)", "x*torch.sigmoid(x)"),
+    ("sigmoid-of-sum", Sigmoid(x + y) * (1 - Sigmoid(x + y)),
+     "(1 - scipy.special.expit(x + y))*scipy.special.expit(x + y)",
+     "(1 - torch.sigmoid(x + y))*torch.sigmoid(x + y)"),
+    ("sigmoid-of-negation", Sigmoid(-x), "scipy.special.expit(-x)", "torch.sigmoid(-x)"),
     # array-language nodes
     ("matmul", MatMul(a, y), "(a @ y)", "(a @ y)"),
     ("matmul-transpose-scaled", MatMul(q, T(k)) / sp.sqrt(d_k), "(q @ k.mT)/math.sqrt(d_k)",
@@ -162,6 +168,9 @@ ASSIGN_CASES = [
      ["_t0 = torch.nn.functional.one_hot(ids.long(), V).to(dtype)",
       "z = (_t0.reshape(-1, _t0.shape[-1]).T @ x.reshape(-1, x.shape[-1]))"]),
     ("no-temporary-needed", x * y, ["z = x*y"], ["z = x*y"]),
+    ("silu-grad-shares-sigmoid", Sigmoid(x) * (1 + x * (1 - Sigmoid(x))),
+     ["_t0 = scipy.special.expit(x)", "z = (x*(1 - _t0) + 1)*_t0"],
+     ["_t0 = torch.sigmoid(x)", "z = (x*(1 - _t0) + 1)*_t0"]),
 ]
 
 
@@ -190,6 +199,9 @@ def test_modules_and_dtype_are_recorded():
     t = TorchPrinter()
     t.doprint(sp.exp(x))
     assert t.modules == {"torch"} and not t.uses_dtype
+    p = NumpyPrinter()
+    p.doprint(x * Sigmoid(x))
+    assert p.modules == {"scipy.special"}
 
 
 # strictness: anything unknown is an error that names the node
@@ -206,6 +218,7 @@ BAD = [
     ("temporary-name", sp.Symbol("_t0") * x, "clashes"),
     ("heaviside-half", sp.Heaviside(x), r"Heaviside needs H\(0\) = 0 or 1"),
     ("scalar-sign", sp.sign(d_k - eps), "no scalar form for sign"),
+    ("scalar-sigmoid", Sigmoid(eps) * x, "no scalar form for Sigmoid"),
     ("transpose-column", T(col), "T of a column vector"),
     ("ids-not-array", Gather(E, Array("e", (r, 1))), "ids must be an integer Array"),
     ("nan", sp.nan * x, "NaN"),
@@ -225,7 +238,8 @@ def test_unsupported_raises(printer, expr, message):
 # the printed scalars are Python numbers: float32 stays float32 (no NumPy float64 scalars)
 FLOAT32_EXPRS = [x / sp.sqrt(d_k), sp.sqrt(2 / sp.pi) * x, sp.Rational(44715, 10 ** 6) * x ** 3,
                  x + sp.Rational(1, 3), sp.Max(0, x), sp.Heaviside(x, 0) * x, sp.erf(x) + sp.pi,
-                 CausalMask(s_), x / (eps + RowMean(x * x)), sp.exp(-x) * sp.E]
+                 CausalMask(s_), x / (eps + RowMean(x * x)), sp.exp(-x) * sp.E,
+                 x * Sigmoid(x) * (1 + x * (1 - Sigmoid(x)))]
 
 
 @pytest.mark.parametrize("expr", FLOAT32_EXPRS, ids=[str(t) for t in range(len(FLOAT32_EXPRS))])
@@ -240,3 +254,89 @@ def test_printed_code_keeps_float32(expr):
     t_env = {"torch": torch, "dtype": torch.float32, **scalars,
              **{k: torch.tensor(v) for k, v in arrays.items()}}
     assert eval(TorchPrinter().doprint(expr), t_env).dtype == torch.float32
+
+
+# ------------------------------------------------------------------------------ index grids
+# A table's entry formula is printed over its row and column indices, plain integer Symbols
+# that the `arrays` setting declares array-valued (grids of 0..rows-1 and 0..cols-1).
+row_i, col_i = sp.Symbol("row", integer=True), sp.Symbol("col", integer=True)
+GRID = {"arrays": frozenset({row_i, col_i})}
+base = sp.Symbol("base", positive=True)
+n_d = size("d")
+
+GRID_CASES = [
+    ("delta", sp.KroneckerDelta(col_i, row_i + 1), "(col == row + 1).astype(dtype)",
+     "(col == row + 1).to(dtype)"),
+    ("parity", (-1) ** col_i, "(1 - 2*(col % 2))", "(1 - 2*(col % 2))"),
+    ("parity-of-sum", (-1) ** (row_i + col_i), "(1 - 2*((col + row) % 2))",
+     "(1 - 2*((col + row) % 2))"),
+    ("even-indicator", (1 + (-1) ** col_i) / 2, "(1 - 2*(col % 2))/2 + (1/2)",
+     "(1 - 2*(col % 2))/2 + (1/2)"),
+    ("floor-half", sp.floor(col_i / 2), "(col // 2)", "(col // 2)"),
+    ("floor-of-sum", sp.floor((col_i + 1) / 3), "((col + 1) // 3)", "((col + 1) // 3)"),
+    ("mod", sp.Mod(col_i, 2), "(col % 2)", "(col % 2)"),
+    ("mod-of-sum", sp.Mod(row_i + col_i, 3), "((col + row) % 3)", "((col + row) % 3)"),
+    ("grid-is-an-array", sp.cos(row_i * base ** (-col_i / n_d)), "np.cos(base**(-col/d)*row)",
+     "torch.cos(base**(-col/d)*row)"),
+    ("scalar-parity-stays-python", (-1) ** n_d * row_i, "(-1)**d*row", "(-1)**d*row"),
+]
+
+
+@pytest.mark.parametrize("expr, numpy_text, torch_text", [c[1:] for c in GRID_CASES],
+                         ids=[c[0] for c in GRID_CASES])
+def test_grid_print_rule(expr, numpy_text, torch_text):
+    assert NumpyPrinter(GRID).doprint(expr) == numpy_text
+    assert TorchPrinter(GRID).doprint(expr) == torch_text
+
+
+def test_grid_and_table_array():
+    p, t = NumpyPrinter(GRID), TorchPrinter(GRID)
+    assert p.grid(n_d, 0) == "np.arange(d, dtype=np.float64)[:, None]"
+    assert p.grid(n_d, 1) == "np.arange(d, dtype=np.float64)[None, :]"
+    assert t.grid(V, 1) == "torch.arange(V, dtype=torch.float64, device=device)[None, :]"
+    entry = sp.KroneckerDelta(col_i, row_i + 1) * (1 + (-1) ** row_i) / 2
+    assert p.print_table_array("rot", entry, (n_d, n_d)) == [
+        "rot = ((1 - 2*(row % 2)) + 1)*(col == row + 1).astype(dtype)/2",
+        "rot = np.broadcast_to(rot, (d, d)).astype(dtype)"]
+    assert t.print_table_array("rot", entry, (n_d, n_d)) == [
+        "rot = ((1 - 2*(row % 2)) + 1)*(col == row + 1).to(dtype)/2",
+        "rot = rot.expand(d, d).to(dtype).contiguous()"]
+    assert p.print_table_array("c", sp.Rational(1, 2), (V, n_d)) == ["c = np.full((V, d), (1/2), dtype=dtype)"]
+    assert t.print_table_array("c", sp.Integer(3), (V, n_d)) == [
+        "c = torch.full((V, d), 3, dtype=dtype, device=device)"]
+    assert p.modules == {"np"} and t.modules == {"torch"} and p.uses_dtype and t.uses_dtype
+
+
+def test_grid_printed_code_runs():
+    """The printed grid code, evaluated: float64 grids, exact integer arithmetic, and the
+    requested dtype at the end."""
+    entry = sp.KroneckerDelta(col_i, row_i + 1) * (-1) ** row_i + sp.floor(col_i / 2) + sp.Mod(row_i, 3)
+    want = np.array([[(c == r + 1) * (-1) ** r + c // 2 + r % 3 for c in range(5)] for r in range(4)])
+    for printer, env in ((NumpyPrinter(GRID), {"np": np, "dtype": np.float32}),
+                         (TorchPrinter(GRID), {"torch": torch, "dtype": torch.float32, "device": None})):
+        env["row"] = eval(printer.grid(4, 0), env)
+        env["col"] = eval(printer.grid(5, 1), env)
+        for line in printer.print_table_array("z", entry, (4, 5)):
+            exec(line, env)
+        z = env["z"]
+        z = z.numpy() if isinstance(z, torch.Tensor) else z
+        assert z.dtype == np.float32 and z.shape == (4, 5)
+        np.testing.assert_array_equal(z, want)
+
+
+GRID_BAD = [
+    ("parity-of-array", (-1) ** x, "needs an integer-valued exponent"),
+    ("parity-of-half", (-1) ** (col_i / 2), "needs an integer-valued exponent"),
+    ("delta-of-scalars", sp.KroneckerDelta(d_k, n), "KroneckerDelta of scalars"),
+    ("floor-of-array", sp.floor(x), "floor needs"),
+    ("floor-by-symbol", sp.floor(col_i / n_d), "floor needs"),
+    ("mod-of-array", sp.Mod(x, 2), "Mod needs integer-valued"),
+    ("mod-by-symbol", sp.Mod(col_i, n_d), "Mod needs a positive integer modulus"),
+]
+
+
+@pytest.mark.parametrize("expr, message", [b[1:] for b in GRID_BAD], ids=[b[0] for b in GRID_BAD])
+@pytest.mark.parametrize("printer", [NumpyPrinter, TorchPrinter], ids=["numpy", "torch"])
+def test_grid_unsupported_raises(printer, expr, message):
+    with pytest.raises(PrinterError, match=message):
+        printer(GRID).doprint(expr)
