@@ -28,5 +28,22 @@ demo: prove codegen check  ## the main job: prove, generate, check, train on the
 train:
 	$(PYTHON) -m qed train
 
+KATEX_VERSION ?= 0.16.47
+
+.PHONY: docs-check figures katex
+
+katex:              ## the npm katex package into build/node (the docs site and the formula test use it)
+	npm install --prefix build/node --no-save --no-audit --no-fund katex@$(KATEX_VERSION)
+
+docs:               ## pages from the registry (+ KaTeX copied in), then the site: mkdocs build --strict
+	$(PYTHON) -m qed docs
+	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict
+
+docs-check:         ## the generated pages under docs/ must match what the registry renders now
+	$(PYTHON) -m qed docs --check
+
+figures:            ## docs/figures/*.png (saturation; training curves and attention of the newest run)
+	$(PYTHON) -m qed.figures $(if $(RUN),--run $(RUN),)
+
 clean:
 	rm -rf runs site .pytest_cache .hypothesis

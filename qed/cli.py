@@ -1,8 +1,24 @@
-"""The `qed` command line."""
+"""The `qed` command line: prove, train, sample, eval.
+
+Heavy imports (numpy models, torch, matplotlib) happen inside the handlers, so `qed prove` never
+imports torch.  Expected failures (a QedError: bad file, bad option, bad checkpoint, bad config)
+print one line, `qed: error: ...`, on stderr and exit with status 1 — never a traceback.
+"""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
+
+EXIT_ERROR = 1
+EXIT_INTERRUPTED = 130
+
+# options of `qed train` that fix the model or the optimisation; with --resume the run's saved
+# values are used and these may not be given
+_RUN_OPTIONS = ("data", "out", "backend", "batch_size", "lr", "warmup", "min_lr", "weight_decay", "grad_clip",
+                "seed", "dtype", "n_layer", "n_head", "n_embd", "block_size", "norm", "ffn", "pos",
+                "norm_position", "no_bias", "no_tie", "betas", "sort_length", "sort_digits")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -13,16 +29,214 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("ids", nargs="*", help="claim ids or prefixes (default: all)")
     p.add_argument("--json", action="store_true", help="print the certificates as JSON")
     p.add_argument("-j", "--workers", type=int, default=None, help="parallel workers (default: CPU count)")
+
+    t = sub.add_parser(
+        "train", help="train a GPT (default: the built-in digit-sorting task, NumPy backend)",
+        description="Train a GPT built from the generated kernels. With no arguments: the built-in "
+                    "sorting task (6 digits 0-9, input then sorted output), NumPy backend.")
+    g = t.add_argument_group("what to train")
+    g.add_argument("--data", metavar="FILE", help="a UTF-8 text file: train a character-level LM on it "
+                   "(first 90%% train, last 10%% validation)")
+    g.add_argument("--sort-length", type=int, default=None, help="sort task: digits per input (default 6)")
+    g.add_argument("--sort-digits", type=int, default=None, help="sort task: digits 0..N-1 (default 10)")
+    g.add_argument("--backend", choices=("numpy", "torch"), default=None, help="default numpy")
+    g.add_argument("--dtype", choices=("float32", "float64"), default=None, help="default float32")
+    g.add_argument("--out", metavar="DIR", help="run directory (default runs/<task>-<timestamp>)")
+    g.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue a run from its latest checkpoint, with its saved settings (an interrupted "
+                        "run resumes exactly); --steps N extends it, the cosine schedule then spans N steps")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    o = t.add_argument_group("optimisation")
+    o.add_argument("--steps", type=int, default=None)
+    o.add_argument("--batch-size", type=int, default=None)
+    o.add_argument("--lr", type=float, default=None, help="peak learning rate")
+    o.add_argument("--warmup", type=int, default=None, help="linear warmup steps")
+    o.add_argument("--min-lr", type=float, default=None, help="learning rate at the end of the cosine decay")
+    o.add_argument("--weight-decay", type=float, default=None)
+    o.add_argument("--grad-clip", type=float, default=None, help="max global gradient norm (0: off)")
+    o.add_argument("--betas", type=float, nargs=2, metavar=("B1", "B2"), default=None)
+    o.add_argument("--eval-every", type=int, default=None, help="steps between evaluations/checkpoints")
+    o.add_argument("--seed", type=int, default=None)
+    m = t.add_argument_group("model")
+    m.add_argument("--n-layer", type=int, default=None)
+    m.add_argument("--n-head", type=int, default=None)
+    m.add_argument("--n-embd", type=int, default=None)
+    m.add_argument("--block-size", type=int, default=None)
+    m.add_argument("--norm", default=None, help="layernorm | rmsnorm")
+    m.add_argument("--ffn", default=None, help="relu | gelu | gelu_tanh | swiglu")
+    m.add_argument("--pos", default=None, help="learned | sinusoidal | rope")
+    m.add_argument("--norm-position", default=None, help="pre | post")
+    m.add_argument("--no-bias", action="store_true", help="no biases in linear layers and norms")
+    m.add_argument("--no-tie", action="store_true", help="separate lm_head instead of tied token embeddings")
+
+    s = sub.add_parser("sample", help="generate from a run's latest checkpoint")
+    s.add_argument("run_dir", metavar="RUN_DIR")
+    s.add_argument("--prompt", default=None, help="sort task: the digits to sort; text: the start of the text")
+    s.add_argument("--max-new-tokens", type=int, default=None, help="default: the sort length, or 200 characters")
+    s.add_argument("--temperature", type=float, default=None, help="default 1.0 (the sort task: greedy)")
+    s.add_argument("--top-k", type=int, default=None)
+    s.add_argument("--greedy", action="store_true", help="always take the most likely token")
+    s.add_argument("--num-samples", type=int, default=1)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--backend", choices=("numpy", "torch"), default=None, help="default: the run's backend")
+
+    e = sub.add_parser("eval", help="validation loss (and sort accuracy) of a run's latest checkpoint")
+    e.add_argument("run_dir", metavar="RUN_DIR")
+    e.add_argument("--backend", choices=("numpy", "torch"), default=None, help="default: the run's backend")
+    e.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    from .cli_docs import add_parsers  # `qed docs`, `qed lint-latex`
+    add_parsers(sub)
+    from .bench import add_parser as add_bench_parser  # `qed bench` (light: numpy/torch load in the handler)
+    add_bench_parser(sub)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+# --------------------------------------------------------------------------- handlers
+def _cmd_train(args) -> int:
+    from .config import GPTConfig
+    from .data import SortTask, load_text
+    from .errors import QedError
+    from .train import (SORT_DIGITS, SORT_LENGTH, SORT_MODEL, SORT_TRAIN, TEXT_MODEL, TEXT_TRAIN, Trainer,
+                        TrainSettings)
+
+    progress = not args.no_progress
+    t0 = time.perf_counter()
+    if args.resume:
+        given = [o for o in _RUN_OPTIONS if getattr(args, o) not in (None, False)]
+        if given:
+            flags = ", ".join("--" + o.replace("_", "-") for o in given)
+            raise QedError(f"{flags}: cannot be combined with --resume (the run's saved settings are used; "
+                           f"only --steps and --eval-every may change)")
+        trainer = Trainer.resume(args.resume, steps=args.steps, eval_every=args.eval_every, progress=progress)
+        print(f"resuming {trainer.run_dir} at step {trainer.step} of {trainer.settings.steps}", flush=True)
+    else:
+        if args.data is not None:
+            if args.sort_length is not None or args.sort_digits is not None:
+                raise QedError("--sort-length/--sort-digits apply to the sort task, not to --data")
+            task = load_text(args.data)
+            model_defaults, train_defaults = dict(TEXT_MODEL), dict(TEXT_TRAIN)
+            model_defaults["vocab_size"] = task.vocab_size
+        else:
+            task = SortTask(length=SORT_LENGTH if args.sort_length is None else args.sort_length,
+                            num_digits=SORT_DIGITS if args.sort_digits is None else args.sort_digits)
+            model_defaults, train_defaults = dict(SORT_MODEL), dict(SORT_TRAIN)
+            model_defaults.update(vocab_size=task.vocab_size, block_size=task.block_size)
+            if args.block_size is not None and args.block_size < task.block_size:
+                raise QedError(f"--block-size {args.block_size}: the sort task with length {task.length} needs "
+                               f"block_size >= {task.block_size}")
+        model = dict(model_defaults)
+        for k in ("n_layer", "n_head", "n_embd", "block_size", "norm", "ffn", "pos", "norm_position"):
+            if getattr(args, k) is not None:
+                model[k] = getattr(args, k)
+        if args.no_bias:
+            model["bias"] = False
+        if args.no_tie:
+            model["tie_weights"] = False
+        config = GPTConfig(**model)
+        config.validate()
+        sk = dict(train_defaults)
+        for k in ("steps", "batch_size", "lr", "warmup", "min_lr", "weight_decay", "grad_clip", "eval_every",
+                  "seed", "dtype", "backend"):
+            if getattr(args, k) is not None:
+                sk[k] = getattr(args, k)
+        if args.betas is not None:
+            sk["betas"] = tuple(args.betas)
+        settings = TrainSettings(**sk)
+        trainer = Trainer.new(config, settings, task, out=args.out, progress=progress)
+        n_params = sum(int(v.size) for v in trainer.runner.params().values())
+        what = (f"sort {task.length} digits 0-{task.num_digits - 1}" if task.kind == "sort"
+                else f"{task.path} ({len(task.train) + len(task.val):,} chars, vocab {task.vocab_size})")
+        print(f"qed train: {what} | {settings.backend} {settings.dtype} | {config.n_layer} layers, "
+              f"{config.n_head} heads, n_embd {config.n_embd}, {n_params:,} params | {settings.steps} steps, "
+              f"batch {settings.batch_size}, lr {settings.lr:g} | run dir {trainer.run_dir}", flush=True)
+    rc = trainer.run()
+    rec = trainer.last_record
+    if rc == 0 and rec is not None:
+        from .train import fmt_loss
+
+        msg = f"done in {time.perf_counter() - t0:.1f} s: step {rec['step']}, val_loss {fmt_loss(rec['val_loss'])}"
+        if "accuracy" in rec:
+            msg += f", held-out accuracy {100 * rec['accuracy']:.2f}% ({rec['correct']}/{rec['held_out']})"
+        print(msg + f" | {trainer.run_dir}", flush=True)
+    return rc
+
+
+def _cmd_sample(args) -> int:
+    from .sample import sample
+
+    for text in sample(args.run_dir, prompt=args.prompt, max_new_tokens=args.max_new_tokens,
+                       temperature=args.temperature, top_k=args.top_k, greedy=args.greedy, seed=args.seed,
+                       backend=args.backend, num_samples=args.num_samples):
+        print(text, flush=True)
+    return 0
+
+
+def _cmd_eval(args) -> int:
+    import json
+
+    from .sample import evaluate_run, format_eval
+
+    res = evaluate_run(args.run_dir, backend=args.backend)
+    print(json.dumps(res) if args.json else format_eval(res), flush=True)
+    return 0
+
+
+def _dispatch(args) -> int:
     if args.command == "prove":
         from .prove import main as prove_main
 
         return prove_main(args.ids, args.json, args.workers)
+    if args.command == "train":
+        return _cmd_train(args)
+    if args.command == "sample":
+        return _cmd_sample(args)
+    if args.command == "eval":
+        return _cmd_eval(args)
+    if args.command == "bench":
+        from .bench import run_cli
+
+        return run_cli(args)
+    from .cli_docs import COMMANDS, run as run_docs_command
+    if args.command in COMMANDS:
+        return run_docs_command(args)
     raise AssertionError(args.command)  # pragma: no cover
+
+
+def _one_line(e: BaseException) -> str:
+    msg = " ".join(str(e).split()) or type(e).__name__
+    return msg
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .errors import QedError
+
+    args = build_parser().parse_args(argv)
+    if args.command in ("train", "sample", "eval"):
+        # The matrices here are small: BLAS/OpenMP threads cost more than they give, and on a busy
+        # two-core machine they made a step 10-80x slower (measured).  One thread each, unless the
+        # user set OPENBLAS_NUM_THREADS / OMP_NUM_THREADS.  (Read when numpy / torch load.)
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+    try:
+        return _dispatch(args)
+    except QedError as e:
+        print(f"qed: error: {_one_line(e)}", file=sys.stderr, flush=True)
+        return EXIT_ERROR
+    except ImportError as e:
+        if type(e).__name__ != "MissingKernelError":
+            raise
+        print(f"qed: error: {_one_line(e)}", file=sys.stderr, flush=True)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("qed: interrupted", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return EXIT_ERROR
+    except OSError as e:  # disk full, permission denied, ...: the system's own one-line message
+        where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+        print(f"qed: error: {where}{e.strerror or e}", file=sys.stderr, flush=True)
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

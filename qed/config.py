@@ -6,6 +6,8 @@ Every choice names the generated kernels it needs:
     ffn            "relu" | "gelu" | "gelu_tanh" | "swiglu" -> the activation kernel (swiglu: swiglu.py)
     pos            "learned" (wpe table + embedding kernel) | "sinusoidal" (fixed table, no params)
                    | "rope" (rotary, applied to q and k of every head)
+    attention      "attention" (saves the T×T weights for the backward) | "attention_lse" (saves one
+                   log-sum-exp per row; the backward recomputes the weights: less memory, more time)
     norm_position  "pre"  (GPT-2: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)); final ln_f)
                    | "post" (the source document / original Transformer:
                             x = ln_1(x + attn(x)); x = ln_2(x + mlp(x)); no ln_f, since every
@@ -21,6 +23,7 @@ NORMS = ("layernorm", "rmsnorm")
 FFNS = ("relu", "gelu", "gelu_tanh", "swiglu")
 POSITIONS = ("learned", "sinusoidal", "rope")
 NORM_POSITIONS = ("pre", "post")
+ATTENTIONS = ("attention", "attention_lse")
 
 
 class ConfigError(QedError):
@@ -46,6 +49,7 @@ class GPTConfig:
     pos: str = "learned"
     norm_position: str = "pre"
     tie_weights: bool = True
+    attention: str = "attention"
 
     # ------------------------------------------------------------------ derived sizes
     @property
@@ -74,7 +78,7 @@ class GPTConfig:
             if not isinstance(v, bool):
                 raise ConfigError(f"{name}={v!r} must be True or False")
         for name, allowed in (("norm", NORMS), ("ffn", FFNS), ("pos", POSITIONS),
-                              ("norm_position", NORM_POSITIONS)):
+                              ("norm_position", NORM_POSITIONS), ("attention", ATTENTIONS)):
             v = getattr(self, name)
             if v not in allowed:
                 raise ConfigError(f"{name}={v!r} is not a known option: choose one of "

@@ -1,0 +1,348 @@
+"""Checkpoints: safetensors for arrays, JSON for everything else, no pickle anywhere.
+
+A run directory holds
+
+    checkpoints/
+        step-00000300/          one complete checkpoint
+            model.safetensors       the weights, by parameter name
+            optimizer.safetensors   the optimizer's arrays (Adam m and v per parameter)
+            state.json              format, version, step, model config, task, training options,
+                                    optimizer scalars, RNG state, sha256 of both files
+        latest                  a one-line text file naming the newest complete checkpoint
+
+A checkpoint is written into a temporary directory beside the others, every file flushed and
+fsynced, then renamed into place (os.replace), and only then is `latest` rewritten (temp file +
+os.replace).  A crash at any moment leaves `latest` naming a whole checkpoint.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import CheckpointError
+
+FORMAT = "qed-checkpoint"
+FORMAT_VERSION = 1
+MODEL_FILE = "model.safetensors"
+OPTIM_FILE = "optimizer.safetensors"
+STATE_FILE = "state.json"
+LATEST = "latest"
+CKPT_DIR = "checkpoints"
+SEP = "/"  # joins nested optimizer-state keys into flat safetensors names
+_STEP_RE = re.compile(r"^step-(\d{8})(?:-(\d+))?$")
+
+
+@dataclass
+class Checkpoint:
+    path: Path
+    meta: dict
+    params: dict[str, np.ndarray]
+    optimizer: dict | None
+
+    @property
+    def step(self) -> int:
+        return int(self.meta["step"])
+
+
+# --------------------------------------------------------------------------- atomic writes
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _chmod_default(path, directory: bool = False) -> None:
+    """mkstemp/mkdtemp create 0600/0700; give the final files the usual umask-based mode."""
+    try:
+        os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
+    except OSError:
+        pass
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """Write a file so that readers see the old content or the new, never a part."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        _chmod_default(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+
+
+def write_json_atomic(path: str | os.PathLike, obj) -> None:
+    write_bytes_atomic(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+
+
+# --------------------------------------------------------------------------- array dicts
+def _flatten(tree, prefix: str = "") -> tuple[dict[str, np.ndarray], object]:
+    """Split a nested dict into arrays (flat names) and a JSON skeleton naming them."""
+    arrays: dict[str, np.ndarray] = {}
+    if isinstance(tree, dict):
+        skel = {}
+        for k, v in tree.items():
+            k = str(k)
+            if SEP in k:
+                raise CheckpointError(f"optimizer state key {k!r} contains {SEP!r}")
+            sub_arrays, sub_skel = _flatten(v, f"{prefix}{k}{SEP}")
+            arrays.update(sub_arrays)
+            skel[k] = sub_skel
+        return arrays, {"dict": skel}
+    if isinstance(tree, (list, tuple)):
+        skel = []
+        for i, v in enumerate(tree):
+            sub_arrays, sub_skel = _flatten(v, f"{prefix}{i}{SEP}")
+            arrays.update(sub_arrays)
+            skel.append(sub_skel)
+        return arrays, {"list": skel}
+    if hasattr(tree, "detach") and hasattr(tree, "cpu"):  # a torch tensor
+        tree = tree.detach().cpu().numpy()
+    if isinstance(tree, np.ndarray):
+        name = prefix[:-1]
+        arrays[name] = np.ascontiguousarray(tree)
+        return arrays, {"array": name}
+    if isinstance(tree, np.generic):
+        tree = tree.item()
+    if tree is None or isinstance(tree, (bool, int, float, str)):
+        return arrays, {"value": tree}
+    raise CheckpointError(f"cannot store optimizer state of type {type(tree).__name__}")
+
+
+def _unflatten(skel, arrays: dict[str, np.ndarray]):
+    if not isinstance(skel, dict) or len(skel) != 1:
+        raise CheckpointError("optimizer state layout is malformed")
+    (kind, body), = skel.items()
+    if kind == "dict":
+        return {k: _unflatten(v, arrays) for k, v in body.items()}
+    if kind == "list":
+        return [_unflatten(v, arrays) for v in body]
+    if kind == "array":
+        if body not in arrays:
+            raise CheckpointError(f"optimizer state lacks array {body!r}")
+        return arrays[body]
+    if kind == "value":
+        return body
+    raise CheckpointError(f"optimizer state layout has unknown node {kind!r}")
+
+
+def _safetensors_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    from safetensors.numpy import save
+
+    return save({k: np.ascontiguousarray(v) for k, v in arrays.items()})
+
+
+def _read_safetensors(path: Path, what: str) -> tuple[dict[str, np.ndarray], str]:
+    from safetensors.numpy import load
+
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: missing {what} file") from None
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read {what} file: {e.strerror or e}") from None
+    digest = hashlib.sha256(data).hexdigest()
+    try:
+        arrays = load(data)
+    except Exception as e:  # SafetensorError, ValueError, ...: never anything that runs code
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise CheckpointError(f"{path}: corrupted {what} file ({msg})") from None
+    return {k: np.array(v) for k, v in arrays.items()}, digest
+
+
+# --------------------------------------------------------------------------- saving
+def _checkpoint_dirs(ckpt_root: Path) -> list[Path]:
+    out = []
+    if ckpt_root.is_dir():
+        for p in ckpt_root.iterdir():
+            m = _STEP_RE.match(p.name)
+            if m and p.is_dir():
+                out.append((int(m.group(1)), int(m.group(2) or 0), p))
+    return [p for _, _, p in sorted(out)]
+
+
+def save_checkpoint(
+    run_dir: str | os.PathLike,
+    *,
+    step: int,
+    params: dict[str, np.ndarray],
+    optimizer: dict | None,
+    meta: dict,
+    keep: int = 2,
+) -> Path:
+    """Write a whole checkpoint atomically and point `latest` at it; keep the newest `keep`."""
+    run_dir = Path(run_dir)
+    root = run_dir / CKPT_DIR
+    root.mkdir(parents=True, exist_ok=True)
+
+    params = {k: np.asarray(v) for k, v in params.items()}
+    model_bytes = _safetensors_bytes(params)
+    opt_arrays, opt_skel = _flatten(optimizer if optimizer is not None else {})
+    optim_bytes = _safetensors_bytes(opt_arrays)
+
+    state = dict(meta)
+    state.update(
+        {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "step": int(step),
+            "params": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in params.items()},
+            "optimizer_layout": opt_skel if optimizer is not None else None,
+            "sha256": {
+                MODEL_FILE: hashlib.sha256(model_bytes).hexdigest(),
+                OPTIM_FILE: hashlib.sha256(optim_bytes).hexdigest(),
+            },
+        }
+    )
+
+    name = f"step-{int(step):08d}"
+    n = 0
+    while (root / name).exists():
+        n += 1
+        name = f"step-{int(step):08d}-{n}"
+    tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".tmp-{name}-"))
+    try:
+        for fname, data in ((MODEL_FILE, model_bytes), (OPTIM_FILE, optim_bytes)):
+            with open(tmp / fname, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        with open(tmp / STATE_FILE, "wb") as f:
+            f.write((json.dumps(state, indent=2, sort_keys=True) + "\n").encode())
+            f.flush()
+            os.fsync(f.fileno())
+        _fsync_dir(tmp)
+        _chmod_default(tmp, directory=True)
+        os.replace(tmp, root / name)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync_dir(root)
+    write_bytes_atomic(root / LATEST, (name + "\n").encode())
+
+    # prune: older complete checkpoints beyond `keep`, and temp dirs left by a crash
+    if keep > 0:
+        dirs = [p for p in _checkpoint_dirs(root) if p.name != name]
+        for old in dirs[: max(0, len(dirs) - (keep - 1))]:
+            shutil.rmtree(old, ignore_errors=True)
+    for p in root.iterdir():
+        if p.name.startswith(".tmp-") and p.is_dir() and p != tmp:
+            shutil.rmtree(p, ignore_errors=True)
+    return root / name
+
+
+# --------------------------------------------------------------------------- loading
+def resolve(path: str | os.PathLike) -> Path:
+    """A run directory (-> its latest checkpoint) or a checkpoint directory itself."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"{path}: no such run directory")
+    if not path.is_dir():
+        raise CheckpointError(f"{path}: not a directory (expected a run directory)")
+    if (path / STATE_FILE).is_file():
+        return path
+    root = path / CKPT_DIR
+    latest = root / LATEST
+    if not latest.is_file():
+        raise CheckpointError(f"{path}: no checkpoint found (no {CKPT_DIR}/{LATEST})")
+    try:
+        name = latest.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        raise CheckpointError(f"{latest}: unreadable") from None
+    if not _STEP_RE.match(name) or not (root / name).is_dir():
+        raise CheckpointError(f"{latest}: names a missing checkpoint {name[:60]!r}")
+    return root / name
+
+
+def read_state(ckpt: Path) -> dict:
+    path = ckpt / STATE_FILE
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise CheckpointError(f"{ckpt}: not a checkpoint (no {STATE_FILE})") from None
+    try:
+        state = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise CheckpointError(f"{path}: corrupted (not valid JSON)") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not a qed checkpoint (format is {state.get('format') if isinstance(state, dict) else None!r})")
+    version = state.get("format_version")
+    if version != FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path}: checkpoint format version {version!r} is not supported (this qed reads version {FORMAT_VERSION})"
+        )
+    for key in ("step", "config", "task", "params", "sha256"):
+        if key not in state:
+            raise CheckpointError(f"{path}: corrupted (missing {key!r})")
+    return state
+
+
+def load_checkpoint(path: str | os.PathLike, *, with_optimizer: bool = True) -> Checkpoint:
+    """Load and verify (format, version, checksums, declared names/shapes) a checkpoint."""
+    ckpt = resolve(path)
+    state = read_state(ckpt)
+    params, digest = _read_safetensors(ckpt / MODEL_FILE, "weights")
+    if digest != state["sha256"].get(MODEL_FILE):
+        raise CheckpointError(f"{ckpt / MODEL_FILE}: corrupted (checksum does not match state.json)")
+    declared = state["params"]
+    if set(declared) != set(params):
+        extra = sorted(set(params) - set(declared))[:3]
+        missing = sorted(set(declared) - set(params))[:3]
+        raise CheckpointError(f"{ckpt / MODEL_FILE}: parameter names do not match state.json (extra {extra}, missing {missing})")
+    for k, spec in declared.items():
+        if list(params[k].shape) != list(spec["shape"]):
+            raise CheckpointError(f"{ckpt / MODEL_FILE}: parameter {k} has shape {list(params[k].shape)}, state.json says {spec['shape']}")
+    optimizer = None
+    if with_optimizer and state.get("optimizer_layout") is not None:
+        arrays, digest = _read_safetensors(ckpt / OPTIM_FILE, "optimizer")
+        if digest != state["sha256"].get(OPTIM_FILE):
+            raise CheckpointError(f"{ckpt / OPTIM_FILE}: corrupted (checksum does not match state.json)")
+        optimizer = _unflatten(state["optimizer_layout"], arrays)
+    return Checkpoint(path=ckpt, meta=state, params=params, optimizer=optimizer)
+
+
+def check_params(params: dict[str, np.ndarray], expected: dict[str, tuple], where: str = "checkpoint") -> None:
+    """Refuse weights whose names or shapes differ from the model's."""
+    if set(params) != set(expected):
+        extra = sorted(set(params) - set(expected))
+        missing = sorted(set(expected) - set(params))
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}")
+        if extra:
+            parts.append(f"unexpected {', '.join(extra[:3])}{' ...' if len(extra) > 3 else ''}")
+        raise CheckpointError(f"{where}: parameters do not fit the model ({'; '.join(parts)})")
+    for k, shape in expected.items():
+        if tuple(params[k].shape) != tuple(shape):
+            raise CheckpointError(
+                f"{where}: parameter {k} has shape {tuple(params[k].shape)}, the model needs {tuple(shape)}"
+            )

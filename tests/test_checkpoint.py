@@ -1,0 +1,179 @@
+"""Checkpoints: round trip, atomic `latest`, refusal of corrupted and foreign files, no pickle,
+resume equality, and numpy -> torch loading."""
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qed import checkpoint as ckpt
+from qed.errors import CheckpointError
+
+
+def _params(rng, dtype=np.float64):
+    return {"wte.weight": rng.normal(size=(5, 4)).astype(dtype), "h.0.ln_1.weight": np.ones(4, dtype)}
+
+
+def _opt(params):
+    return {"step": 7, "lr": 1e-3, "betas": [0.9, 0.95],
+            "m": {k: v * 0.5 for k, v in params.items()}, "v": {k: v * v for k, v in params.items()}}
+
+
+def _meta():
+    return {"config": {"n_layer": 1}, "task": {"kind": "sort", "length": 3, "num_digits": 3},
+            "rng": np.random.default_rng(3).bit_generator.state, "pending_losses": [0.1, 0.25]}
+
+
+def _save(run, step=3, keep=2, rng=None):
+    rng = rng or np.random.default_rng(step)
+    p = _params(rng)
+    return p, ckpt.save_checkpoint(run, step=step, params=p, optimizer=_opt(p), meta=_meta(), keep=keep)
+
+
+# --------------------------------------------------------------------------- file format
+def test_round_trip(tmp_path):
+    p, path = _save(tmp_path)
+    assert path.name == "step-00000003"
+    assert (tmp_path / "checkpoints" / "latest").read_text().strip() == path.name
+    c = ckpt.load_checkpoint(tmp_path)
+    assert c.step == 3 and c.path == path
+    for k in p:
+        np.testing.assert_array_equal(c.params[k], p[k])
+        assert c.params[k].dtype == p[k].dtype
+    o = _opt(p)
+    assert c.optimizer["step"] == 7 and c.optimizer["betas"] == [0.9, 0.95]
+    for k in p:
+        np.testing.assert_array_equal(c.optimizer["m"][k], o["m"][k])
+        np.testing.assert_array_equal(c.optimizer["v"][k], o["v"][k])
+    assert c.meta["pending_losses"] == [0.1, 0.25]
+    # the RNG state survives JSON exactly
+    g = np.random.default_rng()
+    g.bit_generator.state = c.meta["rng"]
+    assert g.random() == np.random.default_rng(3).random()
+    # a checkpoint directory can be named directly
+    assert ckpt.load_checkpoint(path).step == 3
+    # the files are safetensors and JSON, nothing else
+    assert sorted(os.listdir(path)) == ["model.safetensors", "optimizer.safetensors", "state.json"]
+
+
+def test_latest_moves_and_old_ones_are_pruned(tmp_path):
+    for step in (1, 2, 3, 4):
+        _save(tmp_path, step=step, keep=2)
+    names = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert names == ["latest", "step-00000003", "step-00000004"]
+    assert ckpt.load_checkpoint(tmp_path).step == 4
+    _save(tmp_path, step=4)  # the same step again gets its own directory
+    assert ckpt.resolve(tmp_path).name == "step-00000004-1"
+
+
+def test_crash_leaves_previous_latest(tmp_path, monkeypatch):
+    _save(tmp_path, step=1)
+
+    def boom(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    real_replace = os.replace
+    monkeypatch.setattr(ckpt.os, "replace", boom)
+    with pytest.raises(OSError):
+        _save(tmp_path, step=2)
+    monkeypatch.setattr(ckpt.os, "replace", real_replace)
+    assert ckpt.load_checkpoint(tmp_path).step == 1
+    leftovers = [p.name for p in (tmp_path / "checkpoints").iterdir() if p.name.startswith(".tmp")]
+    assert leftovers == []
+
+
+def test_half_written_directory_is_never_latest(tmp_path):
+    _save(tmp_path, step=1)
+    # a crash after the new directory was renamed into place but before `latest` moved
+    partial = tmp_path / "checkpoints" / "step-00000002"
+    partial.mkdir()
+    (partial / "model.safetensors").write_bytes(b"\x00" * 10)
+    assert ckpt.load_checkpoint(tmp_path).step == 1
+
+
+# --------------------------------------------------------------------------- refusals
+@pytest.mark.parametrize("damage", ["truncate-model", "garbage-model", "flip-byte", "truncate-optim",
+                                    "garbage-state", "missing-model", "empty-state"])
+def test_corrupted_checkpoint_is_refused(tmp_path, damage):
+    _, path = _save(tmp_path)
+    model, optim, state = path / "model.safetensors", path / "optimizer.safetensors", path / "state.json"
+    if damage == "truncate-model":
+        model.write_bytes(model.read_bytes()[:50])
+    elif damage == "garbage-model":
+        model.write_bytes(os.urandom(300))
+    elif damage == "flip-byte":
+        b = bytearray(model.read_bytes())
+        b[-3] ^= 0xFF
+        model.write_bytes(bytes(b))
+    elif damage == "truncate-optim":
+        optim.write_bytes(optim.read_bytes()[:-7])
+    elif damage == "garbage-state":
+        state.write_bytes(b"\x80\x04\x95garbage")
+    elif damage == "missing-model":
+        model.unlink()
+    elif damage == "empty-state":
+        state.write_bytes(b"")
+    with pytest.raises(CheckpointError) as e:
+        ckpt.load_checkpoint(tmp_path)
+    assert "\n" not in str(e.value)
+
+
+def test_pickle_is_never_loaded(tmp_path):
+    import pickle
+
+    _, path = _save(tmp_path)
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("touch " + str(tmp_path / "pwned"),))
+
+    (path / "model.safetensors").write_bytes(pickle.dumps({"wte.weight": Evil()}))
+    with pytest.raises(CheckpointError):
+        ckpt.load_checkpoint(tmp_path)
+    assert not (tmp_path / "pwned").exists()
+
+
+def _rewrite_state(path, **changes):
+    s = json.loads((path / "state.json").read_text())
+    s.update(changes)
+    (path / "state.json").write_text(json.dumps(s))
+
+
+def test_foreign_format_or_version_is_refused(tmp_path):
+    _, path = _save(tmp_path)
+    _rewrite_state(path, format_version=99)
+    with pytest.raises(CheckpointError, match="version 99"):
+        ckpt.load_checkpoint(tmp_path)
+    _rewrite_state(path, format_version=1, format="someone-else")
+    with pytest.raises(CheckpointError, match="not a qed checkpoint"):
+        ckpt.load_checkpoint(tmp_path)
+
+
+def test_foreign_weights_are_refused(tmp_path):
+    """A well-formed safetensors file with other names/shapes (checksum made to match)."""
+    import hashlib
+
+    from safetensors.numpy import save_file
+
+    _, path = _save(tmp_path)
+    save_file({"transformer.wte.weight": np.zeros((5, 4))}, str(path / "model.safetensors"))
+    digest = hashlib.sha256((path / "model.safetensors").read_bytes()).hexdigest()
+    s = json.loads((path / "state.json").read_text())
+    s["sha256"]["model.safetensors"] = digest
+    (path / "state.json").write_text(json.dumps(s))
+    with pytest.raises(CheckpointError, match="names do not match"):
+        ckpt.load_checkpoint(tmp_path)
+    # and a model refuses weights that do not fit it
+    with pytest.raises(CheckpointError, match="missing wte.weight"):
+        ckpt.check_params({"transformer.wte.weight": np.zeros((5, 4))}, {"wte.weight": (5, 4)})
+    with pytest.raises(CheckpointError, match="shape"):
+        ckpt.check_params({"wte.weight": np.zeros((5, 3))}, {"wte.weight": (5, 4)})
+
+
+def test_missing_run_dir_and_empty_run_dir(tmp_path):
+    with pytest.raises(CheckpointError, match="no such run directory"):
+        ckpt.load_checkpoint(tmp_path / "nope")
+    with pytest.raises(CheckpointError, match="no checkpoint"):
+        ckpt.load_checkpoint(tmp_path)
