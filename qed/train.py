@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from generated.numpy.softmax import softmax_forward
+
 from . import checkpoint as ckpt
 from .data import IGNORE, SortTask, TextTask, load_text, task_from_info
 from .errors import CheckpointError, QedError
@@ -240,8 +242,7 @@ def generate(runner, idx: np.ndarray, max_new_tokens: int, block_size: int, *, t
             if top_k is not None and top_k < logits.shape[-1]:
                 kth = np.sort(logits, axis=-1)[:, -top_k][:, None]
                 logits = np.where(logits < kth, -np.inf, logits)
-            p = np.exp(logits - logits.max(axis=-1, keepdims=True))
-            p /= p.sum(axis=-1, keepdims=True)
+            p, _ = softmax_forward(logits)          # the generated, proved softmax (logits.softmax)
             u = rng.random((p.shape[0], 1))
             nxt = np.minimum((np.cumsum(p, axis=-1) < u).sum(axis=-1), p.shape[-1] - 1)
         idx = np.concatenate([idx, nxt[:, None].astype(np.int64)], axis=1)
