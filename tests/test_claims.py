@@ -43,3 +43,13 @@ def test_mutant_is_refuted(claim, mutant):
 def test_claim_ids_are_unique_and_prefixed_by_module():
     ids = [c.id for c in CLAIMS]
     assert len(ids) == len(set(ids))
+
+
+def test_every_catalogue_id_has_a_claim():
+    """Every formula id of the catalogue (FORMULAS.md) is covered by at least one claim."""
+    from qed.catalogue import ROWS
+
+    ids = [c.id for c in CLAIMS]
+    missing = [rid for row in ROWS for rid in row.ids
+               if not any(i == rid or i.startswith(rid + ".") for i in ids)]
+    assert not missing, f"catalogue ids without a claim: {missing}"
