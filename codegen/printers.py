@@ -159,20 +159,105 @@ class _ArrayPrinter(Printer):
     def doprint(self, expr) -> str:
         return str(self._print(sp.sympify(expr)))
 
-    def print_assign(self, target: str, expr) -> list[str]:
+    def print_assign(self, target: str, expr, full=None) -> list[str]:
         """Lines computing `target = expr`.
 
         A subexpression that occurs more than once (`exp(x - max(x))` in a softmax), or that a
         node needs more than once (`ColSum`, `CausalMask`, `x**2`), is bound to a temporary
         `_tN` first and computed once; the value is the same expression, only named.
+
+        `full(e)`, if given, says the stored shape of a subexpression e (anything comparable;
+        None: unknown). Printers with `inplace` then compute the value in place where that is
+        the same computation: the first operand of a sum or product that is itself computed
+        (not an input) and has the result's full shape becomes `target`, and the other
+        operands are applied with `+=`, `-=`, `*=`, `/=`, an elementwise function with
+        `out=target` (see `_inplace`). One allocation instead of one per operation.
         """
         expr = sp.sympify(expr)
         self._lines, self._memo, self._repeated = [], {}, _repeated_subtrees(expr, self._scalar)
         try:
+            if self.inplace and full is not None and not self._scalar(expr) \
+                    and target not in {a.name for a in expr.free_symbols if isinstance(a, Array)}:
+                lines = self._inplace(target, expr, full)
+                if lines is not None:
+                    return lines
             text = self._print(expr)
             return self._lines + [f"{target} = {text}"]
         finally:
             self._lines, self._memo, self._repeated = None, {}, set()
+
+    inplace = False           # the backend has in-place operators on fresh arrays (NumPy)
+    out_funcs: dict = {}      # elementwise functions applied in place (SymPy class -> name)
+    _VIEWS = ("T", "Gather", "Take", "CausalMask", "OneHot")   # nodes whose value may be a view
+
+    def _inplace(self, target: str, expr, full) -> list[str] | None:
+        """The statements of `target = expr` evaluated in place (None: nothing to gain)."""
+        out: list[str] = []
+        want = full(expr)
+        if want is None:
+            return None
+
+        def emit(stmt: str) -> None:
+            out.extend(self._lines)                 # hoisted temporaries first, in order
+            self._lines.clear()
+            out.append(stmt)
+
+        def computed(e) -> bool:
+            """A new array of the result's full shape (never an input, a view or a temporary
+            that is read again)."""
+            return not (self._scalar(e) or isinstance(e, (Array, sp.Symbol)) or e in self._repeated
+                        or type(e).__name__ in self._VIEWS) and full(e) == want
+
+        def build(e) -> None:
+            if isinstance(e, sp.Add):
+                terms = list(e.as_ordered_terms())
+                fresh = [t for t in terms if computed(self._split_sign(t)[1])]
+                pick = next((t for t in fresh if not self._split_sign(t)[0]), None) or next(iter(fresh), None)
+                if pick is not None:
+                    neg, mag = self._split_sign(pick)
+                    build(mag)
+                    if neg:                          # −a + b …: a, negated in place
+                        emit(self._in_place_call("negative", target))
+                    for t in terms:
+                        if t is not pick:
+                            neg, mag = self._split_sign(t)
+                            emit(f"{target} {'-=' if neg else '+='} {self._print(mag)}")
+                    return
+            elif isinstance(e, sp.Mul):
+                coeff, rest = e.as_coeff_Mul()
+                factors = list(rest.as_ordered_factors()) if rest.is_Mul else [rest]
+                numer = [f for f in factors if not (f.is_Pow and f.exp.is_Number and f.exp < 0)]
+                denom = [f.base if f.exp == -1 else sp.Pow(f.base, -f.exp) for f in factors if f not in numer]
+                pick = next((f for f in numer if computed(f)), None)
+                if pick is not None:
+                    build(pick)
+                    s_num = coeff * sp.Mul(*[f for f in numer if self._scalar(f)])
+                    s_den = sp.Mul(*[f for f in denom if self._scalar(f)])
+                    if s_num != 1:                   # the scalar factors: one pass
+                        emit(f"{target} *= {self._print(s_num / s_den)}")
+                    elif s_den != 1:
+                        emit(f"{target} /= {self._print(s_den)}")
+                    for f in numer:
+                        if f is not pick and not self._scalar(f):
+                            emit(f"{target} *= {self._print(f)}")
+                    for f in denom:
+                        if not self._scalar(f):
+                            emit(f"{target} /= {self._print(f)}")
+                    return
+            elif type(e) in self.out_funcs and len(e.args) == 1 and computed(e.args[0]):
+                build(e.args[0])
+                emit(self._in_place_call(self.out_funcs[type(e)], target))
+                return
+            code = self._print(e)
+            if code.isidentifier():                  # never alias a name: it is read elsewhere
+                raise PrinterError(f"{self.backend} printer: in-place start {code} is a name")
+            emit(f"{target} = {code}")
+
+        build(expr)
+        return out
+
+    def _in_place_call(self, name: str, target: str) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
 
     def _print(self, expr, **kwargs):
         if self._lines is not None and expr in self._repeated:
@@ -346,6 +431,7 @@ class _ArrayPrinter(Printer):
         numer: list = []
         denom: list = []
         lead: list[str] = []
+        lead_value = c                       # the number that `lead` stands for
         if c != 1:
             if c.is_Rational and not c.is_Integer:
                 text, is_dec = _ratio_text(int(c.p), int(c.q))
@@ -354,6 +440,7 @@ class _ArrayPrinter(Printer):
                 else:
                     if c.p != 1:
                         lead.append(str(int(c.p)))
+                    lead_value = sp.Integer(c.p)
                     denom.append(sp.Integer(c.q))
             else:
                 lead.append(str(self._print(c)))
@@ -365,6 +452,15 @@ class _ArrayPrinter(Printer):
                 numer.append(f)
         if not lead and not denom and len(numer) == 1:   # an unevaluated Mul(x)
             return self._print(numer[0])
+        scalar_den = [f for f in denom if self._scalar(f)]
+        scalar_num = [f for f in numer if self._scalar(f)]
+        if scalar_den and (lead or scalar_num) and len(scalar_num) < len(numer):
+            # c·√2·x/(2√π): the scalar factors as one number first, so the array is touched once
+            # (Python multiplies left to right: √2·x/2 would be two passes over x)
+            s_code = self._print(lead_value * sp.Mul(*scalar_num) / sp.Mul(*scalar_den))
+            numer = [f for f in numer if not self._scalar(f)]
+            denom = [f for f in denom if not self._scalar(f)]
+            lead = [self._operand(s_code, MUL - 1)]
         # scalars first: Python evaluates left to right, so scalar products stay scalar
         numer.sort(key=lambda e: not self._scalar(e))
         denom.sort(key=lambda e: not self._scalar(e))
@@ -629,7 +725,16 @@ class NumpyPrinter(_ArrayPrinter):
     table_params: tuple = ()
     table_param_docs: dict = {}
     default_dtype_doc = "float64, as np.dtype(None)"
-    funcs = {sp.exp: "np.exp", sp.log: "np.log", sp.tanh: "np.tanh", sp.erf: "scipy.special.erf",
+    # erf: generated/numpy/_special.py, which calls SciPy's erf (`library_funcs`) for float64 and
+    # evaluates derivations/special.py's rational for float32 (SciPy's float32 loop is scalar)
+    library_funcs = {sp.erf: "scipy.special.erf"}
+    inplace = True
+    out_funcs = {sp.exp: "exp", sp.log: "log", sp.tanh: "tanh", sp.sin: "sin", sp.cos: "cos",
+                 sp.Abs: "abs"}
+
+    def _in_place_call(self, name, target):
+        return self._call(f"np.{name}", target, f"out={target}")
+    funcs = {sp.exp: "np.exp", sp.log: "np.log", sp.tanh: "np.tanh", sp.erf: "_special.erf",
              sp.sin: "np.sin", sp.cos: "np.cos", sp.Abs: "np.abs", sp.sign: "np.sign"}
 
     def _cast(self, boolean):
@@ -669,6 +774,15 @@ class NumpyPrinter(_ArrayPrinter):
 
 class TorchPrinter(_ArrayPrinter):
     """Array-language expressions as PyTorch (Python numbers for scalars, device-aware masks)."""
+
+    # In place on fresh tensors (`t *= x`, `t.exp_()`): the generated functions run inside
+    # autograd.Function.forward/backward, where autograd records nothing.
+    inplace = True
+    out_funcs = {sp.exp: "exp", sp.log: "log", sp.tanh: "tanh", sp.sin: "sin", sp.cos: "cos",
+                 sp.Abs: "abs"}
+
+    def _in_place_call(self, name, target):
+        return f"{target}.{'neg' if name == 'negative' else name}_()"
 
     backend = "torch"
     sqrt_name = "torch.sqrt"

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 BACKENDS = ("numpy", "torch")
 HASH_PREFIX = "# content-hash: sha256:"
-MODULE_IMPORTS = {"math": "import math", "np": "import numpy as np",
+MODULE_IMPORTS = {"math": "import math", "np": "import numpy as np", "_special": "from . import _special",
                   "scipy.special": "import scipy.special", "torch": "import torch"}
 
 
@@ -344,16 +344,55 @@ def _shape_comment(arr: Array, batched: bool, printer) -> str:
     return storage_text(arr, arr.integer_valued, batched and arr.shape[0] != 1, printer)
 
 
-def _body(assigns, printer, batched: dict) -> list[str]:
-    """Lines for a sequence of assignments; `when` guards print as `if <flag>:`."""
+def _full_shape(batched: dict):
+    """The stored shape of a subexpression, for in-place printing: (rows, cols, has leading
+    axes), or None where that is not known (a scalar)."""
+    def full(e):
+        try:
+            shape = shape_of(e)
+        except Exception:  # noqa: BLE001 - an ill-formed part: no in-place
+            return None
+        if shape == ():
+            return None
+        return (*shape, _batched(e, batched))
+    return full
+
+
+_TEMP = re.compile(r"(_t\d+) = ")
+
+
+def _body(assigns, printer, batched: dict, keep=None) -> list[str]:
+    """Lines for a sequence of assignments; `when` guards print as `if <flag>:`.
+
+    With `keep` (the arrays still needed after the body: outputs and saved arrays, or the
+    gradients), an intermediate is deleted (`del`) after the line that reads it last, and the
+    temporaries `_tN` of a line after that line: a large m×n intermediate is freed as soon as it
+    is dead instead of when the function returns (the peak memory of attention's backward)."""
     lines: list[str] = []
-    for asg in assigns:
-        printed = printer.print_assign(asg.target.name, asg.expr)
+    last_read: dict = {}
+    if keep is not None:
+        first_guard: dict = {}
+        for k, asg in enumerate(assigns):
+            for a in sp.sympify(asg.expr).free_symbols:
+                if isinstance(a, Array):
+                    last_read[a.name] = k
+            first_guard.setdefault(asg.target.name, asg.when)
+        local = {n for n, w in first_guard.items() if w is None and n not in {a.name for a in keep}}
+        last_read = {n: k for n, k in last_read.items() if n in local}
+    for k, asg in enumerate(assigns):
+        printed = printer.print_assign(asg.target.name, asg.expr, full=_full_shape(batched))
         printed[-1] += f"  # {_shape_comment(asg.target, batched[asg.target], printer)}"
+        if keep is not None:
+            temps = [m.group(1) for p in printed for m in [_TEMP.match(p)] if m]
+            if temps:
+                printed.append("del " + ", ".join(temps))
         if asg.when is not None:
             lines.append(f"if {asg.when}:")
             printed = ["    " + p for p in printed]
         lines.extend(printed)
+        dead = sorted(n for n, last in last_read.items() if last == k)
+        if dead:
+            lines.append("del " + ", ".join(dead))
     return lines
 
 
@@ -383,10 +422,19 @@ def class_name(name: str) -> str:
     return "".join(p[:1].upper() + p[1:] for p in name.split("_") if p)
 
 
+def _import_order(module: str) -> tuple:
+    """Imports sorted by their text, the package's own (`from . import ...`) last."""
+    return MODULE_IMPORTS[module].startswith("from ."), MODULE_IMPORTS[module]
+
+
 def _import_block(std: list[str], third: list[str]) -> list[str]:
-    """Standard-library imports, a blank line, third-party imports, a blank line (if any)."""
+    """Standard-library imports, a blank line, third-party imports, a blank line (if any), then
+    the package's own (`from . import ...`), which the templates' `from . import _validate`
+    follows directly."""
+    own = [i for i in third if i.startswith("from .")]
+    third = [i for i in third if not i.startswith("from .")]
     lines = std + ([""] if std and third else []) + third
-    return lines + ([""] if lines else [])
+    return lines + ([""] if lines else []) + own
 
 
 def _option_default(opt) -> str:
@@ -447,9 +495,9 @@ def op_context(op: Op, backend: str, tables=()) -> dict:
                                                  _q(fwd.doprint(bound))]))
 
     try:
-        forward_lines = _body(op.forward, fwd, an.batched)
+        forward_lines = _body(op.forward, fwd, an.batched, keep=set(op.outputs) | set(op.saved))
         bwd = printer_for(backend, names=an.option_names)
-        backward_lines = _body(op.backward, bwd, an.batched)
+        backward_lines = _body(op.backward, bwd, an.batched, keep=set(op.grads))
     except PrinterError as e:
         raise CodegenError(f"op {name} ({op.module}), {backend}: {e}") from None
 
@@ -471,7 +519,7 @@ def op_context(op: Op, backend: str, tables=()) -> dict:
     if backend == "torch" and module and any("math." in p["init"] for p in module["params"]):
         used.add("math")
     modules = sorted(used)
-    imports = [MODULE_IMPORTS[m] for m in sorted(modules, key=lambda m: MODULE_IMPORTS[m])]
+    imports = [MODULE_IMPORTS[m] for m in sorted(modules, key=_import_order)]
     std_imports = [i for i in imports if i == "import math"]
     third_imports = [i for i in imports if i != "import math"]
     import_lines = _import_block(std_imports, third_imports)
@@ -625,8 +673,9 @@ def step_context(step, backend: str) -> dict:
     printer = printer_for(backend, names=option_symbols)
     try:
         body = []
-        for asg in step.assigns:
-            body.extend(printer.print_assign(asg.target.name, asg.expr))
+        for asg in step.assigns:       # elementwise: every array has the one shape
+            body.extend(printer.print_assign(asg.target.name, asg.expr,
+                                             full=lambda e: None if printer._scalar(e) else "all"))
     except PrinterError as e:
         raise CodegenError(f"{where}, {backend}: {e}") from None
     qn = _q(step.name)
@@ -637,7 +686,7 @@ def step_context(step, backend: str) -> dict:
     if len(step.inputs) > 1:
         checks += _call("_v.same_shape", [qn] + [f"({_q(a.name)}, {a.name})" for a in step.inputs])
     used = set(printer.modules)
-    imports = [MODULE_IMPORTS[m] for m in sorted(used, key=lambda m: MODULE_IMPORTS[m])]
+    imports = [MODULE_IMPORTS[m] for m in sorted(used, key=_import_order)]
     std = [i for i in imports if i == "import math"]
     outputs = [o.name for o in step.outputs]
     latex = step.latex
@@ -756,7 +805,7 @@ def render_tables(tables_in_file: list, backend: str, env: jinja2.Environment | 
     tname = "tables_module.py.j2"
     ctx = [table_context(t, backend) for t in tables_in_file]
     used = set().union(*(c["modules"] for c in ctx))
-    imports = [MODULE_IMPORTS[m] for m in sorted(used, key=lambda m: MODULE_IMPORTS[m])]
+    imports = [MODULE_IMPORTS[m] for m in sorted(used, key=_import_order)]
     std = [i for i in imports if i == "import math"]
     sources = sorted({c["source"] for c in ctx})
     text = (env or _env()).get_template(tname).render(
@@ -820,6 +869,47 @@ def render_op(op: Op, backend: str, env: jinja2.Environment | None = None, table
     return with_header(_tidy(text), ctx["source"], tname)
 
 
+SPECIAL_BLOCK = 16384
+
+
+def special_context() -> dict:
+    """generated/numpy/_special.py: each `RationalApproximation` of derivations/special.py,
+    R(x) = z·P(z²)/Q(z²) with z = clamp(x), as in-place NumPy lines over cache-sized blocks:
+    z, t = z², then P(t) and Q(t) by Horner's rule, then z·P/Q. Other dtypes call the library
+    function the NumPy printer names for arrays in general (`NumpyPrinter.library_funcs`)."""
+    from derivations.special import APPROXIMATIONS
+
+    from .printers import NumpyPrinter
+
+    pr = printer_for("numpy")
+    functions = []
+    for a in APPROXIMATIONS:
+        name = a.function.__name__
+        fallback = NumpyPrinter.library_funcs[a.function]
+        P, Q = f"_{name.upper()}_P", f"_{name.upper()}_Q"
+
+        def coeffs(label, values):
+            return _call(f"{label} =", []) if not values else \
+                [f"{label} = ("] + [f"    {pr.doprint(c)}," for c in values] + [")"]
+
+        def horner(buf, label):                      # buf = c_n; buf = buf·t + c_k, k = n−1 … 0
+            return [f"{buf}.fill({label}[-1])", f"for c in {label}[-2::-1]:",
+                    f"    {buf} *= t", f"    {buf} += c"]
+
+        body = [f"np.clip(x_block, {pr.doprint(-a.clamp)}, {pr.doprint(a.clamp)}, out=z)  # z = clamp(x)",
+                "np.multiply(z, z, out=t)  # t = z²",
+                *horner("num", P), *horner("den", Q),
+                "num *= z", "num /= den  # z·P(t)/Q(t)"]
+        functions.append({
+            "name": name, "dtype": a.dtype, "compute_dtype": a.compute_dtype, "fallback": fallback,
+            "summary": f"{name}, elementwise ({a.dtype}: the rational of derivations/special.py).",
+            "doc": _wrap(f"* `{name}`: {a.doc}.", 92),
+            "constants": coeffs(P, a.numerator) + coeffs(Q, a.denominator),
+            "buffers": ["z", "t", "num", "den"], "body": body, "result": "num"})
+    imports = [MODULE_IMPORTS[m] for m in sorted({"np", "scipy.special"}, key=_import_order)]
+    return {"functions": functions, "block": SPECIAL_BLOCK, "import_lines": _import_block([], imports)}
+
+
 def render_all(ops=None, *, raise_errors: bool = True, errors_out: dict | None = None,
                table_list=None) -> dict[str, str]:
     """Every generated file, path relative to the repository root -> text.
@@ -861,6 +951,10 @@ def render_all(ops=None, *, raise_errors: bool = True, errors_out: dict | None =
         vname = f"{backend}_validate.py.j2"
         files[f"generated/{backend}/_validate.py"] = with_header(
             _tidy(env.get_template(vname).render(backend=backend)), "derivations/registry.py", vname)
+        if backend == "numpy":        # erf for float32 arrays (SciPy's float32 loop is scalar)
+            files["generated/numpy/_special.py"] = with_header(
+                _tidy(env.get_template("numpy_special.py.j2").render(**special_context())),
+                "derivations/special.py", "numpy_special.py.j2")
 
     for st in steps():
         for backend in BACKENDS:

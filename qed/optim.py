@@ -23,7 +23,7 @@ import math
 import numpy as np
 import torch
 
-from .model_numpy import MissingKernelError, kernel
+from .model_numpy import MissingKernelError, flat_layout, kernel
 
 GENERATED = "generated adamw_step"
 TORCH_FALLBACK = "torch.optim AdamW (generated adamw_step missing)"
@@ -55,10 +55,28 @@ class AdamW:
         self.eps = float(eps)
         self.weight_decay = float(weight_decay)
         self.t = 0
-        self.m = {k: np.zeros_like(p) for k, p in params.items()}
-        self.v = {k: np.zeros_like(p) for k, p in params.items()}
         self._kernel = _step_kernel("numpy")
         self.impl = GENERATED if self._kernel is not None else TORCH_FALLBACK
+        # Parameters that tile one flat buffer (NumpyGPT's do) are updated with one kernel call
+        # per run of equal weight decay, on slices of flat p, g, m, v; otherwise one per parameter.
+        layout = flat_layout(params) if self._kernel is not None else None
+        self._runs = None
+        if layout is not None:
+            base, offsets = layout
+            self._flat = (base, offsets, np.zeros_like(base), np.zeros_like(base), np.empty_like(base))
+            _, _, m_flat, v_flat, _ = self._flat
+            self.m = {k: m_flat[offsets[k]:offsets[k] + p.size].reshape(p.shape) for k, p in params.items()}
+            self.v = {k: v_flat[offsets[k]:offsets[k] + p.size].reshape(p.shape) for k, p in params.items()}
+            self._runs = []                            # (start, stop, decays?) in buffer order
+            for k in sorted(params, key=offsets.get):
+                a, b, d = offsets[k], offsets[k] + params[k].size, decays(k, params[k].shape)
+                if self._runs and self._runs[-1][2] == d and self._runs[-1][1] == a:
+                    self._runs[-1] = (self._runs[-1][0], b, d)
+                else:
+                    self._runs.append((a, b, d))
+        else:
+            self.m = {k: np.zeros_like(p) for k, p in params.items()}
+            self.v = {k: np.zeros_like(p) for k, p in params.items()}
 
     def step(self, grads: dict, lr: float | None = None) -> None:
         """One AdamW step with these gradients (every parameter must have one)."""
@@ -67,6 +85,10 @@ class AdamW:
             raise KeyError(f"AdamW.step: no gradient for {', '.join(missing)}")
         lr = self.lr if lr is None else float(lr)
         self.t += 1                                    # 1-based number of this step
+        if self._runs is not None:
+            layout = flat_layout(self.params)          # still the buffer it was built on?
+            if layout is not None and layout[0] is self._flat[0]:
+                return self._flat_step(grads, lr)
         for name in self.m:
             p, g = self.params[name], np.asarray(grads[name], dtype=self.params[name].dtype)
             wd = self.weight_decay if decays(name, p.shape) else 0.0
@@ -78,6 +100,22 @@ class AdamW:
                 self.m[name], self.v[name] = m_new, v_new
             else:
                 self._torch_step(p, g, name, lr, wd)
+
+    def _flat_step(self, grads: dict, lr: float) -> None:
+        base, offsets, m_flat, v_flat, g_flat = self._flat
+        layout = flat_layout(grads)
+        if layout is not None and layout[1] == offsets and layout[0].dtype == base.dtype:
+            g_flat = layout[0]                         # NumpyGPT.backward's gradients: already flat
+        else:
+            for k, g in grads.items():
+                if k in offsets:
+                    g_flat[offsets[k]:offsets[k] + np.size(g)] = np.ravel(g)
+        for a, b, d in self._runs:
+            wd = self.weight_decay if d else 0.0
+            p_new, m_new, v_new = self._kernel(base[a:b], g_flat[a:b], m_flat[a:b], v_flat[a:b], t=self.t,
+                                               lr=lr, beta1=self.beta1, beta2=self.beta2, eps=self.eps,
+                                               weight_decay=wd)
+            base[a:b], m_flat[a:b], v_flat[a:b] = p_new, m_new, v_new
 
     def _torch_step(self, p, g, name, lr, wd):
         if not (p.flags.writeable and p.flags.c_contiguous):
@@ -112,7 +150,7 @@ class AdamW:
                 a = np.asarray(d[f"{s}.{k}"])
                 if a.shape != store[k].shape:
                     raise ValueError(f"optimizer state {s}.{k}: shape {a.shape}, expected {store[k].shape}")
-                store[k] = np.array(a, dtype=store[k].dtype, copy=True)
+                store[k][...] = a                      # in place: m, v may be views of one buffer
         self.t = int(d["t"])
         for key in ("lr", "beta1", "beta2", "eps", "weight_decay"):
             if key in d:
@@ -184,7 +222,15 @@ class TorchAdamW:
         self.t = 0
         self._kernel = _step_kernel("torch")
         self.impl = GENERATED if self._kernel is not None else TORCH_FALLBACK
-        if self._kernel is not None:
+        self._flat = _torch_flat(named) if self._kernel is not None else None
+        if self._flat is not None:         # TorchGPT's parameters tile one buffer: flat m, v, one call per run
+            buf, offsets, self._runs = self._flat
+            m_flat, v_flat = torch.zeros_like(buf), torch.zeros_like(buf)
+            self._flat = (buf, offsets, m_flat, v_flat)
+            self.m = {k: m_flat[offsets[k]:offsets[k] + p.numel()].view(p.shape) for k, p in named}
+            self.v = {k: v_flat[offsets[k]:offsets[k] + p.numel()].view(p.shape) for k, p in named}
+            self._opt = None
+        elif self._kernel is not None:
             self.m = {k: torch.zeros_like(p) for k, p in named}
             self.v = {k: torch.zeros_like(p) for k, p in named}
             self._opt = None
@@ -209,6 +255,19 @@ class TorchAdamW:
                 group["lr"] = lr
             self._opt.step()
             return
+        if self._flat is not None and all(p.grad is not None for _, p in self.named):
+            buf, offsets, m_flat, v_flat = self._flat
+            order = sorted(self.named, key=lambda kp: offsets[kp[0]])
+            g_flat = torch.cat([p.grad.reshape(-1) for _, p in order])   # buffer order: one copy
+            for a, b, d in self._runs:
+                wd = self.weight_decay if d else 0.0
+                p_new, m_new, v_new = self._kernel(buf[a:b], g_flat[a:b], m_flat[a:b], v_flat[a:b], t=self.t,
+                                                   lr=lr, beta1=self.beta1, beta2=self.beta2,
+                                                   eps=self.eps, weight_decay=wd)
+                buf[a:b].copy_(p_new)
+                m_flat[a:b].copy_(m_new)
+                v_flat[a:b].copy_(v_new)
+            return
         for name, p in self.named:
             if p.grad is None:
                 continue
@@ -217,7 +276,8 @@ class TorchAdamW:
                                                lr=lr, beta1=self.beta1, beta2=self.beta2,
                                                eps=self.eps, weight_decay=wd)
             p.copy_(p_new)
-            self.m[name], self.v[name] = m_new, v_new
+            self.m[name].copy_(m_new)                  # in place: m, v may be views of one buffer
+            self.v[name].copy_(v_new)
 
     def state_dict(self) -> dict:
         """The same flat layout as AdamW.state_dict (NumPy arrays), whichever impl runs."""
@@ -247,7 +307,8 @@ class TorchAdamW:
             if m.shape != p.shape or v.shape != p.shape:
                 raise ValueError(f"optimizer state for {name}: shape {tuple(m.shape)}, expected {tuple(p.shape)}")
             if self._opt is None:
-                self.m[name], self.v[name] = m.clone(), v.clone()
+                self.m[name].copy_(m)                  # in place: m, v may be views of one buffer
+                self.v[name].copy_(v)
             else:
                 self._opt.state[p] = {"step": torch.tensor(float(self.t)), "exp_avg": m.clone(),
                                       "exp_avg_sq": v.clone()}
@@ -257,6 +318,34 @@ class TorchAdamW:
                 group["eps"] = self.eps
             self._opt.param_groups[0]["weight_decay"] = self.weight_decay if any(
                 decays(k, p.shape) for k, p in self.named) else 0.0
+
+
+def _torch_flat(named):
+    """(flat buffer, {name: offset}, runs) if the parameters are contiguous views that tile one
+    storage exactly (TorchGPT's), runs = [(start, stop, decays?)] in buffer order; else None."""
+    ps = [p for _, p in named]
+    p0 = ps[0]
+    storage = p0.untyped_storage()
+    if any(p.untyped_storage().data_ptr() != storage.data_ptr() or not p.is_contiguous()
+           or p.dtype != p0.dtype or p.device != p0.device for p in ps):
+        return None
+    total = storage.nbytes() // p0.element_size()
+    offsets = {k: p.storage_offset() for k, p in named}
+    pos, runs = 0, []
+    for k, p in sorted(named, key=lambda kp: offsets[kp[0]]):
+        if offsets[k] != pos:
+            return None
+        d = decays(k, p.shape)
+        if runs and runs[-1][2] == d:
+            runs[-1] = (runs[-1][0], pos + p.numel(), d)
+        else:
+            runs.append((pos, pos + p.numel(), d))
+        pos += p.numel()
+    if pos != total:
+        return None
+    with torch.no_grad():
+        buf = torch.empty(0, dtype=p0.dtype, device=p0.device).set_(storage, 0, (total,))
+    return buf, offsets, runs
 
 
 def build_optimizer(model, *, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1):

@@ -1,7 +1,8 @@
 """A reference GPT written with plain torch.nn / torch.nn.functional (no qed kernels).
 
-It is the independent side of the model-equivalence tests (llm.c's test_gpt2.c checks its C
-model against PyTorch the same way): every op here is PyTorch's own — F.layer_norm, F.rms_norm,
+It is the independent side of the model-equivalence tests (tests/test_model_equivalence.py;
+llm.c's test_gpt2.c checks its C model against PyTorch the same way) and the baseline that
+`qed bench` measures both backends against (PyTorch eager autograd): every op here is PyTorch's own — F.layer_norm, F.rms_norm,
 F.linear, F.embedding, F.gelu, F.relu, F.silu, F.scaled_dot_product_attention(is_causal=True),
 F.cross_entropy — and its gradients come from torch autograd. Parameter names are those of
 qed's models (nanoGPT's), so weights can be copied across with `load_numpy_params`.
@@ -18,7 +19,6 @@ Conventions shared with qed (see qed/config.py):
 * targets equal to -1 are ignored by the loss (mean over the other tokens).
 """
 from __future__ import annotations
-
 
 import numpy as np
 import torch

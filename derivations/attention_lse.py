@@ -1,0 +1,235 @@
+"""Attention that keeps no m×n matrix between forward and backward: recompute from the log-sum-exp.
+
+The standard op (`derivations/attention.py`) saves A = softmax(S), an m×n matrix per batch and
+head, from the forward to the backward: at T = 1024 that is the largest thing a GPT keeps. This
+op saves instead one number per row, FlashAttention's log-sum-exp
+
+    lse_i = max_k S_ik + log Σ_p exp(S_ip − max_k S_ik),
+
+and the backward rebuilds the weights from the scores (Q Kᵀ/√d_k, recomputed, one matmul):
+
+    A_ij = exp(S_ij − lse_i).
+
+That identity is the claim `attention_lse.recompute` (for symbolic n, with the index normaliser;
+the row max is an arbitrary per-row number there, so it holds for whatever shift the code
+subtracts). The rest of the backward is the standard one (dV, dA, dS with rowsum(dO ⊙ O), dQ,
+dK); `attention_lse.dQ`, `.dK`, `.dV` differentiate the loss through the *forward* as computed
+and compare with the backward as printed, recomputation included. `attention_lse.output` shows
+the forward computes the same O as the standard op, and `attention_lse.causal` that the
+recomputed weights of masked positions are exactly 0 and the rest equal the masked softmax.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from .arrays import Array, Assign, CausalMask, MatMul, RowMax, RowSum, T, entry, index, size
+from .core import Claim, Mutant, Proof, Setting, counterexample, index_claim
+from .normalise import Normaliser
+from .ops import Op, Option, grad_of
+from .softmax import softmax_math, softmax_stable
+
+m, n, d_k, d_v = size("m"), size("n"), size("d_k"), size("d_v")
+i, j, e, f, c = (index(s) for s in ("i", "j", "e", "f", "c"))
+
+q, k, v = Array("q", (m, d_k)), Array("k", (n, d_k)), Array("v", (n, d_v))
+s, att, o = Array("s", (m, n)), Array("att", (m, n)), Array("o", (m, d_v))
+mx, ex, lse = Array("mx", (m, 1)), Array("ex", (m, n)), Array("lse", (m, 1))
+do, datt, ds = grad_of(o), grad_of(att), grad_of(s)
+dq, dk, dv = grad_of(q), grad_of(k), grad_of(v)
+delta = Array("delta", (m, 1))
+
+SCORES = MatMul(q, T(k)) / sp.sqrt(d_k)
+
+ATTENTION_LSE = Op(
+    name="attention_lse", module=__name__,
+    title="Scaled dot-product attention, weights recomputed from the log-sum-exp",
+    latex=r"O = \mathrm{softmax}\left(S\right) V, \quad S = \frac{Q K^{T}}{\sqrt{d_{k}}} + M, \quad "
+          r"\ell_{i} = \max_{k} S_{ik} + \log \sum_{p} e^{S_{ip} - \max_{k} S_{ik}}, \quad "
+          r"A_{ij} = e^{S_{ij} - \ell_{i}} \ \text{(backward)}",
+    claims=["attention_lse.recompute", "attention_lse.output", "attention_lse.causal",
+            "attention_lse.dV", "attention_lse.dQ", "attention_lse.dK", "attention.delta"],
+    inputs=[q, k, v],
+    options=[Option(None, "causal", False, "mask keys after the query position (needs m == n)")],
+    sizes={d_k: (q, 1)},
+    forward=[
+        Assign(s, SCORES),                                   # scores, scaled by 1/√d_k
+        Assign(s, CausalMask(s), when="causal"),             # M_ij = −∞ for j > i
+        Assign(mx, RowMax(s)),                               # any per-row shift: softmax.shift
+        Assign(ex, sp.exp(s - mx)),
+        Assign(lse, mx + sp.log(RowSum(ex))),                # log Σ_p e^{S_ip}, computed stably
+        Assign(att, ex / RowSum(ex)),
+        Assign(o, MatMul(att, v)),
+    ],
+    outputs=[o],
+    saved=[q, k, v, o, lse],                                 # no m×n array is kept
+    backward=[
+        Assign(s, SCORES),                                   # recomputed: one matmul
+        Assign(s, CausalMask(s), when="causal"),
+        Assign(att, sp.exp(s - lse)),                        # attention_lse.recompute
+        Assign(dv, MatMul(T(att), do)),                      # dV = Aᵀ dO
+        Assign(datt, MatMul(do, T(v))),                      # dA = dO Vᵀ
+        Assign(delta, RowSum(do * o)),                       # attention.delta
+        Assign(ds, att * (datt - delta)),                    # dS = A ⊙ (dA − δ 1ᵀ)
+        Assign(dq, MatMul(ds, k) / sp.sqrt(d_k)),            # dQ = dS K / √d_k
+        Assign(dk, MatMul(T(ds), q) / sp.sqrt(d_k)),         # dK = dSᵀ Q / √d_k
+    ],
+    grads=[dq, dk, dv],
+    cache_doc="q, k, v, the output o and lse (m×1), the log-sum-exp of each row of scores; no "
+              "m×n array: the backward recomputes the scores and A = exp(S − lse) from them.",
+)
+OPS = [ATTENTION_LSE]
+
+
+# ------------------------------------------------------------------------------- environments
+def _env(assigns, when=frozenset()) -> dict:
+    """Definitions as a sequence of lines computes them (a redefinition reads the old value)."""
+    env: dict = {}
+    for a in assigns:
+        if a.when is not None and a.when not in when:
+            continue
+        expr = a.expr.xreplace({a.target: env[a.target]}) if a.target in env else a.expr
+        env[a.target] = expr
+    return env
+
+
+forward = _env(ATTENTION_LSE.forward)                       # the forward as it runs
+forward_causal = _env(ATTENTION_LSE.forward, {"causal"})
+# the backward's own lines (its recomputed s and att), reading the forward's saved lse and o
+backward = {**forward, **_env(ATTENTION_LSE.backward)}
+backward[att] = sp.exp(s - lse)
+backward_causal = {**forward_causal, **_env(ATTENTION_LSE.backward, {"causal"})}
+recomputed = ATTENTION_LSE.backward[2].expr                 # exp(s − lse), the printed line
+assert recomputed == sp.exp(s - lse)
+
+setting = Setting(sizes={m: 2, n: 3, d_k: 2, d_v: 2},
+                  indices={i: (0, m - 1), j: (0, n - 1), e: (0, m - 1), f: (0, d_k - 1)})
+sqrt_dk = sp.sqrt(d_k)
+
+# ------------------------------------------------------------------------------- recompute
+# exp(S_ij − lse_i) = e^{S_ij} / Σ_p e^{S_ip}, S free (any scores), the max an arbitrary per-row number.
+scores_free = {mx: RowMax(s), ex: sp.exp(s - mx), lse: mx + sp.log(RowSum(ex))}
+lse_wrong_no_max = sp.log(RowSum(sp.exp(s - RowMax(s))))
+recompute = index_claim(
+    "attention_lse.recompute",
+    "exp(S − lse) is the softmax (the backward may rebuild A from one number per row)",
+    "FlashAttention (log-sum-exp recomputation); seed B §4",
+    r"e^{S_{ij} - \ell_{i}} = \frac{e^{S_{ij}}}{\sum_{p} e^{S_{ip}}}, \quad "
+    r"\ell_{i} = \max_{k} S_{ik} + \log \sum_{p} e^{S_{ip} - \max_{k} S_{ik}}",
+    lhs=entry(recomputed, (i, j), scores_free), rhs=entry(softmax_math(s), (i, j)),
+    setting=setting,
+    mutants={
+        "max-not-added-back": ("lse without the row max added back",
+                               entry(sp.exp(s - lse_wrong_no_max), (i, j))),
+        "log-of-max": ("lse = log Σ e^{S} − max (sign of the shift flipped)",
+                       entry(sp.exp(s - (sp.log(RowSum(sp.exp(s - RowMax(s)))) - RowMax(s))), (i, j))),
+        "exp-minus-lse": ("e^{S} − lse instead of e^{S − lse}",
+                          entry(sp.exp(s) - (RowMax(s) + lse_wrong_no_max), (i, j))),
+    })
+
+# ------------------------------------------------------------------------------- forward output
+# O of this op equals O of the standard op (softmax_stable, attention.index_form) entry by entry.
+output = index_claim(
+    "attention_lse.output", "The forward's output is the standard attention output", "seed A §1.A",
+    r"O = \frac{e^{S - \max S}}{\mathrm{rowsum}\left(e^{S - \max S}\right)} V = \mathrm{softmax}(S) V",
+    lhs=entry(o, (i, j), forward), rhs=entry(MatMul(softmax_stable(SCORES), v), (i, j)),
+    setting=Setting(sizes=setting.sizes, indices={i: (0, m - 1), j: (0, d_v - 1)}),
+    mutants={"no-scale": ("the 1/√d_k scale dropped",
+                          entry(MatMul(softmax_stable(MatMul(q, T(k))), v), (i, j))),
+             "lse-weights-no-max": ("the weights exp(S − log Σ e^{S − max}) (max not added back)",
+                                    entry(MatMul(sp.exp(SCORES - sp.log(RowSum(sp.exp(SCORES - RowMax(SCORES))))), v),
+                                          (i, j)))})
+
+
+# ------------------------------------------------------------------------------- backward, end to end
+def loss(out: Array, env: dict, rows, cols, upstream: Array):
+    """L = Σ_ij G_ij Out_ij: any loss, through its upstream gradient G = ∂L/∂Out."""
+    return sp.Sum(upstream.base[i, j] * entry(out, (i, j), env), (i, 0, rows - 1), (j, 0, cols - 1))
+
+
+# L is differentiated through the forward as it runs (ex / rowsum(ex)); the gradients are the
+# backward's lines, whose A is the recomputed exp(S − lse).
+L_forward = loss(o, forward, m, d_v, do)
+wrong_recompute = {**backward, att: sp.exp(s - lse_wrong_no_max)}
+dV = index_claim(
+    "attention_lse.dV", "Gradient with respect to V, with A recomputed from lse", "seed A §6.A",
+    r"\frac{\partial \mathcal{L}}{\partial V} = \left(e^{S - \ell \mathbf{1}^{T}}\right)^{T} "
+    r"\frac{\partial \mathcal{L}}{\partial O}",
+    lhs=sp.diff(L_forward, v.base[e, f]), rhs=entry(dv, (e, f), backward),
+    setting=Setting(sizes=setting.sizes, indices={e: (0, n - 1), f: (0, d_v - 1)}),
+    mutants={"no-transpose": ("A used instead of Aᵀ", entry(MatMul(att, do), (e, f), backward)),
+             "recompute-no-max": ("A recomputed from an lse without the row max",
+                                  entry(dv, (e, f), wrong_recompute))})
+dQ = index_claim(
+    "attention_lse.dQ", "Gradient with respect to Q, end to end, with A recomputed from lse",
+    "seed A §6.D; FlashAttention",
+    r"\frac{\partial \mathcal{L}}{\partial Q} = \frac{1}{\sqrt{d_{k}}} \left(A \odot \left(\frac{\partial "
+    r"\mathcal{L}}{\partial O} V^{T} - \mathrm{rowsum}\left(\frac{\partial \mathcal{L}}{\partial O} \odot "
+    r"O\right)\right)\right) K, \quad A = e^{S - \ell \mathbf{1}^{T}}",
+    lhs=sp.diff(L_forward, q.base[e, f]), rhs=entry(dq, (e, f), backward), setting=setting,
+    mutants={"no-scale": ("the 1/√d_k dropped", entry(MatMul(ds, k), (e, f), backward)),
+             "recompute-no-max": ("A recomputed from an lse without the row max",
+                                  entry(dq, (e, f), wrong_recompute)),
+             "recompute-unscaled": ("scores recomputed without 1/√d_k",
+                                    entry(dq, (e, f), {**backward, s: MatMul(q, T(k))}))})
+dK = index_claim(
+    "attention_lse.dK", "Gradient with respect to K, end to end, with A recomputed from lse",
+    "seed A §6.D; FlashAttention",
+    r"\frac{\partial \mathcal{L}}{\partial K} = \frac{1}{\sqrt{d_{k}}} \left(\frac{\partial \mathcal{L}}"
+    r"{\partial S}\right)^{T} Q, \quad A = e^{S - \ell \mathbf{1}^{T}}",
+    lhs=sp.diff(L_forward, k.base[e, f]), rhs=entry(dk, (e, f), backward),
+    setting=Setting(sizes=setting.sizes, indices={e: (0, n - 1), f: (0, d_k - 1)}),
+    mutants={"no-transpose": ("dS used instead of dSᵀ",
+                              sp.Sum(entry(ds, (e, c), backward) * q.base[c, f], (c, 0, m - 1)) / sqrt_dk),
+             "recompute-no-max": ("A recomputed from an lse without the row max",
+                                  entry(dk, (e, f), wrong_recompute))})
+
+# ------------------------------------------------------------------------------- causal mask
+r_ = sp.Symbol("r", integer=True, nonnegative=True)      # j = i + 1 + r is a position after i
+later = i + 1 + r_
+causal_setting = Setting(sizes={m: 3, n: 3, d_k: 2, d_v: 2},
+                         indices={i: (0, 1), j: (0, n - 1), f: (0, d_v - 1)}, scalars={r_: 0})
+
+
+def _causal() -> Proof:
+    """(1) a recomputed weight after position i is exactly 0; (2) the recomputed weights equal
+    the masked softmax the forward used (index normaliser, causal range split); (3) so the
+    masked scores get zero gradient."""
+    assumptions = ["r ≥ 0 (position i+1+r lies after i)", "m = n (causal attention is square)"]
+    after = entry(recomputed, (i, later), backward_causal)                              # (1)
+    if after != 0:
+        return Proof("unproven", "recomputed weight after i did not evaluate to 0", assumptions, sp.sstr(after))
+    norm = Normaliser()
+    res = norm.residual(entry(recomputed, (i, j), backward_causal),                     # (2)
+                        entry(softmax_stable(CausalMask(SCORES)), (i, j)))
+    assumptions += [a for a in norm.assumptions if a not in assumptions]
+    if res != 0:
+        return Proof("unproven", "recomputed weights vs masked softmax: residual not 0", assumptions, sp.sstr(res))
+    grad_after = entry(ds, (i, later), backward_causal)                                 # (3)
+    if grad_after != 0:
+        return Proof("unproven", "dS after i did not evaluate to 0", assumptions, sp.sstr(grad_after))
+    return Proof("proved-general",
+                 "exp(−∞) = 0 by evaluation for (1), (3); index normaliser with a causal range split for (2)",
+                 assumptions)
+
+
+def _refute_causal(weights_expr) -> dict | None:
+    """A wrong recompute under the mask: a weight after i is not 0, or a row does not sum to 1."""
+    env = {**backward_causal, att: weights_expr}
+    cx = counterexample(entry(att, (i, later), env), sp.Integer(0), causal_setting)
+    return cx or counterexample(sp.Sum(entry(att, (i, j), env), (j, 0, n - 1)), sp.Integer(1), causal_setting)
+
+
+causal = Claim(
+    id="attention_lse.causal", title="Causal mask: recomputed weights are 0 after the query and a softmax before it",
+    source="seed B §5; FlashAttention",
+    latex=r"e^{S_{ij} - \ell_{i}} = 0 \ (j > i), \quad e^{S_{ij} - \ell_{i}} = \mathrm{softmax}(S + M)_{ij}",
+    prove=_causal,
+    mutants=[
+        Mutant("unmasked-recompute", "scores recomputed without the mask (future keys get weight)",
+               lambda: _refute_causal(sp.exp(SCORES - lse))),
+        Mutant("unmasked-lse", "lse of the unmasked scores (rows of the masked weights do not sum to 1)",
+               lambda: _refute_causal(sp.exp(CausalMask(SCORES) - (RowMax(SCORES) + sp.log(
+                   RowSum(sp.exp(SCORES - RowMax(SCORES)))))))),
+    ])
+
+CLAIMS: list[Claim] = [recompute, output, causal, dV, dQ, dK]

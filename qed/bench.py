@@ -1,0 +1,706 @@
+"""`qed bench`: training steps of the NumPy backend, the generated-PyTorch backend and PyTorch
+eager, measured side by side in one process.
+
+The three implementations train the same GPT (same config, same initial weights, float32, AdamW
+with the same hyperparameters, the same batches):
+
+    numpy      NumpyGPT — the generated NumPy kernels, no autograd; the batch split across
+               `threads` Python threads with BLAS at one thread each (qed/model_numpy.py);
+               AdamW = the generated adamw_step over one flat buffer (qed/optim.py)
+    torch-gen  TorchGPT — the generated torch.autograd.Functions, chained by autograd;
+               AdamW = the generated adamw_step per parameter (TorchAdamW)
+    eager      ReferenceGPT (qed/reference.py) — torch.nn with F.scaled_dot_product_attention,
+               F.layer_norm, F.gelu, F.cross_entropy under eager autograd; torch.optim.AdamW
+
+One step = forward + loss + backward + AdamW update (no gradient clipping). After `warmup`
+rounds the steps are interleaved (numpy, torch-gen, eager, numpy, …) so that a slow spell of
+the machine hits all three alike; the table gives the median step time, its spread (min–max
+and the interquartile range), tokens per second, model GFLOP/s against the machine's measured
+float32 matmul rate, peak memory and each ratio to eager.
+
+Peak memory is measured in a fresh subprocess per implementation (a process has one RSS
+high-water mark): the model, optimizer and data are built, the kernel's peak-RSS counter is
+reset (`echo 5 > /proc/self/clear_refs`), and after the steps VmHWM from /proc/self/status is
+read; "peak" is that high-water mark and "step" is the part above the RSS just before the first
+step (activations, gradients, optimizer state, temporaries). Where clear_refs is not writable,
+ru_maxrss (peak since the process started) is reported instead, and the method says so.
+
+Model FLOPs per step (dense, the causal mask not exploited, as all three compute it):
+6 · N_matmul · tokens + 12 · n_layer · T · n_embd · tokens, with N_matmul the parameters used
+in matrix products (every linear weight and the lm_head) — forward 2·N per token, backward 4·N;
+attention QKᵀ and AV: 4·T·C per token per layer forward, twice that backward.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+DEFAULT_MODEL = dict(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=65)
+DEFAULT_BATCH = 12
+LARGE_MODEL = dict(DEFAULT_MODEL, n_embd=384, n_head=6, block_size=256)
+IMPLS = ("numpy", "torch-gen", "eager")
+LABELS = {"numpy": "(a) NumPy backend (generated kernels)",
+          "torch-gen": "(b) PyTorch backend (generated autograd Functions)",
+          "eager": "(c) PyTorch eager (torch.nn, F.scaled_dot_product_attention)"}
+SHORT = {"numpy": "(a) numpy", "torch-gen": "(b) torch-gen", "eager": "(c) eager"}
+HP = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+MEMORY_T = 1024
+MEMORY_BATCH = 4
+SWEEP_T = (32, 64, 128, 256, 512)
+SWEEP_C = (64, 128, 256, 512)
+SWEEP_FIGURE = os.path.join("docs", "figures", "bench_sweep.png")
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- configuration
+def parse_config(text: str | None) -> dict:
+    """`--config`: a JSON object, a path to a JSON file, or key=value pairs (comma- or
+    space-separated). Keys: GPTConfig fields, plus batch_size."""
+    from .errors import QedError
+
+    if not text:
+        return {}
+    text = text.strip()
+    if text.startswith("{") or (os.path.exists(text) and text.endswith(".json")):
+        try:
+            raw = json.loads(text if text.startswith("{") else open(text, encoding="utf-8").read())
+        except (json.JSONDecodeError, OSError) as e:
+            raise QedError(f"--config: not a JSON object: {e}") from None
+        if not isinstance(raw, dict):
+            raise QedError("--config: expected a JSON object")
+        return raw
+    out = {}
+    for part in text.replace(",", " ").split():
+        if "=" not in part:
+            raise QedError(f"--config: expected key=value, got {part!r}")
+        k, v = part.split("=", 1)
+        try:
+            out[k.strip()] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k.strip()] = v
+    return out
+
+
+def build_config(overrides: dict, vocab_size: int | None = None):
+    """(GPTConfig, batch_size) from the defaults and the overrides."""
+    from .config import ConfigError, GPTConfig
+
+    d = dict(DEFAULT_MODEL)
+    over = dict(overrides)
+    batch = int(over.pop("batch_size", over.pop("batch", DEFAULT_BATCH)))
+    d.update(over)
+    if vocab_size is not None:
+        d["vocab_size"] = vocab_size
+    cfg = GPTConfig.from_dict(d)
+    if batch < 1:
+        raise ConfigError(f"batch_size={batch} must be a positive integer")
+    return cfg, batch
+
+
+def make_batches(cfg, batch: int, n: int, data: str | None = None, seed: int = 0) -> list:
+    """n batches (x, y) of int64 ids (B, T): random tokens, or windows of a text file."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    if data is not None:
+        from .data import load_text
+
+        task = load_text(data)
+        task.check_block_size(cfg.block_size)
+        return [task.batch("train", batch, rng, cfg.block_size) for _ in range(n)]
+    out = []
+    for _ in range(n):
+        seq = rng.integers(0, cfg.vocab_size, size=(batch, cfg.block_size + 1), dtype=np.int64)
+        out.append((seq[:, :-1].copy(), seq[:, 1:].copy()))
+    return out
+
+
+def data_vocab(data: str | None) -> int | None:
+    if data is None:
+        return None
+    from .data import load_text
+
+    return load_text(data).vocab_size
+
+
+# --------------------------------------------------------------------------- threads
+def set_threads(threads: int) -> dict:
+    """torch intra-op threads = threads; BLAS (OpenBLAS) and OpenMP pools = threads; the NumPy
+    backend splits its batch across `threads` Python threads with BLAS at 1 inside. Returns
+    what each library reports."""
+    import torch
+
+    torch.set_num_threads(threads)
+    info = {"threads": threads, "torch_threads": torch.get_num_threads(), "pools": []}
+    try:
+        from threadpoolctl import threadpool_info, threadpool_limits
+
+        threadpool_limits(limits=threads)
+        for p in threadpool_info():
+            info["pools"].append({"library": p.get("internal_api"), "version": p.get("version"),
+                                  "num_threads": p.get("num_threads"),
+                                  "file": os.path.basename(p.get("filepath", ""))})
+    except ImportError:                                   # pragma: no cover - a dependency
+        info["pools"].append({"library": "threadpoolctl missing", "num_threads": None})
+    return info
+
+
+def machine() -> dict:
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    ncpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    import numpy as np
+    import torch
+
+    return {"cpu": cpu, "cpus": ncpu, "python": platform.python_version(), "numpy": np.__version__,
+            "torch": torch.__version__, "loadavg": _loadavg()}
+
+
+def _loadavg():
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:                                       # pragma: no cover
+        return None
+
+
+# --------------------------------------------------------------------------- implementations
+class Impl:
+    """One implementation: `step(x, y)` runs one training step on int64 arrays."""
+
+    def __init__(self, name: str, cfg, threads: int, seed: int = 0):
+        import numpy as np
+        import torch
+
+        from .model_numpy import NumpyGPT, init_params
+
+        self.name = name
+        self.cfg = cfg
+        if name == "numpy":
+            from .optim import AdamW
+
+            self.model = NumpyGPT(cfg, dtype=np.float32, seed=seed, threads=threads)
+            self.opt = AdamW(self.model.params, **HP)
+            self.step = self._numpy_step
+        elif name == "torch-gen":
+            from .model_torch import TorchGPT
+            from .optim import TorchAdamW
+
+            self.model = TorchGPT(cfg, dtype=torch.float32, seed=seed)
+            self.opt = TorchAdamW(self.model, **HP)
+            self.step = self._torch_gen_step
+        elif name == "eager":
+            from .reference import ReferenceGPT, decay_groups
+
+            self.model = ReferenceGPT(cfg, dtype=torch.float32)
+            self.model.load_numpy_params(init_params(cfg, seed))
+            self.opt = torch.optim.AdamW(decay_groups(self.model, HP["weight_decay"]), lr=HP["lr"],
+                                         betas=HP["betas"], eps=HP["eps"])
+            self.step = self._eager_step
+        else:
+            raise ValueError(f"unknown implementation {name!r}: choose one of {', '.join(IMPLS)}")
+        self.torch = torch
+
+    def _numpy_step(self, x, y) -> float:
+        _, loss = self.model.forward(x, y)
+        self.opt.step(self.model.backward())
+        return loss
+
+    def _torch_gen_step(self, x, y) -> float:
+        x, y = self.torch.from_numpy(x), self.torch.from_numpy(y)
+        _, loss = self.model(x, y)
+        loss.backward()
+        self.opt.step()
+        self.opt.zero_grad()
+        return loss.item()
+
+    def _eager_step(self, x, y) -> float:
+        x, y = self.torch.from_numpy(x), self.torch.from_numpy(y)
+        _, loss = self.model(x, y)
+        loss.backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        return loss.item()
+
+
+def summarize(times: list[float]) -> dict:
+    ts = sorted(times)
+    q1, _, q3 = statistics.quantiles(ts, n=4, method="inclusive") if len(ts) >= 2 else (ts[0],) * 3
+    return {"median_ms": 1e3 * statistics.median(ts), "min_ms": 1e3 * ts[0], "max_ms": 1e3 * ts[-1],
+            "iqr_ms": [1e3 * q1, 1e3 * q3], "steps": len(ts)}
+
+
+def time_interleaved(impls: list, batches: list, warmup: int, steps: int, progress: bool = True) -> dict:
+    """Median-friendly timings: `warmup` untimed rounds, then `steps` rounds of one step of
+    each implementation in turn, all on the same batch per round."""
+    times = {im.name: [] for im in impls}
+    losses = {im.name: [] for im in impls}
+    for r in range(warmup + steps):
+        x, y = batches[r % len(batches)]
+        last = []
+        for im in impls:
+            t0 = time.perf_counter()
+            loss = im.step(x, y)
+            dt = time.perf_counter() - t0
+            last.append(dt)
+            if r >= warmup:
+                times[im.name].append(dt)
+            losses[im.name].append(float(loss))
+        if progress:
+            _log(f"  round {r + 1}/{warmup + steps}" + ("" if r >= warmup else " (warm-up)") + ": "
+                 + ", ".join(f"{im.name} {1e3 * t:.0f} ms" for im, t in zip(impls, last)))
+    return {"times": times, "losses": losses}
+
+
+# --------------------------------------------------------------------------- FLOPs and matmul rate
+def model_flops(cfg, batch: int) -> dict:
+    """Dense model FLOPs of one training step (see the module docstring)."""
+    from .model_numpy import param_shapes
+
+    shapes = param_shapes(cfg)
+    n_matmul = sum(math.prod(s) for k, s in shapes.items()      # every linear weight ...
+                   if len(s) == 2 and k not in ("wte.weight", "wpe.weight", "lm_head.weight"))
+    n_matmul += cfg.vocab_size * cfg.n_embd                     # ... and the lm_head (tied or not)
+    tokens = batch * cfg.block_size
+    attn = 12 * cfg.n_layer * cfg.block_size * cfg.n_embd * tokens
+    dense = 6 * n_matmul * tokens
+    return {"params": int(sum(math.prod(s) for s in shapes.values())), "matmul_params": int(n_matmul),
+            "tokens": tokens, "flops": int(dense + attn), "flops_matmul": int(dense),
+            "flops_attention": int(attn)}
+
+
+def matmul_rate(cfg, batch: int, threads: int, repeats: int = 20) -> dict:
+    """Measured float32 GFLOP/s of (B·T, C) @ (C, 4C), the MLP's matmul, in NumPy (BLAS at
+    `threads` threads) and in torch; the best of `repeats`."""
+    import numpy as np
+    import torch
+
+    M, K, N = batch * cfg.block_size, cfg.n_embd, 4 * cfg.n_embd
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((M, K), dtype=np.float32)
+    b = rng.standard_normal((K, N), dtype=np.float32)
+    out = {}
+    for lib, fn in (("numpy", lambda: a @ b),
+                    ("torch", (lambda ta, tb: (lambda: ta @ tb))(torch.from_numpy(a), torch.from_numpy(b)))):
+        fn()
+        best = math.inf
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t0)
+        out[lib] = 2 * M * K * N / best / 1e9
+    return {"shape": [M, K, N], "gflops": out, "peak_gflops": max(out.values()),
+            "method": f"best of {repeats}: float32 ({M}×{K}) @ ({K}×{N})"}
+
+
+# --------------------------------------------------------------------------- memory (subprocess)
+def _read_status() -> dict:
+    out = {}
+    try:
+        with open("/proc/self/status", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith(("VmRSS:", "VmHWM:")):
+                    k, v = line.split(":", 1)
+                    out[k] = int(v.split()[0]) * 1024
+    except OSError:
+        pass
+    return out
+
+
+def _reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def probe(spec: dict) -> dict:
+    """Run in a fresh process: build one implementation, reset the peak-RSS counter, run the
+    steps, report peak memory and the step times."""
+    threads = int(spec["threads"])
+    set_threads(threads)
+    from .config import GPTConfig
+
+    cfg = GPTConfig.from_dict(spec["config"])
+    batches = make_batches(cfg, spec["batch"], max(1, spec["steps"]), spec.get("data"), seed=0)
+    im = Impl(spec["impl"], cfg, threads)
+    reset = _reset_peak()
+    before = _read_status().get("VmRSS", 0)
+    times = []
+    for r in range(spec["steps"]):
+        x, y = batches[r % len(batches)]
+        t0 = time.perf_counter()
+        im.step(x, y)
+        times.append(time.perf_counter() - t0)
+    st = _read_status()
+    if reset and "VmHWM" in st:
+        peak, method = st["VmHWM"], "VmHWM after resetting it (/proc/self/clear_refs = 5) once the model was built"
+    else:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        method = "ru_maxrss (peak since the process started, imports included)"
+    return {"impl": spec["impl"], "peak_rss_mb": peak / 2**20, "baseline_rss_mb": before / 2**20,
+            "step_mb": max(0.0, (peak - before) / 2**20), "method": method,
+            "times": times, "summary": summarize(times[spec.get("skip", 1):] or times)}
+
+
+def run_probe(spec: dict, timeout: float = 1800) -> dict:
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    proc = subprocess.run([sys.executable, "-m", "qed.bench", "--probe", json.dumps(spec)],
+                          capture_output=True, text=True, env=env, timeout=timeout, cwd=root)
+    if proc.returncode != 0:
+        raise RuntimeError(f"memory probe of {spec['impl']} failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# --------------------------------------------------------------------------- proofs and codegen
+def timed_command(args: list[str], timeout: float = 3600) -> dict:
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env,
+                              timeout=timeout, cwd=root)
+        rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        rc = None
+    return {"command": "python " + " ".join(args), "seconds": time.perf_counter() - t0, "returncode": rc}
+
+
+# --------------------------------------------------------------------------- the benchmark
+def bench(overrides: dict | None = None, *, data: str | None = None, steps: int = 20, warmup: int = 3,
+          threads: int | None = None, proofs: bool = True, codegen: bool = True, memory: bool = True,
+          progress: bool = True) -> dict:
+    """The side-by-side benchmark at one config; a JSON-able dict."""
+    threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+    cfg, batch = build_config(overrides or {}, data_vocab(data))
+    result: dict = {"config": cfg.to_dict(), "batch_size": batch, "dtype": "float32",
+                    "data": data or "random tokens", "steps": steps, "warmup": warmup,
+                    "step": "forward + loss + backward + AdamW (lr 1e-3, betas (0.9, 0.95), wd 0.1 on matrices)"}
+    result["threads"] = set_threads(threads)
+    result["machine"] = machine()
+    if proofs:
+        _log("qed bench: timing `python -m qed prove` ...")
+        result["prove"] = timed_command(["-m", "qed", "prove"])
+    if codegen:
+        _log("qed bench: timing `python -m codegen --check` ...")
+        result["codegen_check"] = timed_command(["-m", "codegen", "--check"])
+    set_threads(threads)
+    result["flops"] = model_flops(cfg, batch)
+    result["matmul"] = matmul_rate(cfg, batch, threads)
+    batches = make_batches(cfg, batch, warmup + steps, data)
+    _log(f"qed bench: {cfg.n_layer} layers, {cfg.n_head} heads, n_embd {cfg.n_embd}, block {cfg.block_size}, "
+         f"batch {batch}, {threads} threads: {warmup} warm-up + {steps} interleaved rounds ...")
+    impls = [Impl(name, cfg, threads) for name in IMPLS]
+    timed = time_interleaved(impls, batches, warmup, steps, progress)
+    result["machine"]["loadavg_after"] = _loadavg()
+    rows = {}
+    ref = statistics.median(timed["times"]["eager"])
+    for name in IMPLS:
+        s = summarize(timed["times"][name])
+        med = s["median_ms"] / 1e3
+        s.update(label=LABELS[name], ratio_to_eager=statistics.median(timed["times"][name]) / ref,
+                 tokens_per_s=result["flops"]["tokens"] / med,
+                 gflops=result["flops"]["flops"] / med / 1e9,
+                 fraction_of_matmul_peak=result["flops"]["flops"] / med / 1e9 / result["matmul"]["peak_gflops"],
+                 first_loss=timed["losses"][name][0], last_loss=timed["losses"][name][-1])
+        rows[name] = s
+    result["results"] = rows
+    if memory:
+        _log("qed bench: peak memory, one fresh process per implementation ...")
+        for name in IMPLS:
+            m = run_probe({"impl": name, "config": cfg.to_dict(), "batch": batch, "threads": threads,
+                           "steps": 3, "data": data})
+            rows[name]["memory"] = {k: m[k] for k in ("peak_rss_mb", "baseline_rss_mb", "step_mb", "method")}
+    return result
+
+
+def memory_comparison(overrides: dict | None = None, *, T: int = MEMORY_T, batch: int = MEMORY_BATCH,
+                      threads: int | None = None, steps: int = 3, data: str | None = None) -> dict:
+    """Peak memory and step time of attention vs attention_lse at block size T, for both
+    generated backends (a fresh process each: one peak-RSS counter per process)."""
+    threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+    over = dict(overrides or {})
+    over.setdefault("block_size", T)
+    over.setdefault("batch_size", batch)
+    out = {"T": over["block_size"], "batch_size": over["batch_size"], "threads": threads, "steps": steps,
+           "rows": []}
+    for backend in ("numpy", "torch-gen"):
+        pair = {}
+        for attn in ("attention", "attention_lse"):
+            cfg, b = build_config(dict(over, attention=attn), data_vocab(data))
+            _log(f"qed bench --memory: {backend} {attn} T={cfg.block_size} batch {b} ...")
+            m = run_probe({"impl": backend, "config": cfg.to_dict(), "batch": b, "threads": threads,
+                           "steps": steps + 1, "data": data, "skip": 1})
+            pair[attn] = m
+        a, l = pair["attention"], pair["attention_lse"]
+        # what the standard op keeps and the lse op does not: n_layer · B · heads · T² weights
+        cfg, b = build_config(over, data_vocab(data))
+        att_bytes = cfg.n_layer * b * cfg.n_head * cfg.block_size ** 2 * 4
+        out["rows"].append({
+            "backend": backend, "attention_peak_mb": a["peak_rss_mb"], "lse_peak_mb": l["peak_rss_mb"],
+            "attention_step_mb": a["step_mb"], "lse_step_mb": l["step_mb"],
+            "saving_mb": a["peak_rss_mb"] - l["peak_rss_mb"],
+            "saving_fraction_of_step": (a["step_mb"] - l["step_mb"]) / a["step_mb"] if a["step_mb"] else None,
+            "saved_weights_mb": att_bytes / 2**20,
+            "attention_median_ms": a["summary"]["median_ms"], "lse_median_ms": l["summary"]["median_ms"],
+            "time_cost": l["summary"]["median_ms"] / a["summary"]["median_ms"] - 1.0,
+            "method": a["method"]})
+    return out
+
+
+def sweep(overrides: dict | None = None, *, out_png: str = SWEEP_FIGURE, Ts=SWEEP_T, Cs=SWEEP_C,
+          steps: int = 5, warmup: int = 2, threads: int | None = None, progress: bool = False) -> dict:
+    """Step time as T doubles (n_embd fixed) and as n_embd doubles (T fixed), all three
+    implementations interleaved at each point; a PNG of both; fitted growth exponents."""
+    threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+    set_threads(threads)
+    base, batch = build_config(overrides or {})
+    points = []
+    for axis, values in (("block_size", Ts), ("n_embd", Cs)):
+        for val in values:
+            over = dict(base.to_dict(), batch_size=batch)
+            over[axis] = val
+            if axis == "n_embd" and val % over["n_head"]:
+                over["n_head"] = 1
+            cfg, b = build_config(over)
+            _log(f"qed bench --sweep: {axis} = {val} ...")
+            impls = [Impl(name, cfg, threads) for name in IMPLS]
+            timed = time_interleaved(impls, make_batches(cfg, b, warmup + steps), warmup, steps, progress)
+            row = {"axis": axis, "value": val}
+            for name in IMPLS:
+                row[name] = summarize(timed["times"][name])["median_ms"]
+            row["ratios"] = {name: row[name] / row["eager"] for name in IMPLS}
+            points.append(row)
+    import numpy as np
+
+    growth = {}
+    for axis in ("block_size", "n_embd"):
+        pts = [p for p in points if p["axis"] == axis]
+        xs = np.log2([p["value"] for p in pts])
+        growth[axis] = {}
+        for name in IMPLS:
+            ys = np.log2([p[name] for p in pts])
+            slope_all = float(np.polyfit(xs, ys, 1)[0]) if len(pts) >= 2 else None
+            slope_last = float((ys[-1] - ys[-2]) / (xs[-1] - xs[-2])) if len(pts) >= 2 else None
+            growth[axis][name] = {"exponent_fit": slope_all, "exponent_last_doubling": slope_last,
+                                  "per_doubling_last": 2 ** slope_last if slope_last is not None else None}
+    result = {"base": base.to_dict(), "batch_size": batch, "threads": threads, "steps": steps, "points": points,
+              "growth": growth, "figure": out_png}
+    plot_sweep(result, out_png)
+    return result
+
+
+def plot_sweep(result: dict, out_png: str) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    names = {"block_size": "block size T (n_embd {n_embd})", "n_embd": "n_embd (T {block_size})"}
+    for ax, axis in zip(axes, ("block_size", "n_embd")):
+        pts = [p for p in result["points"] if p["axis"] == axis]
+        for name, style in zip(IMPLS, ("o-", "s-", "^--")):
+            ax.plot([p["value"] for p in pts], [p[name] for p in pts], style, label=LABELS[name][4:].split(" (")[0]
+                    + f" ({name})")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel(names[axis].format(**result["base"]))
+        ax.set_ylabel("median step time (ms)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    b = result["base"]
+    fig.suptitle(f"qed bench --sweep: {b['n_layer']} layers, batch {result['batch_size']}, "
+                 f"{result['threads']} threads, float32", fontsize=9)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(out_png)), exist_ok=True)
+    fig.savefig(out_png, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return out_png
+
+
+# --------------------------------------------------------------------------- printing
+def _fmt_mb(x):
+    return "—" if x is None else f"{x:,.0f}"
+
+
+def render(result: dict, console=None) -> None:
+    """The rich table(s) of a `bench`/`memory_comparison`/`sweep` result, on stdout."""
+    from rich.console import Console
+    from rich.table import Table
+
+    con = console or Console(width=max(132, Console().width))
+    if "results" in result:
+        cfg, fl, mm = result["config"], result["flops"], result["matmul"]
+        th = result["threads"]
+        pools = ", ".join(f"{p['library']} {p.get('version') or ''} {p['num_threads']} threads".replace("  ", " ")
+                          for p in th["pools"])
+        con.print(f"[bold]qed bench[/bold] — {cfg['n_layer']} layers, {cfg['n_head']} heads, n_embd {cfg['n_embd']}, "
+                  f"block {cfg['block_size']}, vocab {cfg['vocab_size']}, batch {result['batch_size']}, "
+                  f"{result['dtype']}, data: {result['data']}")
+        con.print(f"threads: torch.set_num_threads({th['torch_threads']}); {pools}; NumPy backend: "
+                  f"{th['threads']} Python threads over the batch, BLAS at 1 thread inside")
+        m = result["machine"]
+        con.print(f"machine: {m['cpu']}, {m['cpus']} CPUs; load average {m['loadavg']} before, "
+                  f"{m.get('loadavg_after')} after; numpy {m['numpy']}, torch {m['torch']}")
+        con.print(f"step: {result['step']}; {result['warmup']} warm-up + {result['steps']} interleaved rounds")
+        con.print(f"model: {fl['params']:,} parameters ({fl['matmul_params']:,} in matmuls); "
+                  f"{fl['flops'] / 1e9:.2f} GFLOP per step = 6·N·tokens {fl['flops_matmul'] / 1e9:.2f} + attention "
+                  f"{fl['flops_attention'] / 1e9:.2f} ({fl['tokens']} tokens)")
+        con.print(f"matmul rate: {mm['method']}: NumPy {mm['gflops']['numpy']:.0f}, torch "
+                  f"{mm['gflops']['torch']:.0f} GFLOP/s")
+        t = Table(title="training step, float32 (ratios: median step time / eager's)")
+        for col, just in (("implementation", "left"), ("median ms", "right"), ("min–max ms", "right"),
+                          ("IQR ms", "right"), ("tokens/s", "right"), ("GFLOP/s (% matmul)", "right"),
+                          ("peak RSS MB (step)", "right"), ("ratio to (c)", "right")):
+            t.add_column(col, justify=just)
+        for name in IMPLS:
+            r = result["results"][name]
+            mem = r.get("memory")
+            t.add_row(SHORT[name], f"{r['median_ms']:.1f}", f"{r['min_ms']:.1f}–{r['max_ms']:.1f}",
+                      f"{r['iqr_ms'][0]:.1f}–{r['iqr_ms'][1]:.1f}", f"{r['tokens_per_s']:,.0f}",
+                      f"{r['gflops']:.1f} ({100 * r['fraction_of_matmul_peak']:.0f}%)",
+                      "—" if mem is None else f"{_fmt_mb(mem['peak_rss_mb'])} ({_fmt_mb(mem['step_mb'])})",
+                      f"{r['ratio_to_eager']:.2f}")
+        con.print(t)
+        con.print("; ".join(LABELS[n] for n in IMPLS))
+        if any("memory" in r for r in result["results"].values()):
+            con.print("peak memory: " + next(r["memory"]["method"] for r in result["results"].values()
+                                             if "memory" in r) + "; (step) = peak − RSS before the first step")
+        for key, what in (("prove", "proof suite"), ("codegen_check", "codegen --check")):
+            if key in result:
+                p = result[key]
+                con.print(f"{what}: `{p['command']}` {p['seconds']:.1f} s (exit {p['returncode']})")
+    if "memory_comparison" in result:
+        mc = result["memory_comparison"]
+        t = Table(title=f"attention vs attention_lse at T = {mc['T']}, batch {mc['batch_size']} "
+                        f"(peak RSS, fresh process each)")
+        for col in ("backend", "attention peak MB (step)", "attention_lse peak MB (step)", "saving MB",
+                    "T×T weights kept MB", "attention ms", "attention_lse ms", "time cost"):
+            t.add_column(col, justify="left" if col == "backend" else "right")
+        for r in mc["rows"]:
+            t.add_row(r["backend"], f"{r['attention_peak_mb']:,.0f} ({r['attention_step_mb']:,.0f})",
+                      f"{r['lse_peak_mb']:,.0f} ({r['lse_step_mb']:,.0f})", f"{r['saving_mb']:,.0f}",
+                      f"{r['saved_weights_mb']:,.0f}", f"{r['attention_median_ms']:,.0f}",
+                      f"{r['lse_median_ms']:,.0f}", f"{100 * r['time_cost']:+.0f}%")
+        con.print(t)
+    if "sweep" in result:
+        sw = result["sweep"]
+        for axis in ("block_size", "n_embd"):
+            t = Table(title=f"sweep over {axis} (median ms per step; ratio to eager)")
+            t.add_column(axis, justify="right")
+            for name in IMPLS:
+                t.add_column(name, justify="right")
+            for p in sw["points"]:
+                if p["axis"] == axis:
+                    t.add_row(str(p["value"]), *[f"{p[n]:.1f} ({p['ratios'][n]:.2f})" for n in IMPLS])
+            g = sw["growth"][axis]
+            t.caption = "growth exponent (time ∝ size^k), fit over all points / last doubling: " + ", ".join(
+                f"{n} {g[n]['exponent_fit']:.2f}/{g[n]['exponent_last_doubling']:.2f}" for n in IMPLS)
+            con.print(t)
+        con.print(f"figure: {sw['figure']}")
+
+
+# --------------------------------------------------------------------------- command line
+def add_parser(sub) -> None:
+    b = sub.add_parser(
+        "bench", help="training-step time of the NumPy and generated-PyTorch backends against PyTorch eager",
+        description="Train the same GPT for a fixed number of steps with the NumPy backend, the "
+                    "generated-PyTorch backend and a torch.nn reference (eager autograd, "
+                    "F.scaled_dot_product_attention), interleaved, and print median step time, spread, "
+                    "tokens/s, GFLOP/s, peak memory and ratios to the reference.")
+    b.add_argument("--config", metavar="JSON|K=V,...", help="model overrides (GPTConfig fields and batch_size), "
+                   "e.g. 'n_embd=384,n_head=6,block_size=256' or a JSON object/file")
+    b.add_argument("--data", metavar="FILE", help="windows of a UTF-8 text file (character vocabulary) "
+                   "instead of random tokens")
+    b.add_argument("--steps", type=int, default=20, help="timed rounds (default 20)")
+    b.add_argument("--warmup", type=int, default=3, help="untimed rounds first (default 3)")
+    b.add_argument("--threads", type=int, default=None, help="threads for every implementation (default: CPUs)")
+    b.add_argument("--no-proofs", action="store_true", help="skip timing `python -m qed prove`")
+    b.add_argument("--no-codegen", action="store_true", help="skip timing `python -m codegen --check`")
+    b.add_argument("--no-peak-memory", action="store_true", help="skip the per-implementation memory processes")
+    b.add_argument("--memory", action="store_true", help=f"also: attention vs attention_lse peak memory and "
+                   f"time at T = {MEMORY_T}")
+    b.add_argument("--memory-T", type=int, default=MEMORY_T, metavar="T",
+                   help=f"--memory: the block size (default {MEMORY_T}; batch {MEMORY_BATCH} unless --config sets it)")
+    b.add_argument("--sweep", nargs="?", const=SWEEP_FIGURE, default=None, metavar="PNG",
+                   help=f"also: step time as T and n_embd double; plot to PNG (default {SWEEP_FIGURE})")
+    b.add_argument("--sweep-steps", type=int, default=5, help="timed rounds per sweep point (default 5)")
+    b.add_argument("--sweep-T", type=_int_list, default=SWEEP_T, metavar="T,T,...",
+                   help="--sweep: block sizes (default " + ",".join(map(str, SWEEP_T)) + ")")
+    b.add_argument("--sweep-embd", type=_int_list, default=SWEEP_C, metavar="C,C,...",
+                   help="--sweep: n_embd values (default " + ",".join(map(str, SWEEP_C)) + ")")
+    b.add_argument("--only-extra", action="store_true", help="with --memory/--sweep: skip the main comparison")
+    b.add_argument("--json", action="store_true", help="print the results as JSON (only JSON on stdout)")
+
+
+def _int_list(text: str) -> tuple:
+    import argparse
+
+    try:
+        vals = tuple(int(v) for v in text.replace(",", " ").split())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if len(vals) < 2 or min(vals) < 1:
+        raise argparse.ArgumentTypeError(f"expected at least two positive integers, got {text!r}")
+    return vals
+
+
+def run_cli(args) -> int:
+    overrides = parse_config(args.config)
+    progress = True
+    result: dict = {}
+    if not (args.only_extra and (args.memory or args.sweep)):
+        result.update(bench(overrides, data=args.data, steps=args.steps, warmup=args.warmup, threads=args.threads,
+                            proofs=not args.no_proofs, codegen=not args.no_codegen,
+                            memory=not args.no_peak_memory, progress=progress))
+    if args.memory:
+        over = {k: v for k, v in overrides.items() if k != "block_size"}
+        result["memory_comparison"] = memory_comparison(over, T=args.memory_T, threads=args.threads,
+                                                        data=args.data)
+    if args.sweep:
+        result["sweep"] = sweep(overrides, out_png=args.sweep, threads=args.threads, steps=args.sweep_steps,
+                                Ts=args.sweep_T, Cs=args.sweep_embd)
+    if args.json:
+        sys.stdout.write(json.dumps(result, indent=2, sort_keys=True, default=_json_default) + "\n")
+    else:
+        render(result)
+    return 0
+
+
+def _json_default(o):
+    import numpy as np
+
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--probe":
+        res = probe(json.loads(sys.argv[2]))
+        sys.stdout.write(json.dumps(res, default=_json_default) + "\n")
+        sys.exit(0)
+    sys.exit("usage: python -m qed bench (this module's own entry point is for its memory probes)")

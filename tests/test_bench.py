@@ -1,0 +1,77 @@
+"""`qed bench` runs at a tiny size and prints valid JSON with the expected keys.
+
+No timing is asserted: benchmarks are measured side by side by `qed bench`, not by tests
+(DESIGN.md). The attention_lse kernel is checked with every other op by tests/test_kernels.py
+(registry-parametrized) and inside the GPT by tests/test_model_equivalence.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = "n_layer=1,n_head=2,n_embd=8,block_size=8,batch_size=2"
+IMPLS = ("numpy", "torch-gen", "eager")
+
+
+def qed_bench(*args: str, timeout: int = 600) -> dict:
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "qed", "bench", "--config", TINY, "--threads", "1",
+                           "--no-proofs", "--json", *args],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)           # the whole of stdout is one JSON document
+
+
+def test_bench_json():
+    out = qed_bench("--steps", "2", "--warmup", "1")
+    for key in ("config", "batch_size", "threads", "machine", "flops", "matmul", "results", "codegen_check"):
+        assert key in out, key
+    assert out["config"]["n_embd"] == 8 and out["batch_size"] == 2
+    assert out["codegen_check"]["returncode"] == 0
+    assert out["flops"]["flops"] == out["flops"]["flops_matmul"] + out["flops"]["flops_attention"] > 0
+    assert set(out["results"]) == set(IMPLS)
+    for name in IMPLS:
+        r = out["results"][name]
+        for key in ("median_ms", "min_ms", "max_ms", "iqr_ms", "tokens_per_s", "gflops", "ratio_to_eager",
+                    "memory"):
+            assert key in r, (name, key)
+        assert r["steps"] == 2 and r["min_ms"] <= r["median_ms"] <= r["max_ms"]
+        assert r["memory"]["peak_rss_mb"] > 0 and "method" in r["memory"]
+    assert out["results"]["eager"]["ratio_to_eager"] == pytest.approx(1.0)
+
+
+def test_bench_memory_and_sweep(tmp_path):
+    png = tmp_path / "sweep.png"
+    out = qed_bench("--only-extra", "--memory", "--memory-T", "16", "--sweep", str(png),
+                    "--sweep-T", "4,8", "--sweep-embd", "8,16", "--sweep-steps", "1")
+    assert "results" not in out
+    rows = out["memory_comparison"]["rows"]
+    assert [r["backend"] for r in rows] == ["numpy", "torch-gen"]
+    for r in rows:
+        for key in ("attention_peak_mb", "lse_peak_mb", "saving_mb", "attention_median_ms", "lse_median_ms",
+                    "time_cost", "saved_weights_mb"):
+            assert key in r, key
+    sw = out["sweep"]
+    assert [(p["axis"], p["value"]) for p in sw["points"]] == [
+        ("block_size", 4), ("block_size", 8), ("n_embd", 8), ("n_embd", 16)]
+    assert set(sw["growth"]) == {"block_size", "n_embd"}
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_config_parsing():
+    from qed.bench import build_config, parse_config
+    from qed.errors import QedError
+
+    assert parse_config('{"n_embd": 16, "batch_size": 3}') == {"n_embd": 16, "batch_size": 3}
+    assert parse_config("n_embd=16, ffn=relu bias=false") == {"n_embd": 16, "ffn": "relu", "bias": False}
+    cfg, batch = build_config({"n_embd": 16, "batch_size": 3})
+    assert (cfg.n_embd, cfg.n_layer, batch) == (16, 4, 3)
+    with pytest.raises(QedError):
+        parse_config("n_embd")
+    with pytest.raises(QedError):
+        build_config({"n_embd": 10, "n_head": 4})
