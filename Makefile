@@ -1,11 +1,13 @@
 # qed — make targets. `make demo` is the main job; `make test` is what CI runs.
 PYTHON ?= python3
+KATEX_VERSION ?= 0.16.47
 
-.PHONY: install prove codegen check test test-all demo train bench docs clean
+.PHONY: install prove codegen check test test-all demo train train-torch train-text bench \
+        katex docs docs-check figures clean
 
-install:            ## torch first (CPU wheel), then the project with its dev tools
+install:            ## torch first (the CPU wheel), then the project with its dev and docs tools
 	$(PYTHON) -m pip install torch==2.13.0
-	$(PYTHON) -m pip install -e '.[dev]'
+	$(PYTHON) -m pip install -e '.[dev,docs]'
 
 prove:              ## prove every claim, refute every mutant
 	$(PYTHON) -m qed prove
@@ -13,8 +15,9 @@ prove:              ## prove every claim, refute every mutant
 codegen:            ## print generated/ from the proven expressions
 	$(PYTHON) -m codegen
 
-check:              ## generated/ must match what codegen renders now
+check:              ## generated/ and the generated docs pages must match what renders now
 	$(PYTHON) -m codegen --check
+	$(PYTHON) -m qed docs --check
 
 test:               ## the test suite (slow cross-checks excluded)
 	$(PYTHON) -m pytest -q -n 2
@@ -22,15 +25,19 @@ test:               ## the test suite (slow cross-checks excluded)
 test-all:           ## everything, slow cross-checks included
 	$(PYTHON) -m pytest -q -n 2 -m ''
 
-demo: prove codegen check  ## the main job: prove, generate, check, train on the built-in task
+demo: prove codegen check train  ## the main job: prove, generate, check, train on the built-in task
+
+train:              ## the NumPy GPT on the built-in sorting task (>= 99% held-out accuracy)
 	$(PYTHON) -m qed train
 
-train:
-	$(PYTHON) -m qed train
+train-torch:        ## the same with the generated PyTorch kernels
+	$(PYTHON) -m qed train --backend torch
 
-KATEX_VERSION ?= 0.16.47
+train-text:         ## character-level LM on a text file: make train-text DATA=path/to/input.txt
+	$(PYTHON) -m qed train --data $(DATA)
 
-.PHONY: docs-check figures katex
+bench:              ## NumPy and generated-PyTorch training steps side by side against PyTorch eager
+	$(PYTHON) -m qed bench
 
 katex:              ## the npm katex package into build/node (the docs site and the formula test use it)
 	npm install --prefix build/node --no-save --no-audit --no-fund katex@$(KATEX_VERSION)
@@ -46,4 +53,4 @@ figures:            ## docs/figures/*.png (saturation; training curves and atten
 	$(PYTHON) -m qed.figures $(if $(RUN),--run $(RUN),)
 
 clean:
-	rm -rf runs site .pytest_cache .hypothesis
+	rm -rf runs site build .pytest_cache .hypothesis
