@@ -276,10 +276,10 @@ TORCH_OPTIMS = {
 @pytest.mark.parametrize("st", [s for s in STEPS if s.name in TORCH_OPTIMS],
                          ids=[s.name for s in STEPS if s.name in TORCH_OPTIMS])
 def test_step_matches_torch_optim(st):
-    """Five steps of the generated step against torch.optim on the same gradients."""
+    """Ten steps of the generated step against torch.optim on the same gradients."""
     rng = np.random.default_rng(0)
     p0 = rng.standard_normal((3, 4))
-    grads = [rng.standard_normal((3, 4)) for _ in range(5)]
+    grads = [rng.standard_normal((3, 4)) for _ in range(10)]
     _, opts = step_args(st)
     opts = {k: v for k, v in opts.items() if k != "t"}
     ref = torch.tensor(p0, requires_grad=True)
