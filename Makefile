@@ -39,10 +39,14 @@ train-text:         ## character-level LM on a text file: make train-text DATA=p
 bench:              ## NumPy and generated-PyTorch training steps side by side against PyTorch eager
 	$(PYTHON) -m qed bench
 
-katex:              ## the npm katex package into build/node (the docs site and the formula test use it)
+KATEX := build/node/node_modules/katex/package.json
+
+katex: $(KATEX)     ## the npm katex package into build/node (the docs site and the formula test use it)
+
+$(KATEX):
 	npm install --prefix build/node --no-save --no-audit --no-fund katex@$(KATEX_VERSION)
 
-docs:               ## pages from the registry (+ KaTeX copied in), then the site: mkdocs build --strict
+docs: $(KATEX)      ## pages from the registry (+ KaTeX copied in), then the site: mkdocs build --strict
 	$(PYTHON) -m qed docs
 	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict
 
