@@ -956,6 +956,17 @@ def render_all(ops=None, *, raise_errors: bool = True, errors_out: dict | None =
                 _tidy(env.get_template("numpy_special.py.j2").render(**special_context())),
                 "derivations/special.py", "numpy_special.py.j2")
 
+    from derivations.registry import composites
+    for comp in composites():
+        for backend in BACKENDS:
+            tname = f"{backend}_{comp.template}.py.j2"
+            ctx = {"name": comp.name, "title": comp.title, "latex": comp.latex,
+                   "claims": _wrap(", ".join(comp.claims), 88), "kernels": comp.kernels,
+                   "source": comp.module.replace(".", "/") + ".py"}
+            files[f"generated/{backend}/{comp.name}.py"] = with_header(
+                _tidy(env.get_template(tname).render(**ctx)), ctx["source"], tname)
+        names.append(comp.name)
+
     for st in steps():
         for backend in BACKENDS:
             try:

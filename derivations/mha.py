@@ -16,6 +16,7 @@ import sympy as sp
 
 from .arrays import Array, MatMul, entry, index, size
 from .core import Claim, Mutant, Proof, Setting, counterexample, index_claim
+from .ops import Composite
 
 T_, d_model, h, d_k, d_v = size("T"), size("d_model"), size("h"), size("d_k"), size("d_v")
 r, i, t, j, m, c = (index(s) for s in ("r", "i", "t", "j", "m", "c"))
@@ -75,3 +76,15 @@ head_dim = Claim(
                  sp.Integer(768) * 12, sp.Integer(64), Setting(sizes={})))])
 
 CLAIMS: list[Claim] = [concat, head_dim]
+
+# The generated multi-head attention layer: one fused QKV projection (linear), the head split
+# that mha.concat justifies, scaled dot-product attention per head (attention), the merge, and
+# the output projection (linear). Every formula in it is a kernel's; the layout is the template's.
+MHA = Composite(
+    name="mha", module=__name__, title="Multi-head attention (fused QKV projection)",
+    latex=r"\mathrm{MHA}(X) = \mathrm{Concat}(\mathrm{head}_{1}, \ldots, \mathrm{head}_{h}) W^{O}, \quad "
+          r"\mathrm{head}_{i} = \mathrm{Attention}(X W_{i}^{Q}, X W_{i}^{K}, X W_{i}^{V})",
+    claims=["mha.concat", "mha.head_dim", "linear.dX", "linear.dW", "linear.db", "attention.dQ",
+            "attention.dK", "attention.dV", "attention.causal"],
+    kernels=["linear", "attention"], template="mha")
+COMPOSITES = [MHA]

