@@ -111,8 +111,9 @@ def storage_shape(arr: Array, integer: bool, batched: bool, sizes: dict,
     """The concrete stored shape of `arr` at `sizes` (Symbol or name -> int): for examples."""
     subs = {(sp.Symbol(k, integer=True, positive=True) if isinstance(k, str) else k): v
             for k, v in sizes.items()}
+    row_vector = sp.sympify(arr.shape[0]) == 1          # declared (1, n), whatever n is
     rows, cols = (int(sp.sympify(d).xreplace(subs)) for d in arr.shape)
-    dims = (rows,) if integer else ((cols,) if rows == 1 else (rows, cols))
+    dims = (rows,) if integer else ((cols,) if row_vector else (rows, cols))
     return (tuple(batch) if batched else ()) + dims
 
 
