@@ -539,9 +539,12 @@ class NumpyGPT:
         self._tape = None
         parts = self._map(lambda tw: self._backward_shard(*tw), tapes)
         out = self._grad_buffer()
-        for k, g in out.items():
-            np.copyto(g, parts[0][k])
-            for p in parts[1:]:
+        for k, g in out.items():                              # shard 0 + shard 1 (+ …): one pass each
+            if len(parts) == 1:
+                np.copyto(g, parts[0][k])
+                continue
+            np.add(parts[0][k], parts[1][k], out=g)
+            for p in parts[2:]:
                 np.add(g, p[k], out=g)
         return out
 
