@@ -24,7 +24,7 @@ from pathlib import Path
 import jinja2
 import sympy as sp
 
-from derivations.arrays import Array, ColSum, Contract, Gather, OneHot, Take, shape_of
+from derivations.arrays import Array, CausalMask, ColSum, Contract, Gather, OneHot, T, Take, shape_of
 from derivations.ops import Op
 
 from .printers import PrinterError, check_name, printer_for
@@ -381,7 +381,10 @@ def _body(assigns, printer, batched: dict, keep=None) -> list[str]:
         local = {n for n, w in first_guard.items() if w is None and n not in {a.name for a in keep}}
         last_read = {n: k for n, k in last_read.items() if n in local}
     for k, asg in enumerate(assigns):
-        printed = printer.print_assign(asg.target.name, asg.expr, full=_full_shape(batched))
+        if _masks_own_array(assigns, k):               # S = mask(S) on S computed just above
+            printed = printer.print_causal_in_place(asg.target.name)
+        else:
+            printed = printer.print_assign(asg.target.name, asg.expr, full=_full_shape(batched))
         printed[-1] += f"  # {_shape_comment(asg.target, batched[asg.target], printer)}"
         if keep is not None:
             temps = [m.group(1) for p in printed for m in [_TEMP.match(p)] if m]
@@ -395,6 +398,24 @@ def _body(assigns, printer, batched: dict, keep=None) -> list[str]:
         if dead:
             lines.append("del " + ", ".join(dead))
     return lines
+
+
+_VIEW_NODES = (T, Gather, Take, CausalMask, OneHot)      # may print as views of their argument
+
+
+def _masks_own_array(assigns, k: int) -> bool:
+    """Whether assignment k is `S = CausalMask(S)` with S computed earlier in this body as a
+    new array that nothing else views: then the mask may be applied to S in place."""
+    asg = assigns[k]
+    expr, target = asg.expr, asg.target
+    if not (isinstance(expr, CausalMask) and expr.args[0] == target):
+        return False
+    earlier = [a for a in assigns[:k] if a.target == target]
+    if not earlier or isinstance(earlier[-1].expr, (Array, *_VIEW_NODES)) or earlier[-1].when != asg.when \
+            and earlier[-1].when is not None:
+        return False
+    return not any(isinstance(node, _VIEW_NODES) and target in node.args
+                   for a in assigns[:k] for node in sp.preorder_traversal(a.expr))
 
 
 def _tuple(names: list[str]) -> str:
@@ -466,7 +487,8 @@ def op_context(op: Op, backend: str, tables=()) -> dict:
     """Everything a template needs for one op and one backend (all text already printed);
     `tables` are the Tables printed into the same file (Table.file == op.name)."""
     an = analyse(op)
-    fwd = printer_for(backend, names=an.option_names)
+    matrices = frozenset(a.array for a in an.args if a.role == "param" and not a.row_vector)
+    fwd = printer_for(backend, names=an.option_names, matrices=matrices)
     name = op.name
     qn = _q(name)
 
@@ -497,7 +519,7 @@ def op_context(op: Op, backend: str, tables=()) -> dict:
 
     try:
         forward_lines = _body(op.forward, fwd, an.batched, keep=set(op.outputs) | set(op.saved))
-        bwd = printer_for(backend, names=an.option_names)
+        bwd = printer_for(backend, names=an.option_names, matrices=matrices)
         backward_lines = _body(op.backward, bwd, an.batched, keep=set(op.grads))
     except PrinterError as e:
         raise CodegenError(f"op {name} ({op.module}), {backend}: {e}") from None

@@ -398,8 +398,10 @@ class NumpyGPT:
         dq, dk, dv = getattr(self._kern(c.attention), c.attention + "_backward")(dy, c_sdpa)
         if c_rope is not None:
             dq, dk = self._rope_bwd(dq, c_rope[0]), self._rope_bwd(dk, c_rope[1])
-        dqkv = np.concatenate([t.transpose(0, 2, 1, 3).reshape(B, T, C) for t in (dq, dk, dv)],
-                              axis=-1)                                         # undo split + heads
+        dqkv = np.empty((B, T, 3, nh, hd), dtype=dq.dtype)                   # undo split + heads:
+        for part, g in enumerate((dq, dk, dv)):                               # one copy each
+            dqkv[:, :, part] = g.transpose(0, 2, 1, 3)
+        dqkv = dqkv.reshape(B, T, 3 * C)
         return self._linear_bwd(prefix + ".c_attn", dqkv, c_attn, c.bias, grads)
 
     def _mlp_fwd(self, prefix, x):
@@ -430,15 +432,15 @@ class NumpyGPT:
         if self.config.norm_position == "pre":
             h, c1 = self._norm_fwd(p + ".ln_1", x)
             a, ca = self._attn_fwd(p + ".attn", h)
-            x = x + a                                                          # residual
+            x = _residual(x, a)
             h, c2 = self._norm_fwd(p + ".ln_2", x)
             m, cm = self._mlp_fwd(p + ".mlp", h)
-            x = x + m                                                          # residual
+            x = _residual(x, m)
         else:
             a, ca = self._attn_fwd(p + ".attn", x)
-            x, c1 = self._norm_fwd(p + ".ln_1", x + a)                          # norm(residual)
+            x, c1 = self._norm_fwd(p + ".ln_1", _residual(x, a))                # norm(residual)
             m, cm = self._mlp_fwd(p + ".mlp", x)
-            x, c2 = self._norm_fwd(p + ".ln_2", x + m)
+            x, c2 = self._norm_fwd(p + ".ln_2", _residual(x, m))
         return x, (c1, ca, c2, cm)
 
     def _block_bwd(self, layer, dx, cache, grads):
@@ -446,16 +448,16 @@ class NumpyGPT:
         c1, ca, c2, cm = cache
         if self.config.norm_position == "pre":
             # x2 = x1 + mlp(ln_2(x1)):  dx1 = dx2 + ln_2ᵀ(mlpᵀ(dx2))
-            dx = dx + self._norm_bwd(p + ".ln_2", self._mlp_bwd(p + ".mlp", dx, cm, grads), c2, grads)
+            dx = _residual(dx, self._norm_bwd(p + ".ln_2", self._mlp_bwd(p + ".mlp", dx, cm, grads), c2, grads))
             # x1 = x0 + attn(ln_1(x0)): dx0 = dx1 + ln_1ᵀ(attnᵀ(dx1))
-            dx = dx + self._norm_bwd(p + ".ln_1", self._attn_bwd(p + ".attn", dx, ca, grads), c1, grads)
+            dx = _residual(dx, self._norm_bwd(p + ".ln_1", self._attn_bwd(p + ".attn", dx, ca, grads), c1, grads))
         else:
             # x2 = ln_2(x1 + mlp(x1)):  dz = ln_2ᵀ(dx2);  dx1 = dz + mlpᵀ(dz)
             dz = self._norm_bwd(p + ".ln_2", dx, c2, grads)
-            dx = dz + self._mlp_bwd(p + ".mlp", dz, cm, grads)
+            dx = _residual(dz, self._mlp_bwd(p + ".mlp", dz, cm, grads))
             # x1 = ln_1(x0 + attn(x0)): dz = ln_1ᵀ(dx1);  dx0 = dz + attnᵀ(dz)
             dz = self._norm_bwd(p + ".ln_1", dx, c1, grads)
-            dx = dz + self._attn_bwd(p + ".attn", dz, ca, grads)
+            dx = _residual(dz, self._attn_bwd(p + ".attn", dz, ca, grads))
         return dx
 
     def _sinusoid_table(self, T):
@@ -598,6 +600,15 @@ class NumpyGPT:
         return state
 
     __call__ = forward
+
+
+def _residual(x: np.ndarray, fresh: np.ndarray) -> np.ndarray:
+    """x + fresh, written into `fresh`: a sublayer's output (or a layer's input gradient) that
+    was just computed and that no cache holds, so no new array is needed."""
+    if fresh.shape == x.shape and fresh.dtype == x.dtype and fresh.flags.writeable:
+        fresh += x
+        return fresh
+    return x + fresh
 
 
 def _acc(grads: dict, name: str, g) -> None:

@@ -15,15 +15,17 @@ If the generated step kernel is missing, both optimisers fall back to PyTorch's 
 hand-written update; `.impl` says which one runs.
 
 `clip_grad_norm` and `cosine_lr` are bookkeeping around the update, not layer formulas.
+torch is imported only where a torch object is handled: NumPy training never loads it.
 """
 from __future__ import annotations
 
 import math
 
-import numpy as np
-import torch
+import sys
 
-from .model_numpy import MissingKernelError, flat_layout, kernel
+import numpy as np
+
+from .model_numpy import MissingKernelError, default_threads, flat_layout, kernel
 
 GENERATED = "generated adamw_step"
 TORCH_FALLBACK = "torch.optim AdamW (generated adamw_step missing)"
@@ -46,9 +48,19 @@ def decays(name: str, shape) -> bool:
 class AdamW:
     """AdamW over a dict of NumPy arrays (updated in place, so the model sees the new values)."""
 
-    def __init__(self, params: dict, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1):
+    # Elements per kernel call on the flat buffer: p, g, m, v and the step's temporaries of a
+    # chunk stay in cache (131072 float32: 0.5 MiB each), measured 30% faster than one call over
+    # 800k parameters; with two threads each takes every other chunk (-45%).
+    CHUNK = 131072
+
+    def __init__(self, params: dict, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,
+                 threads: int | None = None):
+        """`threads`: how many threads share the update of a flat buffer (None: as NumpyGPT,
+        min(2, CPUs)); NumPy releases the GIL inside each ufunc."""
         if not params:
             raise ValueError("AdamW needs at least one parameter")
+        self.threads = default_threads() if threads is None else max(1, int(threads))
+        self._pool = None
         self.params = params                           # the model's own dict: read at each step
         self.lr = float(lr)
         self.beta1, self.beta2 = (float(b) for b in betas)
@@ -110,16 +122,31 @@ class AdamW:
             for k, g in grads.items():
                 if k in offsets:
                     g_flat[offsets[k]:offsets[k] + np.size(g)] = np.ravel(g)
-        for a, b, d in self._runs:
-            wd = self.weight_decay if d else 0.0
-            p_new, m_new, v_new = self._kernel(base[a:b], g_flat[a:b], m_flat[a:b], v_flat[a:b], t=self.t,
-                                               lr=lr, beta1=self.beta1, beta2=self.beta2, eps=self.eps,
-                                               weight_decay=wd)
-            base[a:b], m_flat[a:b], v_flat[a:b] = p_new, m_new, v_new
+        chunks = [(a, min(a + self.CHUNK, b), d) for a, b, d in self._runs for a in range(a, b, self.CHUNK)]
+
+        def update(part):
+            for a, b, d in part:
+                wd = self.weight_decay if d else 0.0
+                p_new, m_new, v_new = self._kernel(base[a:b], g_flat[a:b], m_flat[a:b], v_flat[a:b],
+                                                   t=self.t, lr=lr, beta1=self.beta1, beta2=self.beta2,
+                                                   eps=self.eps, weight_decay=wd)
+                base[a:b], m_flat[a:b], v_flat[a:b] = p_new, m_new, v_new
+
+        n = min(self.threads, len(chunks))
+        if n == 1:
+            return update(chunks)
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+            self._pool = ThreadPoolExecutor(max_workers=n - 1, thread_name_prefix="qed-adamw")
+        futures = [self._pool.submit(update, chunks[k::n]) for k in range(1, n)]
+        update(chunks[0::n])
+        for f in futures:
+            f.result()
 
     def _torch_step(self, p, g, name, lr, wd):
         if not (p.flags.writeable and p.flags.c_contiguous):
             raise ValueError(f"AdamW: parameter {name} must be a writeable contiguous array")
+        import torch
         from torch.optim.adamw import adamw as torch_adamw
 
         with torch.no_grad():
@@ -164,7 +191,9 @@ def clip_grad_norm(grads: dict, max_norm) -> float:
     vals = list(grads.values())
     if not vals:
         return 0.0
-    if isinstance(vals[0], torch.Tensor):
+    torch = sys.modules.get("torch")           # a tensor exists only if torch is loaded
+    is_tensor = (lambda g: False) if torch is None else (lambda g: isinstance(g, torch.Tensor))
+    if is_tensor(vals[0]):
         total = math.sqrt(sum(float(torch.sum(g.detach().double() ** 2)) for g in vals))
     else:
         total = math.sqrt(sum(float(np.sum(np.square(g, dtype=np.float64))) for g in vals))
@@ -172,7 +201,7 @@ def clip_grad_norm(grads: dict, max_norm) -> float:
         coef = float(max_norm) / (total + 1e-6)
         if coef < 1.0:
             for k, g in grads.items():
-                if isinstance(g, torch.Tensor):
+                if is_tensor(g):
                     g.mul_(coef)
                 else:
                     grads[k] = g * g.dtype.type(coef)
@@ -181,6 +210,8 @@ def clip_grad_norm(grads: dict, max_norm) -> float:
 
 def torch_clip_grad_norm(model, max_norm) -> float:
     """clip_grad_norm over the .grad of a torch module's (or an iterable's) parameters."""
+    import torch
+
     params = model.parameters() if isinstance(model, torch.nn.Module) else model
     grads = {i: p.grad for i, p in enumerate(params) if p.grad is not None}
     return clip_grad_norm(grads, max_norm)
@@ -206,6 +237,8 @@ class TorchAdamW:
     """
 
     def __init__(self, params, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1):
+        import torch
+
         if isinstance(params, torch.nn.Module):
             named = list(params.named_parameters())
         elif isinstance(params, dict):
@@ -246,8 +279,15 @@ class TorchAdamW:
         for _, p in self.named:
             p.grad = None
 
-    @torch.no_grad()
     def step(self, lr: float | None = None) -> None:
+        import torch
+
+        with torch.no_grad():
+            self._step(lr)
+
+    def _step(self, lr: float | None) -> None:
+        import torch
+
         lr = self.lr if lr is None else float(lr)
         self.t += 1
         if self._opt is not None:
@@ -292,11 +332,15 @@ class TorchAdamW:
     def _moments(self, name, p):
         if self._opt is None:
             return self.m[name], self.v[name]
+        import torch
+
         st = self._opt.state.get(p, {})
         z = torch.zeros_like(p)
         return st.get("exp_avg", z), st.get("exp_avg_sq", z)
 
     def load_state_dict(self, d: dict) -> None:
+        import torch
+
         self.t = int(d["t"])
         for key in ("lr", "beta1", "beta2", "eps", "weight_decay"):
             if key in d:
@@ -323,6 +367,8 @@ class TorchAdamW:
 def _torch_flat(named):
     """(flat buffer, {name: offset}, runs) if the parameters are contiguous views that tile one
     storage exactly (TorchGPT's), runs = [(start, stop, decays?)] in buffer order; else None."""
+    import torch
+
     ps = [p for _, p in named]
     p0 = ps[0]
     storage = p0.untyped_storage()
@@ -350,6 +396,7 @@ def _torch_flat(named):
 
 def build_optimizer(model, *, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1):
     """AdamW for a NumpyGPT (over model.params) or TorchGPT (over its parameters)."""
-    if isinstance(model, torch.nn.Module):
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(model, torch.nn.Module):
         return TorchAdamW(model, lr, betas=betas, eps=eps, weight_decay=weight_decay)
     return AdamW(model.params, lr, betas=betas, eps=eps, weight_decay=weight_decay)

@@ -111,9 +111,13 @@ CASES = [
     ("transpose", T(x), "x.mT", "x.mT"),
     ("transpose-of-sum", T(a + b), "(a + b).mT", "(a + b).mT"),
     ("transpose-row-vector", T(g), "gamma[:, None]", "gamma[:, None]"),
-    ("rowsum", RowSum(x), "np.sum(x, axis=-1, keepdims=True)", "torch.sum(x, dim=-1, keepdim=True)"),
+    # NumPy: row sums of a named array as a gemv with ones (BLAS), np.sum for anything else
+    ("rowsum", RowSum(x), "(x @ np.ones(x.shape[-1], dtype=x.dtype))[..., None]",
+     "torch.sum(x, dim=-1, keepdim=True)"),
+    ("rowsum-of-expression", RowSum(x * y), "np.sum(x*y, axis=-1, keepdims=True)",
+     "torch.sum(x*y, dim=-1, keepdim=True)"),
     ("rowmax", RowMax(x), "np.max(x, axis=-1, keepdims=True)", "torch.amax(x, dim=-1, keepdim=True)"),
-    ("rowmean", RowMean(x), "np.mean(x, axis=-1, keepdims=True)",
+    ("rowmean", RowMean(x), "(x @ np.ones(x.shape[-1], dtype=x.dtype))[..., None]/x.shape[-1]",
      "torch.mean(x, dim=-1, keepdim=True)"),
     ("shift", x - RowMax(x), "x - np.max(x, axis=-1, keepdims=True)",
      "x - torch.amax(x, dim=-1, keepdim=True)"),
@@ -152,7 +156,7 @@ ASSIGN_CASES = [
      ["_t0 = x*y", "z = _t0.reshape(-1, _t0.shape[-1]).sum(0)"]),
     ("softmax-shares-exp", sp.exp(x - RowMax(x)) / RowSum(sp.exp(x - RowMax(x))),
      ["_t0 = np.exp(x - np.max(x, axis=-1, keepdims=True))",
-      "z = _t0/np.sum(_t0, axis=-1, keepdims=True)"],
+      "z = _t0/(_t0 @ np.ones(_t0.shape[-1], dtype=_t0.dtype))[..., None]"],
      ["_t0 = torch.exp(x - torch.amax(x, dim=-1, keepdim=True))",
       "z = _t0/torch.sum(_t0, dim=-1, keepdim=True)"]),
     ("shared-reciprocal", x * (1 - 1 / (1 + sp.exp(-x))) / (1 + sp.exp(-x)),
@@ -358,16 +362,17 @@ INPLACE = [
      ["out = x*x", "out *= -(1/2)", "np.exp(out, out=out)", "out *= math.sqrt(2)/(2*math.sqrt(math.pi))",
       "out *= x", "out += c", "out *= y"]),
     ("layernorm-backward", col * (a - b * RowMean(a * b) - RowMean(a)),
-     ["out = b*np.mean(a*b, axis=-1, keepdims=True)", "np.negative(out, out=out)", "out += a",
-      "out -= np.mean(a, axis=-1, keepdims=True)", "out *= mean"]),
+     ["_t0 = a*b", "out = b*(_t0 @ np.ones(_t0.shape[-1], dtype=_t0.dtype))[..., None]/_t0.shape[-1]",
+      "np.negative(out, out=out)", "out += a",
+      "out -= (a @ np.ones(a.shape[-1], dtype=a.dtype))[..., None]/a.shape[-1]", "out *= mean"]),
     ("scaled-scores", MatMul(q, T(k)) / sp.sqrt(d_k), ["out = (q @ k.mT)", "out /= math.sqrt(d_k)"]),
     ("softmax-backward", y * (x - RowSum(x * y)),
-     ["out = x - np.sum(x*y, axis=-1, keepdims=True)", "out *= y"]),
+     ["_t0 = x*y", "out = x - (_t0 @ np.ones(_t0.shape[-1], dtype=_t0.dtype))[..., None]", "out *= y"]),
     # a temporary that is read again is never the in-place start (SiLU's backward)
     ("read-twice", x * (y * (1 - Sigmoid(y)) + 1) * Sigmoid(y),
      ["_t0 = scipy.special.expit(y)", "out = 1 - _t0", "out *= y", "out += 1", "out *= x", "out *= _t0"]),
     # nothing computed has the full shape: one plain statement
-    ("plain", x + RowSum(y), ["out = x + np.sum(y, axis=-1, keepdims=True)"]),
+    ("plain", x + RowSum(y), ["out = x + (y @ np.ones(y.shape[-1], dtype=y.dtype))[..., None]"]),
 ]
 
 
@@ -375,7 +380,9 @@ INPLACE = [
 def test_inplace_statements(expr, lines):
     assert NumpyPrinter().print_assign("out", expr, full=_full) == lines
     torch_lines = TorchPrinter().print_assign("out", expr, full=_full)
-    assert len(torch_lines) == len(lines)                     # the same program, torch's spelling
+    # the same program in torch's spelling (NumPy alone binds a row sum's argument to a name)
+    assert len(torch_lines) == len([t for t in lines if not t.startswith("_t")]) + \
+        len([t for t in torch_lines if t.startswith("_t")])
 
 
 def test_inplace_values_match_expression():
@@ -403,3 +410,64 @@ def test_inplace_values_match_expression():
         torch.testing.assert_close(scope["out"], ref, rtol=1e-13, atol=1e-13, msg=name)
         for k in ("x", "y", "a", "b", "c", "q", "k", "mean"):
             assert np.array_equal(scope[k].numpy(), before[k]), (name, k)
+
+
+# ------------------------------------------------------------------ weight matrices, causal mask
+W = Array("weight", (n, n))
+
+
+@pytest.mark.parametrize("expr, numpy_text", [
+    # a batched operand times a weight matrix (or its transpose): one 2-D product over all rows
+    (MatMul(x, T(W)), "(x.reshape(-1, x.shape[-1]) @ weight.mT).reshape(*x.shape[:-1], -1)"),
+    (MatMul(x, W), "(x.reshape(-1, x.shape[-1]) @ weight).reshape(*x.shape[:-1], -1)"),
+    # two batched operands (attention's scores), or a matrix on the left: as written
+    (MatMul(q, T(k)), "(q @ k.mT)"),
+    (MatMul(W, T(x)), "(weight @ x.mT)"),
+])
+def test_matmul_folds_leading_axes_onto_weight_matrices(expr, numpy_text):
+    assert NumpyPrinter({"matrices": frozenset({W})}).doprint(expr) == numpy_text
+    assert NumpyPrinter().doprint(expr) == f"({NumpyPrinter().doprint(expr.args[0])} @ " \
+        f"{NumpyPrinter().doprint(expr.args[1])})"                  # not a known matrix: as written
+    assert TorchPrinter({"matrices": frozenset({W})}).doprint(expr).startswith("(")  # torch.matmul folds itself
+
+
+def test_folded_matmul_values():
+    """The folded product equals the batched one, for contiguous and strided operands."""
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((4, 4))
+    scope = {"weight": w}
+    for xv in (rng.standard_normal((2, 3, 5, 4)), rng.standard_normal((2, 5, 3, 4)).transpose(0, 2, 1, 3),
+               rng.standard_normal((5, 4))):
+        scope["x"] = xv
+        got = eval(NumpyPrinter({"matrices": frozenset({W})}).doprint(MatMul(x, T(W))), dict(scope))
+        np.testing.assert_allclose(got, xv @ w.T, rtol=1e-14, atol=1e-14)
+        assert got.shape == xv.shape[:-1] + (4,)
+
+
+k_sq = Array("k", (r, d_k))
+
+
+def _causal_body(assigns):
+    from codegen.render import _body
+    from derivations.arrays import Assign
+    return _body([Assign(t, e) for t, e in assigns], NumpyPrinter(),
+                 {a: True for a in (s_, q, k_sq, Array("v", (r, r)))})
+
+
+def test_causal_mask_in_place_only_on_a_fresh_array():
+    # S computed just above: masked in place (no second m×n array)
+    body = _causal_body([(s_, MatMul(q, T(k_sq))), (s_, CausalMask(s_))])
+    assert body[-1].startswith("s += np.triu(np.full(s.shape[-2:], -math.inf, dtype=s.dtype), 1)")
+    # S an input: never written into
+    assert all("+=" not in line for line in _causal_body([(s_, CausalMask(s_))]))
+    # a view of S taken before the mask would see the write: not in place
+    v_ = Array("v", (r, r))
+    body = _causal_body([(s_, MatMul(q, T(k_sq))), (v_, T(s_)), (s_, CausalMask(s_))])
+    assert "np.where(" in body[-1]
+
+    rng = np.random.default_rng(2)
+    sv = rng.standard_normal((2, 3, 3))
+    scope = {"np": np, "math": math, "q": sv, "k": np.eye(3)}
+    exec("\n".join(_causal_body([(s_, MatMul(q, T(k_sq))), (s_, CausalMask(s_))])), scope)
+    want = np.where(np.tri(3, 3, dtype=bool), sv, -np.inf)
+    assert np.array_equal(scope["s"], want) and np.array_equal(scope["q"], sv)
