@@ -687,8 +687,10 @@ class _ArrayPrinter(Printer):
         return str(self._atomic(expr) if twice else self._print(expr))
 
     def _print_ColSum(self, expr):
-        a = self._atomic(expr.args[0])
-        return Code(f"{a}.reshape(-1, {a}.shape[-1]).sum(0)", ATOM)
+        return Code(self._colsum(self._atomic(expr.args[0])), ATOM)
+
+    def _colsum(self, a: str) -> str:
+        return f"{a}.reshape(-1, {a}.shape[-1]).sum(0)"
 
     def _print_Contract(self, expr):
         a, b = (self._atomic(x) for x in expr.args)
@@ -784,7 +786,17 @@ class NumpyPrinter(_ArrayPrinter):
         if kind == "max" or not arg.isidentifier():
             return f"np.{kind}({arg}, axis=-1, keepdims=True)"
         total = f"({arg} @ np.ones({arg}.shape[-1], dtype={arg}.dtype))[..., None]"
-        return total if kind == "sum" else f"{total}/{arg}.shape[-1]"
+        return total if kind == "sum" else f"({total}/{arg}.shape[-1])"
+
+    def _colsum(self, a):
+        # Σ over every row of every leading axis as 1ᵀA on the (rows, c) matrix: one BLAS gemv
+        # (a name only: in expression mode an expression's text would be evaluated three times)
+        if not a.isidentifier():
+            return super()._colsum(a)
+        self._need("np")
+        self._need("math")
+        return (f"(np.ones(math.prod({a}.shape[:-1]), dtype={a}.dtype) @ "
+                f"{a}.reshape(-1, {a}.shape[-1]))")
 
     def _pair(self, which, a, b):
         return self._call(f"np.{which}imum", a, b)
