@@ -236,6 +236,8 @@ class TorchAdamW:
     `params`: an nn.Module, a dict {name: Parameter}, or an iterable of (name, Parameter).
     """
 
+    CHUNK = 2**20        # elements per kernel call on the flat buffer (4 MiB of float32)
+
     def __init__(self, params, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1):
         import torch
 
@@ -299,7 +301,11 @@ class TorchAdamW:
             buf, offsets, m_flat, v_flat = self._flat
             order = sorted(self.named, key=lambda kp: offsets[kp[0]])
             g_flat = torch.cat([p.grad.reshape(-1) for _, p in order])   # buffer order: one copy
-            for a, b, d in self._runs:
+            # runs cut into CHUNK elements: the step's temporaries stay below glibc's mmap
+            # threshold and are reused, instead of fresh zero-filled pages every step
+            chunks = [(a, min(a + self.CHUNK, b), d) for a, b, d in self._runs
+                      for a in range(a, b, self.CHUNK)]
+            for a, b, d in chunks:
                 wd = self.weight_decay if d else 0.0
                 p_new, m_new, v_new = self._kernel(buf[a:b], g_flat[a:b], m_flat[a:b], v_flat[a:b], t=self.t,
                                                    lr=lr, beta1=self.beta1, beta2=self.beta2,
