@@ -155,6 +155,7 @@ class _ArrayPrinter(Printer):
         self._lines: list[str] | None = None  # statement mode: hoisted temporaries
         self._memo: dict = {}
         self._repeated: set = set()
+        self._stored_shape = None           # print_assign's stored-shape function, if any
         self._temps = 0
 
     # public API --------------------------------------------------------------------------
@@ -177,6 +178,7 @@ class _ArrayPrinter(Printer):
         """
         expr = sp.sympify(expr)
         self._lines, self._memo, self._repeated = [], {}, _repeated_subtrees(expr, self._scalar)
+        self._stored_shape = full
         try:
             if self.inplace and full is not None and not self._scalar(expr) \
                     and target not in {a.name for a in expr.free_symbols if isinstance(a, Array)}:
@@ -186,7 +188,7 @@ class _ArrayPrinter(Printer):
             text = self._print(expr)
             return self._lines + [f"{target} = {text}"]
         finally:
-            self._lines, self._memo, self._repeated = None, {}, set()
+            self._lines, self._memo, self._repeated, self._stored_shape = None, {}, set(), None
 
     inplace = False           # the backend has in-place operators on fresh arrays (NumPy)
     out_funcs: dict = {}      # elementwise functions applied in place (SymPy class -> name)
@@ -272,9 +274,25 @@ class _ArrayPrinter(Printer):
         return super()._print(expr, **kwargs)
 
     def _hoist(self, expr) -> Code:
-        """Statement mode: bind `expr` to a temporary (once) and return its name."""
+        """Statement mode: bind `expr` to a temporary (once) and return its name. With the
+        stored shapes known (`full`), the temporary is computed in place like an assignment
+        (`_t0 = s - max(s)` then `exp(_t0, out=_t0)`: one new array, not two)."""
         if expr in self._memo:
             return self._memo[expr]
+        if self.inplace and self._stored_shape is not None and not self._scalar(expr):
+            name = f"_t{self._temps}"
+            self._repeated.discard(expr)            # inside its own build: printed, not named
+            try:
+                lines = self._inplace(name, expr, self._stored_shape)
+            except PrinterError:
+                lines = None
+            finally:
+                self._repeated.add(expr)
+            if lines is not None and len(lines) > 1:
+                self._temps += 1
+                self._lines.extend(lines)
+                self._memo[expr] = Code(name, ATOM)
+                return self._memo[expr]
         code = super()._print(expr)
         if code.prec == ATOM and code.isidentifier():
             return code
@@ -656,8 +674,8 @@ class _ArrayPrinter(Printer):
         """(..., r, k) @ (k, c) as a single 2-D product over all rows of every leading axis:
         the same sums, one BLAS call instead of one per leading index."""
         a = self._atomic(left)
-        b = self._operand(self._print(right), MUL)
-        return Code(f"({a}.reshape(-1, {a}.shape[-1]) @ {b}).reshape(*{a}.shape[:-1], -1)", ATOM)
+        b = self._paren(self._print(right), ATOM - 1)
+        return Code(f"({a}.reshape(-1, {a}.shape[-1]) @ {b}).reshape(*{a}.shape[:-1], {b}.shape[-1])", ATOM)
 
     def _print_T(self, expr):
         (a,) = expr.args
