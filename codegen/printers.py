@@ -156,13 +156,16 @@ class _ArrayPrinter(Printer):
         self._memo: dict = {}
         self._repeated: set = set()
         self._stored_shape = None           # print_assign's stored-shape function, if any
+        self._dead: frozenset = frozenset()  # arrays read here for the last time (may be taken over)
+        self._computed_once: frozenset = frozenset()   # the statement's temporaries
+        self._whole = None                  # the statement's expression
         self._temps = 0
 
     # public API --------------------------------------------------------------------------
     def doprint(self, expr) -> str:
         return str(self._print(sp.sympify(expr)))
 
-    def print_assign(self, target: str, expr, full=None) -> list[str]:
+    def print_assign(self, target: str, expr, full=None, dead=frozenset()) -> list[str]:
         """Lines computing `target = expr`.
 
         A subexpression that occurs more than once (`exp(x - max(x))` in a softmax), or that a
@@ -178,7 +181,8 @@ class _ArrayPrinter(Printer):
         """
         expr = sp.sympify(expr)
         self._lines, self._memo, self._repeated = [], {}, _repeated_subtrees(expr, self._scalar)
-        self._stored_shape = full
+        self._stored_shape, self._dead, self._whole = full, frozenset(dead), expr
+        self._computed_once = frozenset(self._repeated)
         try:
             if self.inplace and full is not None and not self._scalar(expr) \
                     and target not in {a.name for a in expr.free_symbols if isinstance(a, Array)}:
@@ -189,6 +193,7 @@ class _ArrayPrinter(Printer):
             return self._lines + [f"{target} = {text}"]
         finally:
             self._lines, self._memo, self._repeated, self._stored_shape = None, {}, set(), None
+            self._dead = frozenset()
 
     inplace = False           # the backend has in-place operators on fresh arrays (NumPy)
     out_funcs: dict = {}      # elementwise functions applied in place (SymPy class -> name)
@@ -212,11 +217,31 @@ class _ArrayPrinter(Printer):
             return not (self._scalar(e) or isinstance(e, (Array, sp.Symbol)) or e in self._repeated
                         or type(e).__name__ in self._VIEWS) and full(e) == want
 
+        def taken_over(pick, other) -> bool:
+            """`target = pick ∘ other` on a temporary `pick` that this statement alone reads,
+            in one in-place operation: the other operand (which may read the temporary, as
+            softmax's row sum does) is evaluated before the write, so the temporary's array can
+            become the target's. Not with a view operand (it would overlap the write)."""
+            own = pick in self._repeated or (isinstance(pick, Array) and pick in self._dead)
+            if not (own and full(pick) == want and not self._scalar(other)):
+                return False
+            # every read of `pick` in the whole statement is in this one operation
+            if self._reads(self._whole, pick) != self._reads(sp.Add(pick, other, evaluate=False), pick):
+                return False
+            return not any(type(a).__name__ in self._VIEWS for a in sp.preorder_traversal(other))
+
         def build(e) -> None:
             if isinstance(e, sp.Add):
                 terms = list(e.as_ordered_terms())
                 fresh = [t for t in terms if computed(self._split_sign(t)[1])]
                 pick = next((t for t in fresh if not self._split_sign(t)[0]), None) or next(iter(fresh), None)
+                if pick is None and len(terms) == 2:
+                    for a, b in (terms, terms[::-1]):
+                        if not self._split_sign(a)[0] and taken_over(a, self._split_sign(b)[1]):
+                            emit(f"{target} = {self._print(a)}")
+                            neg, mag = self._split_sign(b)
+                            emit(f"{target} {'-=' if neg else '+='} {self._print(mag)}")
+                            return
                 if pick is not None:
                     neg, mag = self._split_sign(pick)
                     build(mag)
@@ -233,6 +258,13 @@ class _ArrayPrinter(Printer):
                 numer = [f for f in factors if not (f.is_Pow and f.exp.is_Number and f.exp < 0)]
                 denom = [f.base if f.exp == -1 else sp.Pow(f.base, -f.exp) for f in factors if f not in numer]
                 pick = next((f for f in numer if computed(f)), None)
+                arrays = [f for f in numer + denom if not self._scalar(f)]
+                if pick is None and coeff == 1 and len(factors) == 2 and len(arrays) == 2 and arrays[0] in numer:
+                    other = arrays[1]
+                    if taken_over(arrays[0], other):
+                        emit(f"{target} = {self._print(arrays[0])}")
+                        emit(f"{target} {'*=' if other in numer else '/='} {self._print(other)}")
+                        return
                 if pick is not None:
                     build(pick)
                     s_num = coeff * sp.Mul(*[f for f in numer if self._scalar(f)])
@@ -260,6 +292,22 @@ class _ArrayPrinter(Printer):
         build(expr)
         return out
 
+    def _reads(self, tree, a) -> int:
+        """How many times the statement's code reads `a` in `tree`: each repeated subtree (a
+        temporary, computed once) counted once."""
+        seen: set = set()
+
+        def count(e) -> int:
+            if e == a:
+                return 1
+            if e in self._computed_once:
+                if e in seen:
+                    return 0
+                seen.add(e)
+            return sum(count(x) for x in e.args)
+
+        return count(sp.sympify(tree))
+
     def _in_place_call(self, name: str, target: str) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -280,7 +328,10 @@ class _ArrayPrinter(Printer):
         if expr in self._memo:
             return self._memo[expr]
         if self.inplace and self._stored_shape is not None and not self._scalar(expr):
+            pending, memo, temps = self._lines, dict(self._memo), self._temps
+            self._lines = []                        # this temporary's lines (and its own temporaries)
             name = f"_t{self._temps}"
+            self._temps += 1
             self._repeated.discard(expr)            # inside its own build: printed, not named
             try:
                 lines = self._inplace(name, expr, self._stored_shape)
@@ -288,11 +339,11 @@ class _ArrayPrinter(Printer):
                 lines = None
             finally:
                 self._repeated.add(expr)
-            if lines is not None and len(lines) > 1:
-                self._temps += 1
-                self._lines.extend(lines)
+            if lines is not None:
+                self._lines = pending + lines
                 self._memo[expr] = Code(name, ATOM)
                 return self._memo[expr]
+            self._lines, self._memo, self._temps = pending, memo, temps
         code = super()._print(expr)
         if code.prec == ATOM and code.isidentifier():
             return code

@@ -384,7 +384,12 @@ def _body(assigns, printer, batched: dict, keep=None) -> list[str]:
         if _masks_own_array(assigns, k):               # S = mask(S) on S computed just above
             printed = printer.print_causal_in_place(asg.target.name)
         else:
-            printed = printer.print_assign(asg.target.name, asg.expr, full=_full_shape(batched))
+            # arrays this line reads for the last time, computed above as new arrays: the line
+            # may take one over as its result (S − max S written into S's array)
+            dead = {a for a in sp.sympify(asg.expr).free_symbols if isinstance(a, Array)
+                    and last_read.get(a.name) == k and _own_array(assigns, k, a)}
+            printed = printer.print_assign(asg.target.name, asg.expr, full=_full_shape(batched),
+                                           dead=dead)
         printed[-1] += f"  # {_shape_comment(asg.target, batched[asg.target], printer)}"
         if keep is not None:
             temps = [m.group(1) for p in printed for m in [_TEMP.match(p)] if m]
@@ -416,6 +421,22 @@ def _masks_own_array(assigns, k: int) -> bool:
         return False
     return not any(isinstance(node, _VIEW_NODES) and target in node.args
                    for a in assigns[:k] for node in sp.preorder_traversal(a.expr))
+
+
+def _own_array(assigns, k: int, a: Array) -> bool:
+    """Whether `a`, as assignment k reads it, is a new array computed earlier in this body
+    (not an input, not a view of anything) that no other name views."""
+    for j in range(k - 1, -1, -1):
+        if assigns[j].target != a:
+            continue
+        if _masks_own_array(assigns, j):               # masked in place: still its own array
+            continue
+        if assigns[j].when is not None or isinstance(assigns[j].expr, (Array, *_VIEW_NODES)):
+            return False
+        return not any(isinstance(node, _VIEW_NODES) and a in node.args
+                       for i, b in enumerate(assigns[:k]) if not _masks_own_array(assigns, i)
+                       for node in sp.preorder_traversal(b.expr))
+    return False
 
 
 def _tuple(names: list[str]) -> str:

@@ -376,7 +376,11 @@ INPLACE = [
     # a temporary read twice is itself computed in place: one new array for exp(x − max x)
     ("softmax-temporary", sp.exp(x - RowMax(x)) / RowSum(sp.exp(x - RowMax(x))),
      ["_t0 = x - np.max(x, axis=-1, keepdims=True)", "np.exp(_t0, out=_t0)",
-      "out = _t0/(_t0 @ np.ones(_t0.shape[-1], dtype=_t0.dtype))[..., None]"]),
+      "out = _t0", "out /= (_t0 @ np.ones(_t0.shape[-1], dtype=_t0.dtype))[..., None]"]),
+    # a temporary that two in-place operations would read after the first write: not taken over
+    ("temporary-read-after-write", 2 * sp.exp(x) * (x + RowSum(sp.exp(x))) / RowSum(sp.exp(x)),
+     ["_t1 = np.exp(x)", "_t0 = (_t1 @ np.ones(_t1.shape[-1], dtype=_t1.dtype))[..., None]",
+      "out = x + _t0", "out *= 2", "out *= _t1", "out /= _t0"]),
     # nothing computed has the full shape: one plain statement
     ("plain", x + RowSum(y), ["out = x + (y @ np.ones(y.shape[-1], dtype=y.dtype))[..., None]"]),
 ]
@@ -481,3 +485,33 @@ def test_causal_mask_in_place_only_on_a_fresh_array():
     exec("\n".join(_causal_body([(s_, MatMul(q, T(k_sq))), (s_, CausalMask(s_))])), scope)
     want = np.where(np.tri(3, 3, dtype=bool), sv, -np.inf)
     assert np.array_equal(scope["s"], want) and np.array_equal(scope["q"], sv)
+
+
+def _keep_body(assigns, keep):
+    from codegen.render import _body
+    from derivations.arrays import Assign
+    return _body([Assign(t, e) for t, e in assigns], NumpyPrinter(),
+                 {a: True for a in (s_, q, k_sq, Array("z", (r, r)))}, keep=set(keep))
+
+
+def test_dead_array_taken_over_only_when_safe():
+    """An array computed above and read for the last time may become the result's array, when
+    every read of it is in the one in-place operation that starts from it."""
+    z = Array("z", (r, r))
+    scores = (s_, MatMul(q, T(k_sq)))
+    shifted = _keep_body([scores, (z, sp.exp(s_ - RowMax(s_)))], keep=[z])
+    assert shifted[1:4] == ["z = s", "z -= np.max(s, axis=-1, keepdims=True)", "np.exp(z, out=z)  # (..., r, r)"]
+    kept = _keep_body([scores, (z, sp.exp(s_ - RowMax(s_)))], keep=[z, s_])
+    assert kept[1] == "z = s - np.max(s, axis=-1, keepdims=True)"          # s is saved: untouched
+    read_after = _keep_body([scores, (z, (s_ - RowMax(s_)) * s_)], keep=[z])
+    assert read_after[1:3] == ["z = s - np.max(s, axis=-1, keepdims=True)", "z *= s  # (..., r, r)"]
+
+    rng = np.random.default_rng(3)
+    qv, kv = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 3, 4))
+    sv = qv @ kv.swapaxes(-1, -2)
+    for body, want in ((shifted, np.exp(sv - sv.max(-1, keepdims=True))),
+                       (read_after, (sv - sv.max(-1, keepdims=True)) * sv)):
+        scope = {"np": np, "math": math, "q": qv.copy(), "k": kv.copy()}
+        exec("\n".join(body), scope)
+        np.testing.assert_allclose(scope["z"], want, rtol=1e-13)
+        assert np.array_equal(scope["q"], qv) and np.array_equal(scope["k"], kv)
