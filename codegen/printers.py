@@ -46,7 +46,7 @@ from sympy.printing.printer import Printer
 
 # The array-language nodes (MatMul, T, RowSum, ..., Take) are printed by the `_print_<Node>`
 # methods below: SymPy's Printer dispatches on the class name.
-from derivations.arrays import Array, T, is_scalar, shape_of
+from derivations.arrays import Array, NormalCDF, T, is_scalar, shape_of
 
 __all__ = ["PrinterError", "NumpyPrinter", "TorchPrinter", "Code", "RESERVED_NAMES",
            "check_name", "printer_for"]
@@ -180,6 +180,8 @@ class _ArrayPrinter(Printer):
         `out=target` (see `_inplace`). One allocation instead of one per operation.
         """
         expr = sp.sympify(expr)
+        if not self.ndtr_name:                      # Φ as its formula, printed in place
+            expr = expr.replace(lambda e: isinstance(e, NormalCDF), lambda e: e.document_form())
         self._lines, self._memo, self._repeated = [], {}, _repeated_subtrees(expr, self._scalar)
         self._stored_shape, self._dead, self._whole = full, frozenset(dead), expr
         self._computed_once = frozenset(self._repeated)
@@ -619,6 +621,16 @@ class _ArrayPrinter(Printer):
             raise PrinterError(f"{self.backend} printer: no scalar form for Sigmoid in {_show(expr)}")
         return Code(self._call(self.sigmoid_name, self._print(u)), ATOM)
 
+    ndtr_name = ""
+
+    def _print_NormalCDF(self, expr):
+        """Φ(u) = (1 + erf(u/√2))/2 as one library call where the backend has a fast one (a
+        scalar, or no such call: the formula itself)."""
+        (u,) = expr.args
+        if self._scalar(expr) or not self.ndtr_name:
+            return self._print(expr.document_form())
+        return Code(self._call(self.ndtr_name, self._print(u)), ATOM)
+
     def _print_log(self, expr):
         if len(expr.args) != 1:
             raise PrinterError(f"{self.backend} printer: log with a base: {_show(expr)}")
@@ -824,12 +836,13 @@ class NumpyPrinter(_ArrayPrinter):
     backend = "numpy"
     sqrt_name = "np.sqrt"
     sigmoid_name = "scipy.special.expit"
+    ndtr_name = "_special.ndtr"
     table_params: tuple = ()
     table_param_docs: dict = {}
     default_dtype_doc = "float64, as np.dtype(None)"
     # erf: generated/numpy/_special.py, which calls SciPy's erf (`library_funcs`) for float64 and
     # evaluates derivations/special.py's rational for float32 (SciPy's float32 loop is scalar)
-    library_funcs = {sp.erf: "scipy.special.erf"}
+    library_funcs = {sp.erf: "scipy.special.erf", NormalCDF: "scipy.special.ndtr"}
     inplace = True
     out_funcs = {sp.exp: "exp", sp.log: "log", sp.tanh: "tanh", sp.sin: "sin", sp.cos: "cos",
                  sp.Abs: "abs"}
@@ -918,6 +931,8 @@ class TorchPrinter(_ArrayPrinter):
     backend = "torch"
     sqrt_name = "torch.sqrt"
     sigmoid_name = "torch.sigmoid"
+    # no ndtr: torch.special.ndtr measured slower than erf and two in-place passes (578 vs 541 µs
+    # on 393k float32), so Φ prints as its formula
     table_params = ("device=None",)
     table_param_docs = {"device=None": "the torch device of the result (default: the CPU)"}
     default_dtype_doc = "torch.get_default_dtype()"

@@ -929,23 +929,26 @@ def _float_literal(pr, c: sp.Expr) -> str:
 def special_context() -> dict:
     """generated/numpy/_special.py: each `RationalApproximation` of derivations/special.py,
     R(x) = clip(z·P(z²)/Q(z²), −bound, bound) with z = clip(x, −c, c), as in-place NumPy lines over
-    cache-sized blocks: z, t = z², then P(t) and Q(t) together as the two rows of one (2, n) array
-    by Horner's rule (one call per step for both), then z·P/Q written into the output. Other dtypes
-    call the library function the NumPy printer names for arrays in general
-    (`NumpyPrinter.library_funcs`)."""
-    from derivations.special import APPROXIMATIONS
+    cache-sized blocks (`_<name>_blocks`): z, t = z², then P(t) and Q(t) together as the two rows
+    of one (2, n) array by Horner's rule (one call per step for both), then z·P/Q written into the
+    output; optionally z = clip(scale·x) and outer·R + shift inside the same blocks, which is how
+    each `AffineOfApproximation` (Φ from erf) is computed. Other dtypes call the library function
+    the NumPy printer names for arrays in general (`NumpyPrinter.library_funcs`)."""
+    from derivations.special import APPROXIMATIONS, COMPOSED
 
     from .printers import NumpyPrinter
 
     pr = printer_for("numpy")
-    functions = []
+    functions, blocks = [], []
     for a in APPROXIMATIONS:
         name = a.function.__name__
-        fallback = NumpyPrinter.library_funcs[a.function]
         label, clamp, cols = f"_{name.upper()}", f"_{name.upper()}_CLAMP", f"_{name.upper()}_COLUMNS"
         n = max(len(a.numerator), len(a.denominator))
         if n < 1:
             raise CodegenError(f"{name}: a rational approximation needs coefficients")
+        if a.compute_dtype != a.dtype:
+            raise CodegenError(f"{name}: evaluated in {a.compute_dtype}, stored as {a.dtype}: the "
+                               "blocks write the result straight into the output")
         rows = [list(a.numerator) + [0] * (n - len(a.numerator)),       # zero-padded to one length
                 list(a.denominator) + [0] * (n - len(a.denominator))]
         constants = [f"{clamp} = {_float_literal(pr, a.clamp)}", f"{label}_PQ = np.array(["]
@@ -960,10 +963,13 @@ def special_context() -> dict:
                       f"pq += {cols}[-2]"]
             if n > 2:
                 horner += [f"for c in {cols}[-3::-1]:", "    pq *= t", "    pq += c"]
-        direct = a.compute_dtype == a.dtype          # then the output block is the result buffer
         body = ["z, t, pq = z_buf[:m], t_buf[:m], pq_buf[:, :m]",
-                "r = flat_out[start:start + m]" if direct else "r = r_buf[:m]",
-                f"np.clip(flat_in[start:start + m], -{clamp}, {clamp}, out=z)  # z = clip(x)",
+                "r = flat_out[start:start + m]",
+                "if scale is None:",
+                f"    np.clip(flat_in[start:start + m], -{clamp}, {clamp}, out=z)  # z = clip(x)",
+                "else:",
+                "    np.multiply(flat_in[start:start + m], scale, out=z)",
+                f"    np.clip(z, -{clamp}, {clamp}, out=z)  # z = clip(scale·x)",
                 "np.multiply(z, z, out=t)  # t = z²",
                 *horner,
                 "np.multiply(pq[0], z, out=r)",
@@ -971,19 +977,28 @@ def special_context() -> dict:
         if a.bound is not None:
             b = _float_literal(pr, a.bound)
             body.append(f"np.clip(r, -{b}, {b}, out=r)  # |R| ≤ {b}")
-        if not direct:
-            body.append("flat_out[start:start + m] = r")
-        buffers = [f"z_buf, t_buf = (np.empty(size, dtype=np.{a.compute_dtype}) for _ in range(2))",
-                   f"pq_buf = np.empty((2, size), dtype=np.{a.compute_dtype})"]
-        if not direct:
-            buffers.append(f"r_buf = np.empty(size, dtype=np.{a.compute_dtype})")
+        body += ["if outer is not None:", "    r *= outer", "    r += shift  # outer·R + shift"]
+        blocks.append({
+            "name": f"_{name}_blocks", "dtype": a.dtype, "constants": constants, "body": body,
+            "buffers": [f"z_buf, t_buf = (np.empty(size, dtype=np.{a.compute_dtype}) for _ in range(2))",
+                        f"pq_buf = np.empty((2, size), dtype=np.{a.compute_dtype})"]})
         functions.append({
-            "name": name, "dtype": a.dtype, "fallback": fallback,
+            "name": name, "dtype": a.dtype, "fallback": NumpyPrinter.library_funcs[a.function],
             "summary": f"{name}, elementwise ({a.dtype}: the rational of derivations/special.py).",
-            "doc": _wrap(f"* `{name}`: {a.doc}.", 92),
-            "constants": constants, "buffers": buffers, "body": body})
+            "doc": _wrap(f"* `{name}`: {a.doc}.", 92), "call": f"_{name}_blocks(x)"})
+    for f in COMPOSED:                               # outer·g(scale·x) + shift inside g's blocks
+        inner, outer, shift = (_float_literal(pr, v) for v in (f.inner_scale, f.outer_scale, f.outer_shift))
+        functions.append({
+            "name": f.name, "dtype": f.approximation.dtype,
+            "fallback": NumpyPrinter.library_funcs[f.function],
+            "summary": f"{f.name}, elementwise ({f.approximation.dtype}: derivations/special.py).",
+            "doc": _wrap(f"* `{f.name}`: {f.doc}.", 92),
+            "call": f"_{f.approximation.function.__name__}_blocks(x, {inner}, {outer}, {shift})"})
+    needs_math = any("math." in fn["call"] for fn in functions)
     imports = [MODULE_IMPORTS[m] for m in sorted({"np", "scipy.special"}, key=_import_order)]
-    return {"functions": functions, "block": SPECIAL_BLOCK, "import_lines": _import_block([], imports)}
+    std = [MODULE_IMPORTS["math"]] if needs_math else []
+    return {"functions": functions, "blocks": blocks, "block": SPECIAL_BLOCK,
+            "import_lines": _import_block(std, imports)}
 
 
 def render_all(ops=None, *, raise_errors: bool = True, errors_out: dict | None = None,

@@ -17,7 +17,7 @@ import sympy as sp
 
 from . import linear as _linear
 from . import numeric
-from .arrays import Array, Assign, Contract, MatMul, Sigmoid, document_form, entry, index, size
+from .arrays import Array, Assign, Contract, MatMul, NormalCDF, Sigmoid, document_form, entry, index, size
 from .core import Claim, Mutant, Proof, Setting, index_claim, prove_index_identity, refute_identity
 from .ops import Op, grad_of
 
@@ -114,16 +114,18 @@ def _gelu_op() -> Op:
     """GELU with Φ(x) kept from the forward: the backward's Φ(x) + xφ(x) reuses it, so the
     erf (the costly function: an order of magnitude slower than exp in SciPy) is evaluated
     once per step, not twice. The proofs expand `cdf` through its definition: the claims see
-    x·Φ(x) and Φ(x) + xφ(x), exactly as `gelu` and `gelu_grad` write them."""
+    x·Φ(x) and Φ(x) + xφ(x), exactly as `gelu` and `gelu_grad` write them. Φ is the array
+    language's `NormalCDF` node, which the proofs read as (1 + erf(x/√2))/2."""
     x, y, cdf = Array("x", (r, n)), Array("y", (r, n)), Array("cdf", (r, n))
     dy, dx = grad_of(y), grad_of(x)
+    assert sp.expand(document_form(NormalCDF(x)) - Phi(x)) == 0
     assert sp.expand(gelu(x) - x * Phi(x)) == 0 and sp.expand(gelu_grad(x) - (Phi(x) + x * phi(x))) == 0
     return Op(
         name="gelu", module=__name__, title="GELU (exact, erf)",
         latex=r"y = x \Phi(x), \quad \frac{\partial L}{\partial x} = "
               r"\frac{\partial L}{\partial y} \odot \left(\Phi(x) + x \varphi(x)\right)",
         claims=["gelu.exact.derivative", "gelu.exact.vjp"],
-        inputs=[x], forward=[Assign(cdf, Phi(x)), Assign(y, x * cdf)], outputs=[y], saved=[x, cdf],
+        inputs=[x], forward=[Assign(cdf, NormalCDF(x)), Assign(y, x * cdf)], outputs=[y], saved=[x, cdf],
         backward=[Assign(dx, dy * (cdf + x * phi(x)))], grads=[dx],
         cache_doc="x and cdf = Φ(x), the forward's normal CDF: the backward's Φ(x) + xφ(x) reuses it "
                   "(one erf per element and step; φ needs only an exp).")
@@ -521,7 +523,8 @@ def _iv_node(e, X, memo):
 def _gelu_difference():
     """GELU − GELU_tanh as a function of a scalar, taken from the two ops' forward formulas."""
     (xg,), (xt,) = GELU.inputs, GELU_TANH.inputs
-    exact = entry(GELU.outputs[0], (i, j), GELU.env()).xreplace({xg.base[i, j]: XS})   # cdf expanded
+    exact = document_form(entry(GELU.outputs[0], (i, j), GELU.env()))     # Φ as (1 + erf(x/√2))/2
+    exact = exact.xreplace({xg.base[i, j]: XS})
     approx = GELU_TANH.value(GELU_TANH.outputs[0]).xreplace({xt: XS})
     return exact - approx
 

@@ -5,7 +5,7 @@ Every formula qed proves and prints is written once, in this language:
 * an `Array` is a SymPy Symbol that stands for a whole array whose last two axes have a
   declared shape `(rows, cols)` (leading batch/head axes are implicit and broadcast);
   a row vector such as LayerNorm's gamma has shape `(1, n)` and is stored as `(n,)`;
-* `+ - * / **`, `exp`, `log`, `sqrt`, `tanh`, `erf`, `Max`, `Heaviside` and `Sigmoid` act
+* `+ - * / **`, `exp`, `log`, `sqrt`, `tanh`, `erf`, `Max`, `Heaviside`, `Sigmoid` and `NormalCDF` act
   elementwise, with NumPy broadcasting between `(r, c)`, `(r, 1)` and `(1, c)`;
 * a handful of nodes do what elementwise algebra cannot: `MatMul`, `T` (swap the last two
   axes), row reductions over the last axis that keep it (`RowSum`, `RowMax`, `RowMean`),
@@ -29,7 +29,8 @@ import sympy as sp
 
 __all__ = [
     "Array", "MatMul", "T", "RowSum", "RowMax", "RowMean", "ColSum", "Contract",
-    "CausalMask", "Gather", "OneHot", "Take", "Sigmoid", "document_form", "shape_of", "entry",
+    "CausalMask", "Gather", "OneHot", "Take", "Sigmoid", "NormalCDF", "DocumentFunction", "DOCUMENT_NODES", "document_form",
+    "shape_of", "entry",
     "index", "size", "Assign", "ArrayError", "is_scalar",
 ]
 
@@ -86,16 +87,15 @@ class Array(sp.Symbol):
         return sp.IndexedBase(self.name, real=True)
 
 
-class Sigmoid(sp.Function):
-    """The logistic function σ(u) = 1/(1 + e^{−u}), elementwise.
-
-    A node of its own so that the printers can print a numerically stable form
-    (`scipy.special.expit`, `torch.sigmoid`: no overflow of e^{−u} for u ≪ 0). The proofs see
-    the document's formula: the normaliser rewrites σ(u) to 1/(1 + e^{−u}) and the numeric
-    evaluator evaluates that. Its derivative is σ(u)(1 − σ(u)).
-    """
+class DocumentFunction(sp.Function):
+    """An elementwise function of one argument that stands for a formula of the documents,
+    with a node of its own so that the printers can call a library function for it. The proofs
+    see the formula (`document_form`): the normaliser rewrites the node to it and the numeric
+    evaluator evaluates it. Subclasses give the formula, the derivative and the LaTeX name; both
+    here are positive for real arguments and equal ½ at 0."""
 
     nargs = 1
+    latex_name = ""
 
     @classmethod
     def eval(cls, arg):
@@ -106,6 +106,34 @@ class Sigmoid(sp.Function):
     def fdiff(self, argindex=1):
         if argindex != 1:
             raise sp.ArgumentIndexError(self, argindex)
+        return self.derivative()
+
+    def derivative(self) -> sp.Expr:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def document_form(self) -> sp.Expr:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _eval_is_real(self):
+        return self.args[0].is_real
+
+    def _eval_is_positive(self):
+        return True if self.args[0].is_real else None
+
+    def _latex(self, printer) -> str:
+        return rf"{self.latex_name}\left({printer._print(self.args[0])}\right)"
+
+
+class Sigmoid(DocumentFunction):
+    """The logistic function σ(u) = 1/(1 + e^{−u}), elementwise.
+
+    Printed as the library's numerically stable form (`scipy.special.expit`, `torch.sigmoid`:
+    no overflow of e^{−u} for u ≪ 0). Its derivative is σ(u)(1 − σ(u)).
+    """
+
+    latex_name = r"\sigma"
+
+    def derivative(self):
         return self * (1 - self)
 
     def document_form(self) -> sp.Expr:
@@ -115,20 +143,36 @@ class Sigmoid(sp.Function):
     def _eval_rewrite_as_exp(self, arg, **kwargs):
         return 1 / (1 + sp.exp(-arg))
 
-    def _eval_is_real(self):
-        return self.args[0].is_real
 
-    def _eval_is_positive(self):
-        return True if self.args[0].is_real else None
+class NormalCDF(DocumentFunction):
+    """The standard normal CDF Φ(u) = (1 + erf(u/√2))/2, elementwise (GELU's Φ).
 
-    def _latex(self, printer) -> str:
-        return rf"\sigma\left({printer._print(self.args[0])}\right)"
+    Printed as one call where the backend has a fast one (NumPy: `_special.ndtr`, whose float32
+    erf blocks also do the scaling and the affine map) instead of four array passes. Its
+    derivative is e^{−u²/2}/√(2π).
+    """
+
+    latex_name = r"\Phi"
+
+    def derivative(self):
+        return sp.exp(-self.args[0] ** 2 / 2) / sp.sqrt(2 * sp.pi)
+
+    def document_form(self) -> sp.Expr:
+        """The document's formula (1 + erf(u/√2))/2 (seed B §12), this node alone rewritten."""
+        return (1 + sp.erf(self.args[0] / sp.sqrt(2))) / 2
+
+    def _eval_rewrite_as_erf(self, arg, **kwargs):
+        return (1 + sp.erf(arg / sp.sqrt(2))) / 2
+
+
+DOCUMENT_NODES = (DocumentFunction,)   # nodes that stand for a document formula
 
 
 def document_form(expr) -> sp.Expr:
-    """`expr` with every σ(u) written as the document's 1/(1 + e^{−u}): what a proof
-    differentiates with SymPy's own rules (so that `Sigmoid.fdiff` is not taken on trust)."""
-    return sp.sympify(expr).replace(lambda e: isinstance(e, Sigmoid), lambda e: e.document_form())
+    """`expr` with every σ(u) and Φ(u) written as the document's 1/(1 + e^{−u}) and
+    (1 + erf(u/√2))/2: what a proof differentiates with SymPy's own rules (so that neither
+    node's `fdiff` is taken on trust)."""
+    return sp.sympify(expr).replace(lambda e: isinstance(e, DOCUMENT_NODES), lambda e: e.document_form())
 
 
 class ArrayNode(sp.Function):

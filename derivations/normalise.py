@@ -6,7 +6,8 @@ So qed decides identities between index expressions with its own, deliberately s
 
 1. **Expand** into terms `coeff · Σ_{k1..kr} (product of factors)`: every `Sum` in a
    polynomial position is pulled to the front with a fresh bound index; `exp(a + b)` becomes
-   `exp(a)·exp(b)`; the array language's `Sigmoid(u)` becomes 1/(1 + exp(−u)); anything non-polynomial (`1/Σ…`, `√(σ²+ε)`, `exp(Σ…)`) is an opaque atom
+   `exp(a)·exp(b)`; the array language's `Sigmoid(u)` becomes 1/(1 + exp(−u)) and `NormalCDF(u)`
+   (1 + erf(u/√2))/2; anything non-polynomial (`1/Σ…`, `√(σ²+ε)`, `exp(Σ…)`) is an opaque atom
    whose inside is normalised recursively.
 2. **Sift deltas**: `Σ_k δ(x, k)·f(k) = f(x)`, recording the assumption `x ∈ [lo, hi]`.
 3. **Split ranges** where a `Piecewise` tests a bound index against a free one
@@ -24,7 +25,7 @@ import itertools
 
 import sympy as sp
 
-from .arrays import Sigmoid
+from .arrays import DOCUMENT_NODES
 
 Term = tuple[list, list]  # (factors, limits[(var, lo, hi)])
 
@@ -88,7 +89,7 @@ class Normaliser:
                 coeff, rest = inner.as_independent(sp.Sum, as_Add=False)
                 return [([coeff ** power, rest ** power], [])]
             return [([inner ** power], [])]
-        if isinstance(e, Sigmoid):   # σ(u) is the document's 1/(1 + e^{−u}), nothing else
+        if isinstance(e, DOCUMENT_NODES):   # σ(u), Φ(u): the document's formulas, nothing else
             return self._terms(e.document_form())
         if isinstance(e, sp.exp):
             arg = self.canon(e.args[0])

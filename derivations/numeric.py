@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import mpmath
 import sympy as sp
 
-from .arrays import Sigmoid
+from .arrays import NormalCDF, Sigmoid
 
 mpmath.mp.dps = 40
 
@@ -117,6 +117,8 @@ def _ev(e, p: Point, local: dict):
         return mpmath.mpf(1) if x > 0 else (mpmath.mpf(0) if x < 0 else at_zero)
     if isinstance(e, Sigmoid):       # exactly the document's 1/(1 + e^{−u}), at 40 digits
         return 1 / (1 + mpmath.exp(-_ev(e.args[0], p, local)))
+    if isinstance(e, NormalCDF):     # exactly the document's (1 + erf(u/√2))/2
+        return (1 + mpmath.erf(_ev(e.args[0], p, local) / mpmath.sqrt(2))) / 2
     fn = _FUNCS.get(e.func)
     if fn is not None:
         return fn(*[_ev(a, p, local) for a in e.args])

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 import mpmath
 import sympy as sp
 
+from .arrays import NormalCDF, document_form
 from .core import Claim, Mutant, Proof
 
 z, t = sp.Symbol("z", real=True), sp.Symbol("t", nonnegative=True)
@@ -114,6 +115,38 @@ ERF_FLOAT32 = RationalApproximation(
         "float32 (the fit within 3.1e-8 relative, its float32 evaluation within 8.5 ulp, claim "
         "special.erf_float32); float64 arrays use SciPy's erf")
 APPROXIMATIONS = [ERF_FLOAT32]
+
+
+@dataclass(frozen=True)
+class AffineOfApproximation:
+    """f(x) = outer_scale · g(inner_scale · x) + outer_shift with g an approximation above:
+    what codegen prints for the array-language node `function`, the scaling and the affine map
+    done inside g's cache-sized blocks (no extra passes over the whole array)."""
+
+    name: str
+    function: type
+    approximation: RationalApproximation
+    inner_scale: sp.Expr
+    outer_scale: sp.Expr
+    outer_shift: sp.Expr
+    doc: str
+
+    def expr(self, x) -> sp.Expr:
+        """f(x) with g exact: must be the node's document formula."""
+        return self.outer_scale * self.approximation.function(self.inner_scale * x) + self.outer_shift
+
+
+# Φ(x) = (1 + erf(x/√2))/2 = ½·erf(x·(1/√2)) + ½: GELU's normal CDF in one call
+NDTR_FLOAT32 = AffineOfApproximation(
+    name="ndtr", function=NormalCDF, approximation=ERF_FLOAT32, inner_scale=1 / sp.sqrt(2),
+    outer_scale=sp.Rational(1, 2), outer_shift=sp.Rational(1, 2),
+    doc="the standard normal CDF Φ(x) = (1 + erf(x/√2))/2 for float32 arrays: erf above at "
+        "x·(1/√2), then ½·erf + ½, inside the same blocks (absolute error ≤ ~5e-7); float64 arrays "
+        "use SciPy's ndtr")
+COMPOSED = [NDTR_FLOAT32]
+_u = sp.Symbol("u", real=True)
+for _f in COMPOSED:                  # the printed map is the node's formula, exactly
+    assert sp.simplify(_f.expr(_u) - document_form(_f.function(_u))) == 0, _f.name
 
 # --------------------------------------------------------------------------------- the claim
 GRID = 4000          # points on [0, 6] (erf is odd and R is odd: x ≥ 0 suffices)

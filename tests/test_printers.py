@@ -9,8 +9,8 @@ import sympy as sp
 import torch
 
 from codegen.printers import NumpyPrinter, PrinterError, TorchPrinter
-from derivations.arrays import (Array, CausalMask, ColSum, Contract, Gather, MatMul, OneHot,
-                                RowMax, RowMean, RowSum, Sigmoid, T, Take, size)
+from derivations.arrays import (Array, CausalMask, ColSum, Contract, Gather, MatMul, NormalCDF,
+                                OneHot, RowMax, RowMean, RowSum, Sigmoid, T, Take, size)
 
 r, n, d_k, V = size("r"), size("n"), size("d_k"), size("V")
 x, y, a, b, c = (Array(s, (r, n)) for s in ("x", "y", "a", "b", "c"))
@@ -103,6 +103,11 @@ CASES = [
      "(1 - scipy.special.expit(x + y))*scipy.special.expit(x + y)",
      "(1 - torch.sigmoid(x + y))*torch.sigmoid(x + y)"),
     ("sigmoid-of-negation", Sigmoid(-x), "scipy.special.expit(-x)", "torch.sigmoid(-x)"),
+    # Φ: one library call (NumPy: the float32 erf's blocks do the scaling and the affine map);
+    # torch: the formula (torch.special.ndtr is slower than erf here)
+    ("normal-cdf", NormalCDF(x), "_special.ndtr(x)", "torch.erf(math.sqrt(2)/2*x)/2 + (1/2)"),
+    ("scalar-normal-cdf", NormalCDF(eps), "math.erf(math.sqrt(2)*eps/2)/2 + (1/2)",
+     "math.erf(math.sqrt(2)*eps/2)/2 + (1/2)"),
     # array-language nodes
     ("matmul", MatMul(a, y), "(a @ y)", "(a @ y)"),
     ("matmul-transpose-scaled", MatMul(q, T(k)) / sp.sqrt(d_k), "(q @ k.mT)/math.sqrt(d_k)",
