@@ -46,7 +46,7 @@ from sympy.printing.printer import Printer
 
 # The array-language nodes (MatMul, T, RowSum, ..., Take) are printed by the `_print_<Node>`
 # methods below: SymPy's Printer dispatches on the class name.
-from derivations.arrays import Array, NormalCDF, T, is_scalar, shape_of
+from derivations.arrays import Array, MatMul, NormalCDF, T, is_scalar, shape_of
 
 __all__ = ["PrinterError", "NumpyPrinter", "TorchPrinter", "Code", "RESERVED_NAMES",
            "check_name", "printer_for"]
@@ -186,6 +186,9 @@ class _ArrayPrinter(Printer):
         self._stored_shape, self._dead, self._whole = full, frozenset(dead), expr
         self._computed_once = frozenset(self._repeated)
         try:
+            fused = self._fused_bias_matmul(expr)
+            if fused is not None:
+                return self._lines + [f"{target} = {fused}"]
             if self.inplace and full is not None and not self._scalar(expr) \
                     and target not in {a.name for a in expr.free_symbols if isinstance(a, Array)}:
                 lines = self._inplace(target, expr, full)
@@ -726,6 +729,25 @@ class _ArrayPrinter(Printer):
         return Code(f"({a} @ {b})", ATOM)
 
     fold_leading = False      # print (..., r, k) @ (k, c) as one (Σr, k) @ (k, c) product
+    addmm = ""                # b + A @ B in one BLAS call (beta = 1), where the backend has it
+
+    def _fused_bias_matmul(self, expr) -> str | None:
+        """`X @ W + b` (W a weight matrix, b a row vector) as one `addmm(b, X, W)` on the rows
+        of every leading index: the bias is the GEMM's initial C, no second pass over the
+        output. None where the expression is not of that form or the backend has no addmm."""
+        if not self.addmm or not isinstance(expr, sp.Add) or len(expr.args) != 2:
+            return None
+        prod = next((t for t in expr.args if isinstance(t, MatMul)), None)
+        bias = next((t for t in expr.args if t is not prod), None)
+        if prod is None or not (isinstance(bias, Array) and bias.shape[0] == 1 and bias.shape[1] != 1):
+            return None
+        left, right = prod.args
+        if not self._matrix(right) or self._matrix(left):
+            return None
+        a = self._atomic(left)
+        b = self._paren(self._print(right), ATOM - 1)
+        return (f"{self.addmm}({self._print(bias)}, {a}.reshape(-1, {a}.shape[-1]), {b})"
+                f".reshape(*{a}.shape[:-1], {b}.shape[-1])")
 
     def _matrix(self, expr) -> bool:
         """A weight matrix (or its transpose): stored with exactly two axes."""
@@ -928,6 +950,7 @@ class TorchPrinter(_ArrayPrinter):
     def _in_place_call(self, name, target):
         return f"{target}.{'neg' if name == 'negative' else name}_()"
 
+    addmm = "torch.addmm"
     backend = "torch"
     sqrt_name = "torch.sqrt"
     sigmoid_name = "torch.sigmoid"

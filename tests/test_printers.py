@@ -520,3 +520,22 @@ def test_dead_array_taken_over_only_when_safe():
         exec("\n".join(body), scope)
         np.testing.assert_allclose(scope["z"], want, rtol=1e-13)
         assert np.array_equal(scope["q"], qv) and np.array_equal(scope["k"], kv)
+
+
+def test_torch_bias_matmul_is_one_addmm():
+    """X Wᵀ + b on a weight matrix W and a row vector b: one torch.addmm (the bias as the GEMM's
+    C), equal to the two-step form; NumPy (no addmm) keeps the product and the in-place add."""
+    bias = Array("bias", (1, n))
+    expr = MatMul(x, T(W)) + bias
+    lines = TorchPrinter({"matrices": frozenset({W})}).print_assign("y", expr, full=_full)
+    assert lines == ["y = torch.addmm(bias, x.reshape(-1, x.shape[-1]), weight.mT)"
+                     ".reshape(*x.shape[:-1], weight.mT.shape[-1])"]
+    assert NumpyPrinter({"matrices": frozenset({W})}).print_assign("y", expr, full=_full)[-1] == "y += bias"
+    assert TorchPrinter().print_assign("y", expr, full=_full)[-1] == "y += bias"   # W not a known matrix
+    rng = np.random.default_rng(4)
+    for xv in (rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 3, 2)).transpose(2, 1, 0), np.zeros((2, 0, 4))):
+        scope = {"torch": torch, "x": torch.tensor(xv), "weight": torch.tensor(rng.standard_normal((4, 4))),
+                 "bias": torch.tensor(rng.standard_normal(4))}
+        want = scope["x"] @ scope["weight"].mT + scope["bias"]
+        exec("\n".join(lines), scope)
+        torch.testing.assert_close(scope["y"], want, rtol=1e-13, atol=1e-13)
