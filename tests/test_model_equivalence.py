@@ -427,3 +427,37 @@ def test_adamw_torch_fallback_matches_generated(monkeypatch):
         assert set(a) == set(b)
         for k in a:      # normwise: the key bias has a ~1e-16 gradient (softmax shift invariance)
             assert rel(np.asarray(b[k]), np.asarray(a[k])) <= TOL, f"{part}:{k}"
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_adamw_chunks_match_one_call(monkeypatch, threads):
+    """The flat-buffer update cut into small chunks (shared by two threads) gives the very same
+    parameters and moments as one kernel call per run, both backends, over three steps."""
+    cfg = GPTConfig(**TINY)
+    rng = np.random.default_rng(5)
+    grads = [{k: rng.standard_normal(shape) for k, shape in param_shapes(cfg).items()} for _ in range(3)]
+    results = {}
+    for chunk in (10**9, 37):                          # one call per run, then chunks of 37
+        monkeypatch.setattr(AdamW, "CHUNK", chunk)
+        monkeypatch.setattr(TorchAdamW, "CHUNK", chunk)
+        npm = NumpyGPT(cfg, dtype=np.float64, seed=1)
+        opt = AdamW(npm.params, lr=1e-2, weight_decay=0.1, threads=threads)
+        tm = build_model(cfg, "torch", np.float64, seed=1)
+        topt = TorchAdamW(tm, lr=1e-2, weight_decay=0.1)
+        named = dict(tm.named_parameters())
+        for g in grads:
+            opt.step({k: v.copy() for k, v in g.items()})
+            for k, p in named.items():
+                p.grad = torch.as_tensor(g[k])
+            topt.step()
+        results[chunk] = ({k: v.copy() for k, v in npm.params.items()}, opt.state_dict(),
+                          {k: p.detach().numpy().copy() for k, p in named.items()})
+    (p1, s1, t1), (p2, s2, t2) = results[10**9], results[37]
+    for k in p1:
+        np.testing.assert_array_equal(p1[k], p2[k], err_msg=k)
+        np.testing.assert_array_equal(t1[k], t2[k], err_msg=k)
+        np.testing.assert_allclose(p1[k], t1[k], rtol=1e-12, atol=1e-15, err_msg=k)
+    for k in s1:
+        if isinstance(s1[k], np.ndarray):
+            np.testing.assert_array_equal(s1[k], s2[k], err_msg=k)
+    assert sum(p.size for p in p1.values()) > 37 * 4           # several chunks per run
