@@ -178,6 +178,11 @@ class _ArrayPrinter(Printer):
         (not an input) and has the result's full shape becomes `target`, and the other
         operands are applied with `+=`, `-=`, `*=`, `/=`, an elementwise function with
         `out=target` (see `_inplace`). One allocation instead of one per operation.
+
+        `dead`: arrays this statement reads for the last time that were computed as new arrays
+        above it (the caller knows: `render._body`). Such an array, or a temporary, may become
+        the target itself when the statement is that array and one more operand, and every read
+        of it is inside that one in-place operation (`ds = datt; ds -= delta`).
         """
         expr = sp.sympify(expr)
         if not self.ndtr_name:                      # Φ as its formula, printed in place
