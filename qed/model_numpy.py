@@ -238,6 +238,22 @@ def blas_single_thread():
     return contextlib.nullcontext() if ctl is None else ctl.limit(limits=1, user_api="blas")
 
 
+def kernels_for(config: GPTConfig) -> tuple[list[str], list[tuple[str, str]]]:
+    """The generated kernels a GPT with this config calls (op names), and the table functions
+    (module, function) it builds its position tables with — the same for both backends."""
+    c = config
+    names = ["embedding", c.attention, "cross_entropy", c.norm,
+             "linear" if c.bias else "linear_nobias", "linear_nobias"]
+    names += ["swiglu"] if c.ffn == "swiglu" else [c.ffn]
+    tables = []
+    if c.pos == "rope":
+        names.append("rope")
+        tables.append(("rope", "rope_tables"))
+    if c.pos == "sinusoidal":
+        tables.append(("sinusoidal", "sinusoidal_table"))
+    return names, tables
+
+
 def check_idx(config: GPTConfig, idx, targets=None) -> tuple[int, int]:
     """(B, T) of a batch of token ids, or a ValueError saying what is wrong."""
     shape = tuple(idx.shape)
@@ -281,17 +297,11 @@ class NumpyGPT:
 
     # ------------------------------------------------------------------ kernels
     def _kernels_needed(self) -> list[str]:
-        c = self.config
-        names = ["embedding", c.attention, "cross_entropy", c.norm,
-                 "linear" if c.bias else "linear_nobias", "linear_nobias"]
-        names += ["swiglu"] if c.ffn == "swiglu" else [c.ffn]
+        names, tables = kernels_for(self.config)
         for n in names:
             self._kern(n)
-        if c.pos == "rope":
-            self._kern("rope")
-            table_fn("numpy", "rope", "rope_tables")
-        if c.pos == "sinusoidal":
-            table_fn("numpy", "sinusoidal", "sinusoidal_table")
+        for module, fn in tables:
+            table_fn("numpy", module, fn)
         return names
 
     def _kern(self, name):

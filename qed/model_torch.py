@@ -17,7 +17,8 @@ import torch.nn as nn
 
 from .config import GPTConfig
 from .model_numpy import (NORM_EPS, ROPE_BASE, SINUSOID_BASE, NumpyGPT, check_idx, check_params,  # noqa: F401
-                          flat_layout, flat_params, init_params, kernel, param_shapes, table_fn)
+                          flat_layout, flat_params, init_params, kernel, kernels_for, param_shapes,
+                          table_fn)
 
 
 def _fn(name: str):
@@ -58,15 +59,9 @@ class TorchGPT(nn.Module):
 
     # ------------------------------------------------------------------ kernels
     def _kernels_needed(self) -> list[str]:
-        c = self.config
-        names = ["embedding", c.attention, "cross_entropy", c.norm,
-                 "linear" if c.bias else "linear_nobias", "linear_nobias"]
-        names += ["swiglu"] if c.ffn == "swiglu" else [c.ffn]
-        if c.pos == "rope":
-            names.append("rope")
-            table_fn("torch", "rope", "rope_tables")
-        if c.pos == "sinusoidal":
-            table_fn("torch", "sinusoidal", "sinusoidal_table")
+        names, tables = kernels_for(self.config)
+        for module, fn in tables:
+            table_fn("torch", module, fn)
         return names
 
     def _k(self, name):

@@ -39,6 +39,22 @@ def _step_kernel(backend: str):
         return None
 
 
+def _init_step(opt, backend: str, lr, betas, eps, weight_decay) -> None:
+    """The hyperparameters, the step count and the generated step kernel of either AdamW."""
+    opt.lr = float(lr)
+    opt.beta1, opt.beta2 = (float(b) for b in betas)
+    opt.eps = float(eps)
+    opt.weight_decay = float(weight_decay)
+    opt.t = 0
+    opt._kernel = _step_kernel(backend)
+    opt.impl = GENERATED if opt._kernel is not None else TORCH_FALLBACK
+
+
+def _chunks(runs, size: int) -> list[tuple[int, int, bool]]:
+    """Runs (start, stop, decays?) of a flat buffer cut into pieces of at most `size` elements."""
+    return [(a, min(a + size, b), d) for start, b, d in runs for a in range(start, b, size)]
+
+
 def decays(name: str, shape) -> bool:
     """Whether a parameter gets weight decay: 2-D matrices yes; biases and norm weights no."""
     return len(tuple(shape)) >= 2
@@ -62,13 +78,7 @@ class AdamW:
         self.threads = default_threads() if threads is None else max(1, int(threads))
         self._pool = None
         self.params = params                           # the model's own dict: read at each step
-        self.lr = float(lr)
-        self.beta1, self.beta2 = (float(b) for b in betas)
-        self.eps = float(eps)
-        self.weight_decay = float(weight_decay)
-        self.t = 0
-        self._kernel = _step_kernel("numpy")
-        self.impl = GENERATED if self._kernel is not None else TORCH_FALLBACK
+        _init_step(self, "numpy", lr, betas, eps, weight_decay)
         # Parameters that tile one flat buffer (NumpyGPT's do) are updated with one kernel call
         # per run of equal weight decay, on slices of flat p, g, m, v; otherwise one per parameter.
         layout = flat_layout(params) if self._kernel is not None else None
@@ -122,7 +132,7 @@ class AdamW:
             for k, g in grads.items():
                 if k in offsets:
                     g_flat[offsets[k]:offsets[k] + np.size(g)] = np.ravel(g)
-        chunks = [(a, min(a + self.CHUNK, b), d) for a, b, d in self._runs for a in range(a, b, self.CHUNK)]
+        chunks = _chunks(self._runs, self.CHUNK)
 
         def update(part):
             for a, b, d in part:
@@ -250,13 +260,7 @@ class TorchAdamW:
         if not named:
             raise ValueError("TorchAdamW needs at least one parameter")
         self.named = named
-        self.lr = float(lr)
-        self.beta1, self.beta2 = (float(b) for b in betas)
-        self.eps = float(eps)
-        self.weight_decay = float(weight_decay)
-        self.t = 0
-        self._kernel = _step_kernel("torch")
-        self.impl = GENERATED if self._kernel is not None else TORCH_FALLBACK
+        _init_step(self, "torch", lr, betas, eps, weight_decay)
         self._flat = _torch_flat(named) if self._kernel is not None else None
         if self._flat is not None:         # TorchGPT's parameters tile one buffer: flat m, v, one call per run
             buf, offsets, self._runs = self._flat
@@ -303,8 +307,7 @@ class TorchAdamW:
             g_flat = torch.cat([p.grad.reshape(-1) for _, p in order])   # buffer order: one copy
             # runs cut into CHUNK elements: the step's temporaries stay below glibc's mmap
             # threshold and are reused, instead of fresh zero-filled pages every step
-            chunks = [(a, min(a + self.CHUNK, b), d) for a, b, d in self._runs
-                      for a in range(a, b, self.CHUNK)]
+            chunks = _chunks(self._runs, self.CHUNK)
             for a, b, d in chunks:
                 wd = self.weight_decay if d else 0.0
                 p_new, m_new, v_new = self._kernel(buf[a:b], g_flat[a:b], m_flat[a:b], v_flat[a:b], t=self.t,
