@@ -4,8 +4,9 @@ eager, measured side by side in one process.
 The three implementations train the same GPT (same config, same initial weights, float32, AdamW
 with the same hyperparameters, the same batches):
 
-    numpy      NumpyGPT — the generated NumPy kernels, no autograd; the batch split across
-               `threads` Python threads with BLAS at one thread each (qed/model_numpy.py);
+    numpy      NumpyGPT — the generated NumPy kernels, no autograd; the batch split into
+               `threads` slices, run by worker processes (default; qed/workers.py) or Python
+               threads (--numpy-parallel threads), BLAS at one thread each;
                AdamW = the generated adamw_step over one flat buffer (qed/optim.py)
     torch-gen  TorchGPT — the generated torch.autograd.Functions, chained by autograd;
                AdamW = the generated adamw_step per parameter (TorchAdamW)
@@ -45,6 +46,7 @@ DEFAULT_MODEL = dict(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=
 DEFAULT_BATCH = 12
 LARGE_MODEL = dict(DEFAULT_MODEL, n_embd=384, n_head=6, block_size=256)
 IMPLS = ("numpy", "torch-gen", "eager")
+NUMPY_PARALLEL = "processes"     # how NumpyGPT runs its batch slices (see qed/workers.py)
 LABELS = {"numpy": "(a) NumPy backend (generated kernels)",
           "torch-gen": "(b) PyTorch backend (generated autograd Functions)",
           "eager": "(c) PyTorch eager (torch.nn, F.scaled_dot_product_attention)"}
@@ -183,7 +185,7 @@ def _loadavg():
 class Impl:
     """One implementation: `step(x, y)` runs one training step on int64 arrays."""
 
-    def __init__(self, name: str, cfg, threads: int, seed: int = 0):
+    def __init__(self, name: str, cfg, threads: int, seed: int = 0, parallel: str = NUMPY_PARALLEL):
         import numpy as np
         import torch
 
@@ -194,7 +196,7 @@ class Impl:
         if name == "numpy":
             from .optim import AdamW
 
-            self.model = NumpyGPT(cfg, dtype=np.float32, seed=seed, threads=threads)
+            self.model = NumpyGPT(cfg, dtype=np.float32, seed=seed, threads=threads, parallel=parallel)
             self.opt = AdamW(self.model.params, **HP)
             self.step = self._numpy_step
         elif name == "torch-gen":
@@ -215,6 +217,16 @@ class Impl:
         else:
             raise ValueError(f"unknown implementation {name!r}: choose one of {', '.join(IMPLS)}")
         self.torch = torch
+
+    def worker_peak_bytes(self) -> int:
+        """Peak RSS of the NumPy backend's worker processes (0 without any)."""
+        workers = getattr(self.model, "_workers", None)
+        return 0 if workers is None else workers.peak_rss_bytes()
+
+    def close(self) -> None:
+        """Stop the NumPy backend's worker processes, if any."""
+        if hasattr(self.model, "close"):
+            self.model.close()
 
     def _numpy_step(self, x, y) -> float:
         _, loss = self.model.forward(x, y)
@@ -340,7 +352,7 @@ def probe(spec: dict) -> dict:
 
     cfg = GPTConfig.from_dict(spec["config"])
     batches = make_batches(cfg, spec["batch"], max(1, spec["steps"]), spec.get("data"), seed=0)
-    im = Impl(spec["impl"], cfg, threads)
+    im = Impl(spec["impl"], cfg, threads, parallel=spec.get("parallel", NUMPY_PARALLEL))
     reset = _reset_peak()
     before = _read_status().get("VmRSS", 0)
     times = []
@@ -350,6 +362,8 @@ def probe(spec: dict) -> dict:
         im.step(x, y)
         times.append(time.perf_counter() - t0)
     st = _read_status()
+    workers = im.worker_peak_bytes()                  # worker processes: their whole peak counts
+    im.close()
     if reset and "VmHWM" in st:
         peak, method = st["VmHWM"], "VmHWM after resetting it (/proc/self/clear_refs = 5) once the model was built"
     else:
@@ -357,6 +371,9 @@ def probe(spec: dict) -> dict:
 
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         method = "ru_maxrss (peak since the process started, imports included)"
+    if workers:
+        peak += workers
+        method += " + the worker processes' VmHWM"
     return {"impl": spec["impl"], "peak_rss_mb": peak / 2**20, "baseline_rss_mb": before / 2**20,
             "step_mb": max(0.0, (peak - before) / 2**20), "method": method,
             "times": times, "summary": summarize(times[spec.get("skip", 1):] or times)}
@@ -391,7 +408,7 @@ def timed_command(args: list[str], timeout: float = 3600) -> dict:
 # --------------------------------------------------------------------------- the benchmark
 def bench(overrides: dict | None = None, *, data: str | None = None, steps: int = 20, warmup: int = 3,
           threads: int | None = None, proofs: bool = True, codegen: bool = True, memory: bool = True,
-          progress: bool = True) -> dict:
+          progress: bool = True, parallel: str = NUMPY_PARALLEL) -> dict:
     """The side-by-side benchmark at one config; a JSON-able dict."""
     threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
     cfg, batch = build_config(overrides or {}, data_vocab(data))
@@ -399,6 +416,7 @@ def bench(overrides: dict | None = None, *, data: str | None = None, steps: int 
                     "data": data or "random tokens", "steps": steps, "warmup": warmup,
                     "step": "forward + loss + backward + AdamW (lr 1e-3, betas (0.9, 0.95), wd 0.1 on matrices)"}
     result["threads"] = set_threads(threads)
+    result["threads"]["numpy_parallel"] = parallel
     result["machine"] = machine()
     if proofs:
         _log("qed bench: timing `python -m qed prove` ...")
@@ -412,8 +430,12 @@ def bench(overrides: dict | None = None, *, data: str | None = None, steps: int 
     batches = make_batches(cfg, batch, warmup + steps, data)
     _log(f"qed bench: {cfg.n_layer} layers, {cfg.n_head} heads, n_embd {cfg.n_embd}, block {cfg.block_size}, "
          f"batch {batch}, {threads} threads: {warmup} warm-up + {steps} interleaved rounds ...")
-    impls = [Impl(name, cfg, threads) for name in IMPLS]
-    timed = time_interleaved(impls, batches, warmup, steps, progress)
+    impls = [Impl(name, cfg, threads, parallel=parallel) for name in IMPLS]
+    try:
+        timed = time_interleaved(impls, batches, warmup, steps, progress)
+    finally:
+        for im in impls:
+            im.close()
     result["machine"]["loadavg_after"] = _loadavg()
     rows = {}
     ref = statistics.median(timed["times"]["eager"])
@@ -431,13 +453,14 @@ def bench(overrides: dict | None = None, *, data: str | None = None, steps: int 
         _log("qed bench: peak memory, one fresh process per implementation ...")
         for name in IMPLS:
             m = run_probe({"impl": name, "config": cfg.to_dict(), "batch": batch, "threads": threads,
-                           "steps": 3, "data": data})
+                           "steps": 3, "data": data, "parallel": parallel})
             rows[name]["memory"] = {k: m[k] for k in ("peak_rss_mb", "baseline_rss_mb", "step_mb", "method")}
     return result
 
 
 def memory_comparison(overrides: dict | None = None, *, T: int = MEMORY_T, batch: int = MEMORY_BATCH,
-                      threads: int | None = None, steps: int = 3, data: str | None = None) -> dict:
+                      threads: int | None = None, steps: int = 3, data: str | None = None,
+                      parallel: str = NUMPY_PARALLEL) -> dict:
     """Peak memory and step time of attention vs attention_lse at block size T, for both
     generated backends (a fresh process each: one peak-RSS counter per process)."""
     threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
@@ -452,7 +475,7 @@ def memory_comparison(overrides: dict | None = None, *, T: int = MEMORY_T, batch
             cfg, b = build_config(dict(over, attention=attn), data_vocab(data))
             _log(f"qed bench --memory: {backend} {attn} T={cfg.block_size} batch {b} ...")
             m = run_probe({"impl": backend, "config": cfg.to_dict(), "batch": b, "threads": threads,
-                           "steps": steps + 1, "data": data, "skip": 1})
+                           "steps": steps + 1, "data": data, "skip": 1, "parallel": parallel})
             pair[attn] = m
         a, l = pair["attention"], pair["attention_lse"]
         # what the standard op keeps and the lse op does not: n_layer · B · heads · T² weights
@@ -471,7 +494,8 @@ def memory_comparison(overrides: dict | None = None, *, T: int = MEMORY_T, batch
 
 
 def sweep(overrides: dict | None = None, *, out_png: str = SWEEP_FIGURE, Ts=SWEEP_T, Cs=SWEEP_C,
-          steps: int = 5, warmup: int = 2, threads: int | None = None, progress: bool = False) -> dict:
+          steps: int = 5, warmup: int = 2, threads: int | None = None, progress: bool = False,
+          parallel: str = NUMPY_PARALLEL) -> dict:
     """Step time as T doubles (n_embd fixed) and as n_embd doubles (T fixed), all three
     implementations interleaved at each point; a PNG of both; fitted growth exponents."""
     threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
@@ -486,8 +510,12 @@ def sweep(overrides: dict | None = None, *, out_png: str = SWEEP_FIGURE, Ts=SWEE
                 over["n_head"] = 1
             cfg, b = build_config(over)
             _log(f"qed bench --sweep: {axis} = {val} ...")
-            impls = [Impl(name, cfg, threads) for name in IMPLS]
-            timed = time_interleaved(impls, make_batches(cfg, b, warmup + steps), warmup, steps, progress)
+            impls = [Impl(name, cfg, threads, parallel=parallel) for name in IMPLS]
+            try:
+                timed = time_interleaved(impls, make_batches(cfg, b, warmup + steps), warmup, steps, progress)
+            finally:
+                for im in impls:
+                    im.close()
             row = {"axis": axis, "value": val}
             for name in IMPLS:
                 row[name] = summarize(timed["times"][name])["median_ms"]
@@ -560,8 +588,11 @@ def render(result: dict, console=None) -> None:
         con.print(f"[bold]qed bench[/bold] — {cfg['n_layer']} layers, {cfg['n_head']} heads, n_embd {cfg['n_embd']}, "
                   f"block {cfg['block_size']}, vocab {cfg['vocab_size']}, batch {result['batch_size']}, "
                   f"{result['dtype']}, data: {result['data']}")
-        con.print(f"threads: torch.set_num_threads({th['torch_threads']}); {pools}; NumPy backend: "
-                  f"{th['threads']} Python threads over the batch, BLAS at 1 thread inside")
+        how = {"processes": "this process and {} worker process(es)", "threads": "{} more Python thread(s)"}
+        par = th.get("numpy_parallel", "threads")
+        con.print(f"threads: torch.set_num_threads({th['torch_threads']}); {pools}; NumPy backend: the batch in "
+                  f"{th['threads']} slices, run by " + how[par].format(th['threads'] - 1)
+                  + ", BLAS at 1 thread in each")
         m = result["machine"]
         con.print(f"machine: {m['cpu']}, {m['cpus']} CPUs; load average {m['loadavg']} before, "
                   f"{m.get('loadavg_after')} after; numpy {m['numpy']}, torch {m['torch']}")
@@ -638,6 +669,8 @@ def add_parser(sub) -> None:
     b.add_argument("--steps", type=int, default=20, help="timed rounds (default 20)")
     b.add_argument("--warmup", type=int, default=3, help="untimed rounds first (default 3)")
     b.add_argument("--threads", type=int, default=None, help="threads for every implementation (default: CPUs)")
+    b.add_argument("--numpy-parallel", choices=("processes", "threads"), default=NUMPY_PARALLEL,
+                   help="how the NumPy backend runs its batch slices (default: %(default)s)")
     b.add_argument("--no-proofs", action="store_true", help="skip timing `python -m qed prove`")
     b.add_argument("--no-codegen", action="store_true", help="skip timing `python -m codegen --check`")
     b.add_argument("--no-peak-memory", action="store_true", help="skip the per-implementation memory processes")
@@ -675,14 +708,14 @@ def run_cli(args) -> int:
     if not (args.only_extra and (args.memory or args.sweep)):
         result.update(bench(overrides, data=args.data, steps=args.steps, warmup=args.warmup, threads=args.threads,
                             proofs=not args.no_proofs, codegen=not args.no_codegen,
-                            memory=not args.no_peak_memory, progress=progress))
+                            memory=not args.no_peak_memory, progress=progress, parallel=args.numpy_parallel))
     if args.memory:
         over = {k: v for k, v in overrides.items() if k != "block_size"}
         result["memory_comparison"] = memory_comparison(over, T=args.memory_T, threads=args.threads,
-                                                        data=args.data)
+                                                        data=args.data, parallel=args.numpy_parallel)
     if args.sweep:
         result["sweep"] = sweep(overrides, out_png=args.sweep, threads=args.threads, steps=args.sweep_steps,
-                                Ts=args.sweep_T, Cs=args.sweep_embd)
+                                Ts=args.sweep_T, Cs=args.sweep_embd, parallel=args.numpy_parallel)
     if args.json:
         sys.stdout.write(json.dumps(result, indent=2, sort_keys=True, default=_json_default) + "\n")
     else:

@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--sort-digits", type=int, default=None, help="sort task: digits 0..N-1 (default 10)")
     g.add_argument("--backend", choices=("numpy", "torch"), default=None, help="default numpy")
     g.add_argument("--dtype", choices=("float32", "float64"), default=None, help="default float32")
+    g.add_argument("--numpy-parallel", choices=("processes", "threads"), default=None,
+                   help="numpy backend: run the batch's second half in a worker process (default) or a "
+                        "thread; allowed with --resume")
     g.add_argument("--out", metavar="DIR", help="run directory (default runs/<task>-<timestamp>)")
     g.add_argument("--resume", metavar="RUN_DIR",
                    help="continue a run from its latest checkpoint, with its saved settings (an interrupted "
@@ -107,8 +110,9 @@ def _cmd_train(args) -> int:
         if given:
             flags = ", ".join("--" + o.replace("_", "-") for o in given)
             raise QedError(f"{flags}: cannot be combined with --resume (the run's saved settings are used; "
-                           f"only --steps and --eval-every may change)")
-        trainer = Trainer.resume(args.resume, steps=args.steps, eval_every=args.eval_every, progress=progress)
+                           f"only --steps, --eval-every and --numpy-parallel may change)")
+        trainer = Trainer.resume(args.resume, steps=args.steps, eval_every=args.eval_every,
+                                 numpy_parallel=args.numpy_parallel, progress=progress)
         print(f"resuming {trainer.run_dir} at step {trainer.step} of {trainer.settings.steps}", flush=True)
     else:
         if args.data is not None:
@@ -137,7 +141,7 @@ def _cmd_train(args) -> int:
         config.validate()
         sk = dict(train_defaults)
         for k in ("steps", "batch_size", "lr", "warmup", "min_lr", "weight_decay", "grad_clip", "eval_every",
-                  "seed", "dtype", "backend"):
+                  "seed", "dtype", "backend", "numpy_parallel"):
             if getattr(args, k) is not None:
                 sk[k] = getattr(args, k)
         if args.betas is not None:

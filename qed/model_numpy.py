@@ -149,12 +149,16 @@ def check_params(expected: dict, params: dict) -> None:
         raise ValueError("parameters do not fit this model's config: " + " | ".join(parts))
 
 
-def flat_params(arrays: dict, dtype) -> "OrderedDict[str, np.ndarray]":
+def flat_params(arrays: dict, dtype, buffer: np.ndarray | None = None) -> "OrderedDict[str, np.ndarray]":
     """The same values as views of one contiguous 1-D buffer, matrices (the weight-decayed
     parameters) first, then vectors; the dict keeps the given order. An optimizer can then
-    update every parameter with one kernel call per weight-decay group (see `flat_layout`)."""
+    update every parameter with one kernel call per weight-decay group (see `flat_layout`).
+    `buffer`: a 1-D array of that many elements to use (e.g. shared memory) instead of a new one."""
     order = sorted(arrays, key=lambda k: np.ndim(arrays[k]) < 2)             # stable: 2-D first
-    buf = np.empty(sum(int(np.size(a)) for a in arrays.values()), dtype=dtype)
+    size = sum(int(np.size(a)) for a in arrays.values())
+    buf = np.empty(size, dtype=dtype) if buffer is None else buffer
+    if buf.shape != (size,) or buf.dtype != np.dtype(dtype):
+        raise ValueError(f"flat_params: buffer must be ({size},) {np.dtype(dtype)}, got {buf.shape} {buf.dtype}")
     views, off = {}, 0
     for k in order:
         a = np.asarray(arrays[k])
@@ -275,20 +279,38 @@ class NumpyGPT:
 
     backend = "numpy"
 
-    def __init__(self, config: GPTConfig, dtype=np.float32, seed: int = 0, threads: int | None = None):
-        """`threads`: how many Python threads share a batch (each takes a slice of the rows,
-        forward and backward; the gradients are summed). NumPy releases the GIL inside BLAS
-        and ufuncs, so on a multi-core machine this is the NumPy backend's parallelism; BLAS
-        itself is held at one thread meanwhile (threadpoolctl), so the two do not oversubscribe.
-        None: min(2, CPU count); 1: no threads."""
+    def __init__(self, config: GPTConfig, dtype=np.float32, seed: int = 0, threads: int | None = None,
+                 parallel: str = "threads"):
+        """`threads`: into how many slices of rows a batch is cut (forward and backward; the
+        slices' gradients are summed). None: min(2, CPU count); 1: no slicing.
+
+        `parallel`: who runs the slices after the first, which runs in this thread —
+          "threads":   Python threads of this process. NumPy releases the GIL inside BLAS and
+                       ufuncs, so they overlap, but they hand the GIL over at every call;
+          "processes": worker processes (qed/workers.py), started at the first forward with
+                       targets, each with a copy of the model whose parameters live in shared
+                       memory (this model's own parameters are views of it). Measured faster on
+                       two cores; `close()` stops them (so does exiting).
+        BLAS runs on one thread meanwhile (threadpoolctl), so the two do not oversubscribe."""
+        if parallel not in ("threads", "processes"):
+            raise ValueError(f"parallel must be 'threads' or 'processes', got {parallel!r}")
         config.validate()
         tune_malloc()
         self.config = config
         self.dtype = np.dtype(dtype)
-        self.params: dict[str, np.ndarray] = flat_params(
-            {k: v.astype(self.dtype) for k, v in init_params(config, seed).items()}, self.dtype)
         self.threads = default_threads() if threads is None else max(1, int(threads))
-        self._pool = None            # (workers, ThreadPoolExecutor) for the shards after the first
+        self.parallel = parallel
+        self._pool = None            # (workers, ThreadPoolExecutor) for the slices after the first
+        self._workers = None         # ShardWorkers (parallel="processes"), started on first use
+        self._shared = None          # SharedArray holding the flat parameters (parallel="processes")
+        initial = {k: v.astype(self.dtype) for k, v in init_params(config, seed).items()}
+        if parallel == "processes" and self.threads > 1:
+            from .workers import SharedArray
+            self._shared = SharedArray(sum(v.size for v in initial.values()), self.dtype)
+        self.params: dict[str, np.ndarray] = flat_params(
+            initial, self.dtype, buffer=None if self._shared is None else self._shared.array)
+        self._flat_views = dict(self.params)               # the flat layout (and what workers read)
+        self._offsets = flat_layout(self._flat_views)[1]
         self._tape = None
         self._k = {}                 # loaded kernel modules by op name
         self._sinusoid = None        # the fixed table (T_max, C), from the generated kernel
@@ -499,8 +521,11 @@ class NumpyGPT:
             counts = [int(np.count_nonzero(scored[sl])) for sl in shards]
             if min(counts) == 0:                               # a slice with nothing to score: no split
                 shards, counts = [slice(0, B)], [int(np.count_nonzero(scored))]
-        results = self._map(lambda sl: self._forward_shard(idx[sl], None if targets is None else targets[sl]),
-                            shards)
+        if self._shared is not None and targets is not None and len(shards) > 1:
+            results = self._forward_processes(idx, targets, shards)
+        else:
+            results = self._map(lambda sl: self._forward_shard(idx[sl], None if targets is None else targets[sl]),
+                                shards)
         logits = results[0][0] if len(results) == 1 else np.concatenate([r[0] for r in results])
         loss = None
         if targets is not None:
@@ -549,7 +574,10 @@ class NumpyGPT:
         if not tapes:
             raise RuntimeError("backward() needs a forward(idx, targets) with targets first")
         self._tape = None
-        parts = self._map(lambda tw: self._backward_shard(*tw), tapes)
+        if any(isinstance(tape, int) for tape, _ in tapes):   # slices held by worker processes
+            parts = self._backward_processes(tapes)
+        else:
+            parts = self._map(lambda tw: self._backward_shard(*tw), tapes)
         out = self._grad_buffer()
         for k, g in out.items():                              # shard 0 + shard 1 (+ …): one pass each
             if len(parts) == 1:
@@ -562,10 +590,10 @@ class NumpyGPT:
 
     def _grad_buffer(self) -> dict[str, np.ndarray]:
         """Fresh arrays shaped like the parameters, views of one flat buffer in the same layout."""
-        _, offsets = flat_layout(self.params)
-        buf = np.empty(sum(p.size for p in self.params.values()), dtype=self.dtype)
+        offsets = self._offsets                    # the layout the parameters were built with
+        buf = np.empty(sum(p.size for p in self._flat_views.values()), dtype=self.dtype)
         return OrderedDict((k, buf[offsets[k]:offsets[k] + p.size].reshape(p.shape))
-                           for k, p in self.params.items())
+                           for k, p in self._flat_views.items())
 
     def _backward_shard(self, tape, weight):
         c = self.config
@@ -604,9 +632,71 @@ class NumpyGPT:
             first = fn(items[0])
             return [first] + [f.result() for f in futures]
 
+    # ------------------------------------------------------------------ worker processes
+    def _start_workers(self, n: int):
+        if self._workers is None or len(self._workers.procs) < n:
+            from .workers import ShardWorkers
+            self.close()
+            self._workers = ShardWorkers(n, self.config, self.dtype, self._shared, self._offsets,
+                                         {k: v.shape for k, v in self._flat_views.items()})
+        return self._workers
+
+    def _forward_processes(self, idx, targets, shards):
+        """The first slice here, slice s ≥ 1 in worker s−1; each worker keeps its own tape (the
+        tape here records its number)."""
+        workers = self._start_workers(len(shards) - 1)
+        for k, view in self._flat_views.items():    # parameters replaced, not updated in place:
+            if self.params[k] is not view:            # copy them where the workers read
+                view[...] = self.params[k]
+        for w, sl in enumerate(shards[1:]):
+            workers.start_forward(w, idx[sl], targets[sl])
+        return self._own_then_workers(lambda: self._forward_shard(idx[shards[0]], targets[shards[0]]),
+                                      workers.finish_forward, len(shards) - 1, lambda r, w: (*r, w))
+
+    def _backward_processes(self, tapes):
+        workers = self._workers
+        for tape, weight in tapes[1:]:
+            workers.start_backward(tape, weight)
+        return self._own_then_workers(lambda: self._backward_shard(*tapes[0]), workers.finish_backward,
+                                      len(tapes) - 1, lambda r, w: r)
+
+    def _own_then_workers(self, own, finish, n, wrap):
+        """[own(), wrap(finish(0), 0), …]: every worker's reply is read even when `own` fails, so
+        the next command starts in step; the first failure is raised after."""
+        err, results = None, []
+        try:
+            with blas_single_thread():
+                results.append(own())
+        except BaseException as e:
+            err = e
+        for w in range(n):
+            try:
+                results.append(wrap(finish(w), w))
+            except BaseException as e:
+                err = err or e
+        if err is not None:
+            raise err
+        return results
+
+    def close(self) -> None:
+        """Stop the worker processes (parallel="processes"); the next step starts new ones."""
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["_pool"] = None
+        state["_pool"] = state["_workers"] = None
+        if state["_shared"] is not None:              # a copy has its own, private parameters
+            state["_shared"] = None
+            state["params"] = OrderedDict((k, np.array(v)) for k, v in self.params.items())
+            state["_flat_views"] = dict(state["params"])
         return state
 
     __call__ = forward

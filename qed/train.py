@@ -57,6 +57,7 @@ class TrainSettings:
     seed: int = 0
     dtype: str = "float32"
     backend: str = "numpy"
+    numpy_parallel: str = "processes"   # NumpyGPT's batch slices: worker processes or threads
     betas: tuple[float, float] = (0.9, 0.95)
     eps: float = 1e-8
     eval_batches: int = 8          # text: validation batches per evaluation
@@ -77,6 +78,8 @@ class TrainSettings:
             raise QedError(f"--min-lr ({self.min_lr}) must not exceed --lr ({self.lr})")
         if self.dtype not in DTYPES:
             raise QedError(f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        if self.numpy_parallel not in ("processes", "threads"):
+            raise QedError(f"--numpy-parallel must be 'processes' or 'threads', got {self.numpy_parallel!r}")
         if self.backend not in BACKENDS:
             raise QedError(f"--backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         b1, b2 = self.betas
@@ -111,7 +114,8 @@ class NumpyRunner:
         from .model_numpy import NumpyGPT
 
         self.config = config
-        self.model = NumpyGPT(config, dtype=np_dtype(dtype), seed=seed)
+        parallel = settings.numpy_parallel if settings is not None else "threads"
+        self.model = NumpyGPT(config, dtype=np_dtype(dtype), seed=seed, parallel=parallel)
         self.opt = None
         if settings is not None:
             from .optim import AdamW
@@ -131,6 +135,9 @@ class NumpyRunner:
 
     def loss(self, x, y) -> float:
         return float(self.model.forward(x, y)[1])
+
+    def close(self) -> None:
+        self.model.close()
 
     def logits(self, idx) -> np.ndarray:
         return self.model.forward(idx)[0]
@@ -193,6 +200,9 @@ class TorchRunner:
     def loss(self, x, y) -> float:
         with self.torch.no_grad():
             return float(self.model(self._t(x), self._t(y))[1].item())
+
+    def close(self) -> None:
+        """Nothing to stop: the torch backend runs in this process."""
 
     def logits(self, idx) -> np.ndarray:
         with self.torch.no_grad():
@@ -420,7 +430,7 @@ class Trainer:
 
     @classmethod
     def resume(cls, run_dir: str | os.PathLike, steps: int | None = None, eval_every: int | None = None,
-               **kw) -> "Trainer":
+               numpy_parallel: str | None = None, **kw) -> "Trainer":
         from .config import GPTConfig
 
         if ckpt.resolve(run_dir) == Path(run_dir):
@@ -433,6 +443,8 @@ class Trainer:
             settings.steps = steps
         if eval_every is not None:
             settings.eval_every = eval_every
+        if numpy_parallel is not None:                  # how, not what: free to change on resume
+            settings.numpy_parallel = numpy_parallel
         settings.validate()
         task = task_from_info(meta["task"])
         if c.optimizer is None:
@@ -563,6 +575,8 @@ class Trainer:
                         raise KeyboardInterrupt
             except KeyboardInterrupt:
                 interrupted = True
+            finally:
+                self.runner.close()                    # worker processes, if any (restart on demand)
         self.console = None
         if interrupted:
             # the SIGINT handler is restored: a further Ctrl-C stops the save below, which is

@@ -45,6 +45,18 @@ def test_bench_json():
     assert out["results"]["eager"]["ratio_to_eager"] == pytest.approx(1.0)
 
 
+def test_bench_numpy_worker_processes():
+    """With two slices the NumPy backend's second runs in a worker process, whose peak memory
+    is counted with the probe's own."""
+    out = qed_bench("--steps", "1", "--warmup", "0", "--no-codegen", "--threads", "2")
+    assert out["threads"]["numpy_parallel"] == "processes"
+    assert "worker processes" in out["results"]["numpy"]["memory"]["method"]
+    assert "worker processes" not in out["results"]["eager"]["memory"]["method"]
+    threads = qed_bench("--steps", "1", "--warmup", "0", "--no-codegen", "--no-peak-memory",
+                        "--threads", "2", "--numpy-parallel", "threads")
+    assert threads["threads"]["numpy_parallel"] == "threads"
+
+
 def test_bench_memory_and_sweep(tmp_path):
     png = tmp_path / "sweep.png"
     out = qed_bench("--only-extra", "--memory", "--memory-T", "16", "--sweep", str(png),

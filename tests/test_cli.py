@@ -112,7 +112,7 @@ def test_ctrl_c_saves_and_resume_continues(tmp_path):
                         / "state.json").read_text())
     stopped = state["step"]
     assert stopped >= 5
-    r = qed("train", "--resume", out, "--steps", stopped + 3)
+    r = qed("train", "--resume", out, "--steps", stopped + 3, "--numpy-parallel", "threads")  # how may change
     assert r.returncode == 0, r.stderr
     assert f"at step {stopped}" in r.stdout
     r = qed("train", "--resume", out, "--lr", "0.1")
