@@ -269,12 +269,26 @@ class _ArrayPrinter(Printer):
                 denom = [f.base if f.exp == -1 else sp.Pow(f.base, -f.exp) for f in factors if f not in numer]
                 pick = next((f for f in numer if computed(f)), None)
                 arrays = [f for f in numer + denom if not self._scalar(f)]
-                if pick is None and coeff == 1 and len(factors) == 2 and len(arrays) == 2 and arrays[0] in numer:
-                    other = arrays[1]
-                    if taken_over(arrays[0], other):
-                        emit(f"{target} = {self._print(arrays[0])}")
-                        emit(f"{target} {'*=' if other in numer else '/='} {self._print(other)}")
-                        return
+                if pick is None and coeff == 1 and len(factors) == 2 and len(arrays) == 2:
+                    for own, other in (arrays, arrays[::-1]):   # a·b: either may be taken over
+                        if own in numer and taken_over(own, other):
+                            emit(f"{target} = {self._print(own)}")
+                            emit(f"{target} {'*=' if other in numer else '/='} {self._print(other)}")
+                            return
+                dpick = next((f for f in denom if computed(f)), None)
+                if pick is None and dpick is not None and sum(not self._scalar(f) for f in numer) <= 1:
+                    # a / (computed d): d in place, then target = a / target (one new array)
+                    build(dpick)
+                    for f in denom:
+                        if f is not dpick and not self._scalar(f):
+                            emit(f"{target} *= {self._print(f)}")
+                    s = coeff * sp.Mul(*[f for f in numer if self._scalar(f)]) \
+                        / sp.Mul(*[f for f in denom if self._scalar(f)])
+                    a = next((f for f in numer if not self._scalar(f)), None)
+                    if s != 1 and a is not None:     # fold the scalar into the denominator
+                        emit(f"{target} *= {self._print(1 / s)}")
+                    emit(self._in_place_divide(self._print(a if a is not None else s), target))
+                    return
                 if pick is not None:
                     build(pick)
                     s_num = coeff * sp.Mul(*[f for f in numer if self._scalar(f)])
@@ -290,6 +304,10 @@ class _ArrayPrinter(Printer):
                         if not self._scalar(f):
                             emit(f"{target} /= {self._print(f)}")
                     return
+            elif e.is_Pow and e.exp == sp.S.Half and computed(e.base):     # √ in place
+                build(e.base)
+                emit(self._in_place_call("sqrt", target))
+                return
             elif type(e) in self.out_funcs and len(e.args) == 1 and computed(e.args[0]):
                 build(e.args[0])
                 emit(self._in_place_call(self.out_funcs[type(e)], target))
@@ -319,6 +337,10 @@ class _ArrayPrinter(Printer):
         return count(sp.sympify(tree))
 
     def _in_place_call(self, name: str, target: str) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _in_place_divide(self, numerator: str, target: str) -> str:  # pragma: no cover - abstract
+        """`target = numerator / target`, written into target."""
         raise NotImplementedError
 
     def print_causal_in_place(self, target: str) -> list[str]:
@@ -876,6 +898,9 @@ class NumpyPrinter(_ArrayPrinter):
 
     def _in_place_call(self, name, target):
         return self._call(f"np.{name}", target, f"out={target}")
+
+    def _in_place_divide(self, numerator, target):
+        return self._call("np.divide", numerator, target, f"out={target}")
     funcs = {sp.exp: "np.exp", sp.log: "np.log", sp.tanh: "np.tanh", sp.erf: "_special.erf",
              sp.sin: "np.sin", sp.cos: "np.cos", sp.Abs: "np.abs", sp.sign: "np.sign"}
 
@@ -954,6 +979,10 @@ class TorchPrinter(_ArrayPrinter):
 
     def _in_place_call(self, name, target):
         return f"{target}.{'neg' if name == 'negative' else name}_()"
+
+    def _in_place_divide(self, numerator, target):
+        self._need("torch")
+        return f"torch.div({numerator}, {target}, out={target})"
 
     addmm = "torch.addmm"
     backend = "torch"

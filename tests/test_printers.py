@@ -386,6 +386,10 @@ INPLACE = [
     ("temporary-read-after-write", 2 * sp.exp(x) * (x + RowSum(sp.exp(x))) / RowSum(sp.exp(x)),
      ["_t1 = np.exp(x)", "_t0 = (_t1 @ np.ones(_t1.shape[-1], dtype=_t1.dtype))[..., None]",
       "out = x + _t0", "out *= 2", "out *= _t1", "out /= _t0"]),
+    # a / (computed denominator): the denominator in place (√ too), then one divide into it (AdamW)
+    ("divide-into-denominator", x / (d_k * (1 + sp.sqrt(sp.exp(a) + 1))),
+     ["out = np.exp(a)", "out += 1", "np.sqrt(out, out=out)", "out += 1", "out *= d_k",
+      "np.divide(x, out, out=out)"]),
     # nothing computed has the full shape: one plain statement
     ("plain", x + RowSum(y), ["out = x + (y @ np.ones(y.shape[-1], dtype=y.dtype))[..., None]"]),
 ]
@@ -398,10 +402,10 @@ def test_inplace_statements(expr, lines):
     # the same in-place program in torch's spelling (NumPy alone also binds a row sum's
     # argument to a name, so the line counts may differ)
     import re
-    in_place = {"numpy": r"[-+*/]= |out=", "torch": r"[-+*/]= |\w_\(\)$"}
+    in_place = {"numpy": r"[-+*/]= |out=", "torch": r"[-+*/]= |\w_\(\)$|out="}
     assert len([t for t in lines if re.search(in_place["numpy"], t)]) == \
         len([t for t in torch_lines if re.search(in_place["torch"], t)])
-    assert torch_lines[-1].startswith("out")
+    assert torch_lines[-1].startswith("out") or torch_lines[-1].endswith("out=out)")
 
 
 def test_inplace_values_match_expression():
@@ -508,6 +512,8 @@ def test_dead_array_taken_over_only_when_safe():
     assert shifted[1:4] == ["z = s", "z -= np.max(s, axis=-1, keepdims=True)", "np.exp(z, out=z)  # (..., r, r)"]
     kept = _keep_body([scores, (z, sp.exp(s_ - RowMax(s_)))], keep=[z, s_])
     assert kept[1] == "z = s - np.max(s, axis=-1, keepdims=True)"          # s is saved: untouched
+    row = Array("m", (r, 1))                      # m·s: the dead s is taken over, whichever factor leads
+    assert _keep_body([scores, (z, row * s_)], keep=[z])[1:3] == ["z = s", "z *= m  # (..., r, r)"]
     read_after = _keep_body([scores, (z, (s_ - RowMax(s_)) * s_)], keep=[z])
     assert read_after[1:3] == ["z = s - np.max(s, axis=-1, keepdims=True)", "z *= s  # (..., r, r)"]
 
