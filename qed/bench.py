@@ -15,7 +15,9 @@ with the same hyperparameters, the same batches):
 
 One step = forward + loss + backward + AdamW update (no gradient clipping). After `warmup`
 rounds the steps are interleaved (numpy, torch-gen, eager, numpy, …) so that a slow spell of
-the machine hits all three alike; the table gives the median step time, its spread (min–max
+the machine hits all three alike, each timed step after an untimed one of the same
+implementation (`SETTLE_STEPS`), so that no step is timed while the previous implementation's
+thread pools still spin, and each finds its own as a training loop does; the table gives the median step time, its spread (min–max
 and the interquartile range), tokens per second, model GFLOP/s against the machine's measured
 float32 matmul rate, peak memory and each ratio to eager.
 
@@ -47,6 +49,12 @@ DEFAULT_BATCH = 12
 LARGE_MODEL = dict(DEFAULT_MODEL, n_embd=384, n_head=6, block_size=256)
 IMPLS = ("numpy", "torch-gen", "eager")
 NUMPY_PARALLEL = "processes"     # how NumpyGPT runs its batch slices (see qed/workers.py)
+# Untimed steps of the same implementation before each timed one. PyTorch's OpenMP threads spin
+# for some milliseconds after a parallel region: a step timed right after another
+# implementation's shared the CPUs with them (NumPy's step measured 4-5 ms slower right after
+# eager's than with OMP_WAIT_POLICY=PASSIVE), while eager's own steps find its threads awake.
+# One untimed step first puts every implementation in the state of a training loop.
+SETTLE_STEPS = 1
 LABELS = {"numpy": "(a) NumPy backend (generated kernels)",
           "torch-gen": "(b) PyTorch backend (generated autograd Functions)",
           "eager": "(c) PyTorch eager (torch.nn, F.scaled_dot_product_attention)"}
@@ -266,6 +274,8 @@ def time_interleaved(impls: list, batches: list, warmup: int, steps: int, progre
         x, y = batches[r % len(batches)]
         last = []
         for im in impls:
+            for _ in range(SETTLE_STEPS):             # untimed: this one's threads in their stride
+                im.step(x, y)
             t0 = time.perf_counter()
             loss = im.step(x, y)
             dt = time.perf_counter() - t0
@@ -413,7 +423,7 @@ def bench(overrides: dict | None = None, *, data: str | None = None, steps: int 
     threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
     cfg, batch = build_config(overrides or {}, data_vocab(data))
     result: dict = {"config": cfg.to_dict(), "batch_size": batch, "dtype": "float32",
-                    "data": data or "random tokens", "steps": steps, "warmup": warmup,
+                    "data": data or "random tokens", "steps": steps, "warmup": warmup, "settle_steps": SETTLE_STEPS,
                     "step": "forward + loss + backward + AdamW (lr 1e-3, betas (0.9, 0.95), wd 0.1 on matrices)"}
     result["threads"] = set_threads(threads)
     result["threads"]["numpy_parallel"] = parallel
@@ -596,7 +606,8 @@ def render(result: dict, console=None) -> None:
         m = result["machine"]
         con.print(f"machine: {m['cpu']}, {m['cpus']} CPUs; load average {m['loadavg']} before, "
                   f"{m.get('loadavg_after')} after; numpy {m['numpy']}, torch {m['torch']}")
-        con.print(f"step: {result['step']}; {result['warmup']} warm-up + {result['steps']} interleaved rounds")
+        con.print(f"step: {result['step']}; {result['warmup']} warm-up + {result['steps']} interleaved rounds "
+                  f"(each timed step after {result.get('settle_steps', 0)} untimed step(s) of the same implementation)")
         con.print(f"model: {fl['params']:,} parameters ({fl['matmul_params']:,} in matmuls); "
                   f"{fl['flops'] / 1e9:.2f} GFLOP per step = 6·N·tokens {fl['flops_matmul'] / 1e9:.2f} + attention "
                   f"{fl['flops_attention'] / 1e9:.2f} ({fl['tokens']} tokens)")

@@ -290,7 +290,8 @@ class NumpyGPT:
           "processes": worker processes (qed/workers.py), started at the first forward with
                        targets, each with a copy of the model whose parameters live in shared
                        memory (this model's own parameters are views of it). Measured faster on
-                       two cores; `close()` stops them (so does exiting).
+                       two cores; `close()` stops them (so does exiting). POSIX only: elsewhere
+                       this falls back to threads.
         BLAS runs on one thread meanwhile (threadpoolctl), so the two do not oversubscribe."""
         if parallel not in ("threads", "processes"):
             raise ValueError(f"parallel must be 'threads' or 'processes', got {parallel!r}")
@@ -304,6 +305,8 @@ class NumpyGPT:
         self._workers = None         # ShardWorkers (parallel="processes"), started on first use
         self._shared = None          # SharedArray holding the flat parameters (parallel="processes")
         initial = {k: v.astype(self.dtype) for k, v in init_params(config, seed).items()}
+        if parallel == "processes" and os.name != "posix":  # pipes passed to a child: POSIX only
+            self.parallel = parallel = "threads"
         if parallel == "processes" and self.threads > 1:
             from .workers import SharedArray
             self._shared = SharedArray(sum(v.size for v in initial.values()), self.dtype)

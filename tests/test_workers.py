@@ -3,7 +3,6 @@ and give, bit for bit, what the same slices give in threads; failures surface; n
 behind."""
 from __future__ import annotations
 
-import glob
 import os
 
 import numpy as np
@@ -23,11 +22,6 @@ def batch(B, cfg, seed=0):
     tgt = rng.integers(0, cfg.vocab_size, (B, cfg.block_size))
     tgt[0, :3] = -1                                    # slices with different numbers of scored tokens
     return idx, tgt
-
-
-def shm_files() -> set:
-    d = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    return set(glob.glob(os.path.join(d, "qed-shm-*"))) if d else set()
 
 
 @pytest.mark.parametrize("threads,B", [(2, 5), (3, 7)])
@@ -94,17 +88,24 @@ def test_a_dead_worker_is_reported_and_close_recovers():
 
 
 def test_no_shared_memory_left_behind():
-    before = shm_files()
+    """The per-step files are unlinked once both sides have mapped them, the parameters' file
+    when the model goes."""
+    import gc
     cfg = GPTConfig(**TINY)
     idx, tgt = batch(4, cfg)
     m = NumpyGPT(cfg, threads=2, parallel="processes")
+    params_path = m._shared.path
+    assert os.path.exists(params_path)
     m.forward(idx, tgt)
     m.backward()
-    procs = list(m._workers.procs)
+    workers = m._workers
+    assert all(g.path is None for g in workers._grad_bufs) and all(io[0].path is None for io in workers._io)
+    procs = list(workers.procs)
     m.close()
     assert all(p.poll() is not None for p in procs)    # the workers have exited
-    del m
-    assert shm_files() - before == set()
+    del m, workers
+    gc.collect()
+    assert not os.path.exists(params_path)
 
 
 def test_forward_without_targets_and_one_row_stay_in_this_process():
