@@ -180,9 +180,20 @@ def _causal() -> Proof:
     parts.append(("dS_{i,i+1+r}", grad_after, sp.Integer(0), None))
     dO_dV = sp.diff(entry(o, (i, j), causal_code), v.base[later, f])           # (4)
     parts.append(("∂O_ij/∂V_{i+1+r,f}", dO_dV, sp.Integer(0), "normaliser"))
-    assumptions = ["r ≥ 0 (position i+1+r lies after i)", "m = n (causal attention is square)"]
+    return causal_parts(parts, "exp(−∞) = 0 by evaluation for (1), (3); index normaliser with a causal "
+                               "range split for (2), (4)")
+
+
+CAUSAL_ASSUMPTIONS = ("r ≥ 0 (position i+1+r lies after i)", "m = n (causal attention is square)")
+
+
+def causal_parts(parts, method: str) -> Proof:
+    """A proof made of facts (label, lhs, rhs, how) about causal attention, each exact: `how`
+    None means SymPy's own evaluation must give rhs (exp(−∞) = 0 kills a masked entry), and
+    "normaliser" means the index normaliser's residual lhs − rhs must be 0."""
+    assumptions = list(CAUSAL_ASSUMPTIONS)
     for label, lhs, rhs, how in parts:
-        if how is None:  # SymPy evaluates these exactly: exp(−∞) = 0 kills the entry
+        if how is None:
             if lhs != rhs:
                 return Proof("unproven", f"{label} did not evaluate to {rhs}", assumptions, sp.sstr(lhs))
         else:
@@ -191,14 +202,13 @@ def _causal() -> Proof:
             assumptions += [a for a in norm.assumptions if a not in assumptions]
             if res != 0:
                 return Proof("unproven", f"{label}: residual not 0", assumptions, sp.sstr(res))
-    return Proof("proved-general",
-                 "exp(−∞) = 0 by evaluation for (1), (3); index normaliser with a causal range split for (2), (4)",
-                 assumptions)
+    return Proof("proved-general", method, assumptions)
 
 
-def _refute_causal(weights_expr) -> dict | None:
-    """A wrong mask: some weight after position i is not 0, or a row does not sum to 1."""
-    env = {**causal_code, att: weights_expr}
+def refute_causal(env: dict, weights_expr) -> dict | None:
+    """A wrong mask (weights `weights_expr` in place of A, in the code `env`): some weight
+    after position i is not 0, or a row does not sum to 1."""
+    env = {**env, att: weights_expr}
     cx = counterexample(entry(att, (i, later), env), sp.Integer(0), causal_setting)
     return cx or counterexample(sp.Sum(entry(att, (i, j), env), (j, 0, n - 1)), sp.Integer(1), causal_setting)
 
@@ -213,9 +223,9 @@ causal = Claim(
     prove=_causal,
     mutants=[
         Mutant("mask-after-softmax", "future weights zeroed after the softmax, not renormalised",
-               lambda: _refute_causal(softmax_math(S_raw) * sp.exp(CausalMask(S_raw) - S_raw))),
+               lambda: refute_causal(causal_code, softmax_math(S_raw) * sp.exp(CausalMask(S_raw) - S_raw))),
         Mutant("no-mask", "mask forgotten: later keys get weight",
-               lambda: _refute_causal(softmax_stable(S_raw))),
+               lambda: refute_causal(causal_code, softmax_stable(S_raw))),
     ])
 
 

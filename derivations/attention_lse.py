@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import sympy as sp
 
+from .attention import causal_parts, later, refute_causal
 from .arrays import Array, Assign, CausalMask, MatMul, RowMax, RowSum, T, entry, index, size
-from .core import Claim, Mutant, Proof, Setting, counterexample, index_claim
-from .normalise import Normaliser
+from .core import Claim, Mutant, Proof, Setting, index_claim
 from .ops import Op, Option, grad_of
 from .softmax import softmax_math, softmax_stable
 
@@ -184,39 +184,20 @@ dK = index_claim(
                                   entry(dk, (e, f), wrong_recompute))})
 
 # ------------------------------------------------------------------------------- causal mask
-r_ = sp.Symbol("r", integer=True, nonnegative=True)      # j = i + 1 + r is a position after i
-later = i + 1 + r_
-causal_setting = Setting(sizes={m: 3, n: 3, d_k: 2, d_v: 2},
-                         indices={i: (0, 1), j: (0, n - 1), f: (0, d_v - 1)}, scalars={r_: 0})
+# j = i + 1 + r (r ≥ 0) is a position after i; the same facts and counterexample search as
+# attention.causal (derivations/attention.py)
 
 
 def _causal() -> Proof:
     """(1) a recomputed weight after position i is exactly 0; (2) the recomputed weights equal
     the masked softmax the forward used (index normaliser, causal range split); (3) so the
     masked scores get zero gradient."""
-    assumptions = ["r ≥ 0 (position i+1+r lies after i)", "m = n (causal attention is square)"]
-    after = entry(recomputed, (i, later), backward_causal)                              # (1)
-    if after != 0:
-        return Proof("unproven", "recomputed weight after i did not evaluate to 0", assumptions, sp.sstr(after))
-    norm = Normaliser()
-    res = norm.residual(entry(recomputed, (i, j), backward_causal),                     # (2)
-                        entry(softmax_stable(CausalMask(SCORES)), (i, j)))
-    assumptions += [a for a in norm.assumptions if a not in assumptions]
-    if res != 0:
-        return Proof("unproven", "recomputed weights vs masked softmax: residual not 0", assumptions, sp.sstr(res))
-    grad_after = entry(ds, (i, later), backward_causal)                                 # (3)
-    if grad_after != 0:
-        return Proof("unproven", "dS after i did not evaluate to 0", assumptions, sp.sstr(grad_after))
-    return Proof("proved-general",
-                 "exp(−∞) = 0 by evaluation for (1), (3); index normaliser with a causal range split for (2)",
-                 assumptions)
-
-
-def _refute_causal(weights_expr) -> dict | None:
-    """A wrong recompute under the mask: a weight after i is not 0, or a row does not sum to 1."""
-    env = {**backward_causal, att: weights_expr}
-    cx = counterexample(entry(att, (i, later), env), sp.Integer(0), causal_setting)
-    return cx or counterexample(sp.Sum(entry(att, (i, j), env), (j, 0, n - 1)), sp.Integer(1), causal_setting)
+    return causal_parts([
+        ("recomputed weight after i", entry(recomputed, (i, later), backward_causal), sp.Integer(0), None),  # (1)
+        ("recomputed weights vs masked softmax", entry(recomputed, (i, j), backward_causal),                  # (2)
+         entry(softmax_stable(CausalMask(SCORES)), (i, j)), "normaliser"),
+        ("dS after i", entry(ds, (i, later), backward_causal), sp.Integer(0), None),                         # (3)
+    ], "exp(−∞) = 0 by evaluation for (1), (3); index normaliser with a causal range split for (2)")
 
 
 causal = Claim(
@@ -226,9 +207,9 @@ causal = Claim(
     prove=_causal,
     mutants=[
         Mutant("unmasked-recompute", "scores recomputed without the mask (future keys get weight)",
-               lambda: _refute_causal(sp.exp(SCORES - lse))),
+               lambda: refute_causal(backward_causal, sp.exp(SCORES - lse))),
         Mutant("unmasked-lse", "lse of the unmasked scores (rows of the masked weights do not sum to 1)",
-               lambda: _refute_causal(sp.exp(CausalMask(SCORES) - (RowMax(SCORES) + sp.log(
+               lambda: refute_causal(backward_causal, sp.exp(CausalMask(SCORES) - (RowMax(SCORES) + sp.log(
                    RowSum(sp.exp(SCORES - RowMax(SCORES)))))))),
     ])
 

@@ -416,23 +416,20 @@ def test_inplace_values_match_expression():
     env.update(q=rng.standard_normal((2, 3, 5)), k=rng.standard_normal((2, 4, 5)), d_k=5,
                mean=rng.standard_normal((2, 3, 1)), np=np, math=math, scipy=scipy)
     before = {k: v.copy() for k, v in env.items() if isinstance(v, np.ndarray)}
-    for name, expr, _ in INPLACE:
-        ref = eval(NumpyPrinter().doprint(expr), dict(env))
-        scope = dict(env)
-        exec("\n".join(NumpyPrinter().print_assign("out", expr, full=_full)), scope)
-        np.testing.assert_allclose(scope["out"], ref, rtol=1e-13, atol=1e-13, err_msg=name)
-        for k in ("x", "y", "a", "b", "c", "q", "k", "mean"):
-            assert np.array_equal(scope[k], before[k]), (name, k)        # inputs untouched
-
     tenv = {k: (torch.tensor(v) if isinstance(v, np.ndarray) else v) for k, v in env.items()}
     tenv["torch"] = torch
-    for name, expr, _ in INPLACE:
-        ref = eval(TorchPrinter().doprint(expr), dict(tenv))
-        scope = dict(tenv)
-        exec("\n".join(TorchPrinter().print_assign("out", expr, full=_full)), scope)
-        torch.testing.assert_close(scope["out"], ref, rtol=1e-13, atol=1e-13, msg=name)
-        for k in ("x", "y", "a", "b", "c", "q", "k", "mean"):
-            assert np.array_equal(scope[k].numpy(), before[k]), (name, k)
+    backends = [(NumpyPrinter, env, np.asarray,
+                 lambda got, want, name: np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13, err_msg=name)),
+                (TorchPrinter, tenv, lambda t: t.numpy(),
+                 lambda got, want, name: torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-13, msg=name))]
+    for printer, scope0, as_numpy, assert_close in backends:
+        for name, expr, _ in INPLACE:
+            ref = eval(printer().doprint(expr), dict(scope0))
+            scope = dict(scope0)
+            exec("\n".join(printer().print_assign("out", expr, full=_full)), scope)
+            assert_close(scope["out"], ref, name)
+            for k in ("x", "y", "a", "b", "c", "q", "k", "mean"):
+                assert np.array_equal(as_numpy(scope[k]), before[k]), (printer.__name__, name, k)  # inputs untouched
 
 
 # ------------------------------------------------------------------ weight matrices, causal mask
