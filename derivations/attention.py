@@ -29,6 +29,17 @@ do, datt, ds = grad_of(o), grad_of(att), grad_of(s)
 dq, dk, dv = grad_of(q), grad_of(k), grad_of(v)
 delta = Array("delta", (m, 1))
 
+# The backward from the weights A = att, the output o and dO: attention's whole backward, and
+# attention_lse's once it has recomputed A (derivations/attention_lse.py).
+BACKWARD_FROM_WEIGHTS = [
+    Assign(dv, MatMul(T(att), do)),                      # dV = Aᵀ dO
+    Assign(datt, MatMul(do, T(v))),                      # dA = dO Vᵀ
+    Assign(delta, RowSum(do * o)),                       # rowsum(dA ⊙ A) = rowsum(dO ⊙ O)
+    Assign(ds, att * (datt - delta)),                    # dS = A ⊙ (dA − δ 1ᵀ)
+    Assign(dq, MatMul(ds, k) / sp.sqrt(d_k)),            # dQ = dS K / √d_k
+    Assign(dk, MatMul(T(ds), q) / sp.sqrt(d_k)),         # dK = dSᵀ Q / √d_k
+]
+
 ATTENTION = Op(
     name="attention", module=__name__, title="Scaled dot-product attention",
     latex=r"O = \mathrm{softmax}\left(\frac{Q K^{T}}{\sqrt{d_{k}}} + M\right) V",
@@ -45,14 +56,7 @@ ATTENTION = Op(
     ],
     outputs=[o],
     saved=[q, k, v, att, o],
-    backward=[
-        Assign(dv, MatMul(T(att), do)),                      # dV = Aᵀ dO
-        Assign(datt, MatMul(do, T(v))),                      # dA = dO Vᵀ
-        Assign(delta, RowSum(do * o)),                       # rowsum(dA ⊙ A) = rowsum(dO ⊙ O)
-        Assign(ds, att * (datt - delta)),                    # dS = A ⊙ (dA − δ 1ᵀ)
-        Assign(dq, MatMul(ds, k) / sp.sqrt(d_k)),            # dQ = dS K / √d_k
-        Assign(dk, MatMul(T(ds), q) / sp.sqrt(d_k)),         # dK = dSᵀ Q / √d_k
-    ],
+    backward=BACKWARD_FROM_WEIGHTS,
     grads=[dq, dk, dv],
     cache_doc="q, k, v, the attention weights att = softmax(s) (m×n) and the output o; "
               "o is kept so that the backward forms rowsum(dO ⊙ O) instead of rowsum(dA ⊙ A).",

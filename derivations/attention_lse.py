@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .attention import causal_parts, later, refute_causal
+from .attention import BACKWARD_FROM_WEIGHTS, causal_parts, later, refute_causal
 from .arrays import Array, Assign, CausalMask, MatMul, RowMax, RowSum, T, entry, index, size
 from .core import Claim, Mutant, Proof, Setting, index_claim
 from .ops import Op, Option, grad_of
@@ -66,13 +66,7 @@ ATTENTION_LSE = Op(
         Assign(s, SCORES),                                   # recomputed: one matmul
         Assign(s, CausalMask(s), when="causal"),
         Assign(att, sp.exp(s - lse)),                        # attention_lse.recompute
-        Assign(dv, MatMul(T(att), do)),                      # dV = Aᵀ dO
-        Assign(datt, MatMul(do, T(v))),                      # dA = dO Vᵀ
-        Assign(delta, RowSum(do * o)),                       # attention.delta
-        Assign(ds, att * (datt - delta)),                    # dS = A ⊙ (dA − δ 1ᵀ)
-        Assign(dq, MatMul(ds, k) / sp.sqrt(d_k)),            # dQ = dS K / √d_k
-        Assign(dk, MatMul(T(ds), q) / sp.sqrt(d_k)),         # dK = dSᵀ Q / √d_k
-    ],
+    ] + BACKWARD_FROM_WEIGHTS,                               # then attention's: dV, dA, δ, dS, dQ, dK
     grads=[dq, dk, dv],
     cache_doc="q, k, v, the output o and lse (m×1), the log-sum-exp of each row of scores; no "
               "m×n array: the backward recomputes the scores and A = exp(S − lse) from them.",
