@@ -10,6 +10,10 @@ with the same hyperparameters, the same batches):
                AdamW = the generated adamw_step over one flat buffer (qed/optim.py)
     torch-gen  TorchGPT — the generated torch.autograd.Functions, chained by autograd;
                AdamW = the generated adamw_step per parameter (TorchAdamW)
+    torch-compiled  the same TorchGPT with compile=True: forward, loss and the generated
+               backward traced into one graph and fused by torch.compile (inductor, pattern
+               matcher off); compiled on a throwaway step, after which the weights and AdamW's
+               state are reset. Left out with --no-compile, and by the memory and sweep runs.
     eager      ReferenceGPT (qed/reference.py) — torch.nn with F.scaled_dot_product_attention,
                F.layer_norm, F.gelu, F.cross_entropy under eager autograd; torch.optim.AdamW
 
@@ -48,6 +52,7 @@ DEFAULT_MODEL = dict(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=
 DEFAULT_BATCH = 12
 LARGE_MODEL = dict(DEFAULT_MODEL, n_embd=384, n_head=6, block_size=256)
 IMPLS = ("numpy", "torch-gen", "eager")
+COMPILED = "torch-compiled"      # optional fourth row: torch-gen under torch.compile
 NUMPY_PARALLEL = "processes"     # how NumpyGPT runs its batch slices (see qed/workers.py)
 # Untimed steps of the same implementation before each timed one. PyTorch's OpenMP threads spin
 # for some milliseconds after a parallel region: a step timed right after another
@@ -57,8 +62,10 @@ NUMPY_PARALLEL = "processes"     # how NumpyGPT runs its batch slices (see qed/w
 SETTLE_STEPS = 1
 LABELS = {"numpy": "(a) NumPy backend (generated kernels)",
           "torch-gen": "(b) PyTorch backend (generated autograd Functions)",
+          COMPILED: "(b′) the same, compiled by torch.compile (inductor fuses the generated expressions)",
           "eager": "(c) PyTorch eager (torch.nn, F.scaled_dot_product_attention)"}
-SHORT = {"numpy": "(a) numpy", "torch-gen": "(b) torch-gen", "eager": "(c) eager"}
+SHORT = {"numpy": "(a) numpy", "torch-gen": "(b) torch-gen", COMPILED: "(b′) compiled",
+         "eager": "(c) eager"}
 HP = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
 MEMORY_T = 1024
 MEMORY_BATCH = 4
@@ -207,11 +214,11 @@ class Impl:
             self.model = NumpyGPT(cfg, dtype=np.float32, seed=seed, threads=threads, parallel=parallel)
             self.opt = AdamW(self.model.params, **HP)
             self.step = self._numpy_step
-        elif name == "torch-gen":
+        elif name in ("torch-gen", COMPILED):
             from .model_torch import TorchGPT
             from .optim import TorchAdamW
 
-            self.model = TorchGPT(cfg, dtype=torch.float32, seed=seed)
+            self.model = TorchGPT(cfg, dtype=torch.float32, seed=seed, compile=name == COMPILED)
             self.opt = TorchAdamW(self.model, **HP)
             self.step = self._torch_gen_step
         elif name == "eager":
@@ -223,8 +230,24 @@ class Impl:
                                          betas=HP["betas"], eps=HP["eps"])
             self.step = self._eager_step
         else:
-            raise ValueError(f"unknown implementation {name!r}: choose one of {', '.join(IMPLS)}")
+            raise ValueError(f"unknown implementation {name!r}: choose one of {', '.join(IMPLS + (COMPILED,))}")
         self.torch = torch
+        self.seed = seed
+        self.compile_seconds = None
+
+    def prepare(self, x, y) -> None:
+        """torch-compiled: compile now, on one throwaway step, then put the weights and AdamW's
+        state back to where they started (so every implementation trains the same steps)."""
+        if self.name != COMPILED:
+            return
+        from .model_numpy import init_params
+        from .optim import TorchAdamW
+
+        t0 = time.perf_counter()
+        self.step(x, y)
+        self.compile_seconds = time.perf_counter() - t0
+        self.model.load_params(init_params(self.cfg, self.seed))
+        self.opt = TorchAdamW(self.model, **HP)
 
     def worker_peak_bytes(self) -> int:
         """Peak RSS of the NumPy backend's worker processes (0 without any)."""
@@ -363,6 +386,7 @@ def probe(spec: dict) -> dict:
     cfg = GPTConfig.from_dict(spec["config"])
     batches = make_batches(cfg, spec["batch"], max(1, spec["steps"]), spec.get("data"), seed=0)
     im = Impl(spec["impl"], cfg, threads, parallel=spec.get("parallel", NUMPY_PARALLEL))
+    im.prepare(*batches[0])                          # torch-compiled: compile before the peak reset
     reset = _reset_peak()
     before = _read_status().get("VmRSS", 0)
     times = []
@@ -418,8 +442,9 @@ def timed_command(args: list[str], timeout: float = 3600) -> dict:
 # --------------------------------------------------------------------------- the benchmark
 def bench(overrides: dict | None = None, *, data: str | None = None, steps: int = 20, warmup: int = 3,
           threads: int | None = None, proofs: bool = True, codegen: bool = True, memory: bool = True,
-          progress: bool = True, parallel: str = NUMPY_PARALLEL) -> dict:
-    """The side-by-side benchmark at one config; a JSON-able dict."""
+          progress: bool = True, parallel: str = NUMPY_PARALLEL, compile: bool = True) -> dict:
+    """The side-by-side benchmark at one config; a JSON-able dict. `compile`: also time the
+    generated-PyTorch backend under torch.compile (a fourth row, after its compilation)."""
     threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
     cfg, batch = build_config(overrides or {}, data_vocab(data))
     result: dict = {"config": cfg.to_dict(), "batch_size": batch, "dtype": "float32",
@@ -440,8 +465,25 @@ def bench(overrides: dict | None = None, *, data: str | None = None, steps: int 
     batches = make_batches(cfg, batch, warmup + steps, data)
     _log(f"qed bench: {cfg.n_layer} layers, {cfg.n_head} heads, n_embd {cfg.n_embd}, block {cfg.block_size}, "
          f"batch {batch}, {threads} threads: {warmup} warm-up + {steps} interleaved rounds ...")
-    impls = [Impl(name, cfg, threads, parallel=parallel) for name in IMPLS]
+    names = IMPLS[:2] + ((COMPILED,) if compile else ()) + IMPLS[2:]
+    impls = [Impl(name, cfg, threads, parallel=parallel) for name in names]
     try:
+        for im in impls:
+            if im.name == COMPILED:
+                _log("qed bench: compiling the generated-PyTorch backend (torch.compile, inductor) ...")
+                try:
+                    im.prepare(*batches[0])
+                except Exception as e:                # no C++ compiler, an unsupported platform, ...
+                    result["compile_error"] = f"{type(e).__name__}: {e}"[:2000]
+                    _log(f"qed bench: torch.compile failed, row (b′) left out: {result['compile_error'][:300]}")
+                    impls.remove(im)
+                    im.close()
+                else:
+                    result["compile_seconds"] = im.compile_seconds
+                    _log(f"qed bench: compiled in {im.compile_seconds:.1f} s")
+                break
+        names = tuple(im.name for im in impls)
+        result["impls"] = list(names)
         timed = time_interleaved(impls, batches, warmup, steps, progress)
     finally:
         for im in impls:
@@ -449,7 +491,7 @@ def bench(overrides: dict | None = None, *, data: str | None = None, steps: int 
     result["machine"]["loadavg_after"] = _loadavg()
     rows = {}
     ref = statistics.median(timed["times"]["eager"])
-    for name in IMPLS:
+    for name in names:
         s = summarize(timed["times"][name])
         med = s["median_ms"] / 1e3
         s.update(label=LABELS[name], ratio_to_eager=statistics.median(timed["times"][name]) / ref,
@@ -461,7 +503,7 @@ def bench(overrides: dict | None = None, *, data: str | None = None, steps: int 
     result["results"] = rows
     if memory:
         _log("qed bench: peak memory, one fresh process per implementation ...")
-        for name in IMPLS:
+        for name in names:
             m = run_probe({"impl": name, "config": cfg.to_dict(), "batch": batch, "threads": threads,
                            "steps": 3, "data": data, "parallel": parallel})
             rows[name]["memory"] = {k: m[k] for k in ("peak_rss_mb", "baseline_rss_mb", "step_mb", "method")}
@@ -618,7 +660,8 @@ def render(result: dict, console=None) -> None:
                           ("IQR ms", "right"), ("tokens/s", "right"), ("GFLOP/s (% matmul)", "right"),
                           ("peak RSS MB (step)", "right"), ("ratio to (c)", "right")):
             t.add_column(col, justify=just)
-        for name in IMPLS:
+        names = result.get("impls", IMPLS)
+        for name in names:
             r = result["results"][name]
             mem = r.get("memory")
             t.add_row(SHORT[name], f"{r['median_ms']:.1f}", f"{r['min_ms']:.1f}–{r['max_ms']:.1f}",
@@ -627,7 +670,11 @@ def render(result: dict, console=None) -> None:
                       "—" if mem is None else f"{_fmt_mb(mem['peak_rss_mb'])} ({_fmt_mb(mem['step_mb'])})",
                       f"{r['ratio_to_eager']:.2f}")
         con.print(t)
-        con.print("; ".join(LABELS[n] for n in IMPLS))
+        con.print("; ".join(LABELS[n] for n in names))
+        if "compile_seconds" in result:
+            con.print(f"(b′) compile: {result['compile_seconds']:.1f} s, on one throwaway step before the warm-up")
+        if "compile_error" in result:
+            con.print(f"(b′) left out: torch.compile failed: {result['compile_error'][:300]}")
         if any("memory" in r for r in result["results"].values()):
             con.print("peak memory: " + next(r["memory"]["method"] for r in result["results"].values()
                                              if "memory" in r) + "; (step) = peak − RSS before the first step")
@@ -685,6 +732,8 @@ def add_parser(sub) -> None:
     b.add_argument("--no-proofs", action="store_true", help="skip timing `python -m qed prove`")
     b.add_argument("--no-codegen", action="store_true", help="skip timing `python -m codegen --check`")
     b.add_argument("--no-peak-memory", action="store_true", help="skip the per-implementation memory processes")
+    b.add_argument("--no-compile", action="store_true", help="skip row (b′), the generated-PyTorch backend under "
+                   "torch.compile (its compilation takes tens of seconds)")
     b.add_argument("--memory", action="store_true", help=f"also: attention vs attention_lse peak memory and "
                    f"time at T = {MEMORY_T}")
     b.add_argument("--memory-T", type=int, default=MEMORY_T, metavar="T",
@@ -719,7 +768,8 @@ def run_cli(args) -> int:
     if not (args.only_extra and (args.memory or args.sweep)):
         result.update(bench(overrides, data=args.data, steps=args.steps, warmup=args.warmup, threads=args.threads,
                             proofs=not args.no_proofs, codegen=not args.no_codegen,
-                            memory=not args.no_peak_memory, progress=progress, parallel=args.numpy_parallel))
+                            memory=not args.no_peak_memory, progress=progress, parallel=args.numpy_parallel,
+                            compile=not args.no_compile))
     if args.memory:
         over = {k: v for k, v in overrides.items() if k != "block_size"}
         result["memory_comparison"] = memory_comparison(over, T=args.memory_T, threads=args.threads,

@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--numpy-parallel", choices=("processes", "threads"), default=None,
                    help="numpy backend: run the batch's second half in a worker process (default) or a "
                         "thread; allowed with --resume")
+    g.add_argument("--compile", action="store_true", default=None,
+                   help="torch backend: run forward, loss and the generated backward as one graph compiled by "
+                        "torch.compile (inductor; the first step compiles, tens of seconds); allowed with --resume")
     g.add_argument("--out", metavar="DIR", help="run directory (default runs/<task>-<timestamp>)")
     g.add_argument("--resume", metavar="RUN_DIR",
                    help="continue a run from its latest checkpoint, with its saved settings (an interrupted "
@@ -110,9 +113,10 @@ def _cmd_train(args) -> int:
         if given:
             flags = ", ".join("--" + o.replace("_", "-") for o in given)
             raise QedError(f"{flags}: cannot be combined with --resume (the run's saved settings are used; "
-                           f"only --steps, --eval-every and --numpy-parallel may change)")
+                           f"only --steps, --eval-every, --numpy-parallel and --compile may change)")
         trainer = Trainer.resume(args.resume, steps=args.steps, eval_every=args.eval_every,
-                                 numpy_parallel=args.numpy_parallel, progress=progress)
+                                 numpy_parallel=args.numpy_parallel, torch_compile=args.compile,
+                                 progress=progress)
         print(f"resuming {trainer.run_dir} at step {trainer.step} of {trainer.settings.steps}", flush=True)
     else:
         if args.data is not None:
@@ -144,6 +148,8 @@ def _cmd_train(args) -> int:
                   "seed", "dtype", "backend", "numpy_parallel"):
             if getattr(args, k) is not None:
                 sk[k] = getattr(args, k)
+        if args.compile:
+            sk["torch_compile"] = True
         if args.betas is not None:
             sk["betas"] = tuple(args.betas)
         settings = TrainSettings(**sk)
@@ -151,7 +157,7 @@ def _cmd_train(args) -> int:
         n_params = sum(int(v.size) for v in trainer.runner.params().values())
         what = (f"sort {task.length} digits 0-{task.num_digits - 1}" if task.kind == "sort"
                 else f"{task.path} ({len(task.train) + len(task.val):,} chars, vocab {task.vocab_size})")
-        print(f"qed train: {what} | {settings.backend} {settings.dtype} | {config.n_layer} layers, "
+        print(f"qed train: {what} | {settings.backend}{' (compiled)' if settings.torch_compile else ''} {settings.dtype} | {config.n_layer} layers, "
               f"{config.n_head} heads, n_embd {config.n_embd}, {n_params:,} params | {settings.steps} steps, "
               f"batch {settings.batch_size}, lr {settings.lr:g} | run dir {trainer.run_dir}", flush=True)
     rc = trainer.run()

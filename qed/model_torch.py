@@ -33,10 +33,15 @@ class _Node(nn.Module):
 class TorchGPT(nn.Module):
     backend = "torch"
 
-    def __init__(self, config: GPTConfig, dtype=torch.float32, seed: int = 0):
+    def __init__(self, config: GPTConfig, dtype=torch.float32, seed: int = 0, compile: bool = False):
+        """`compile=True`: the loss path (forward with targets, and the backward of what it
+        computes) runs as one graph compiled by torch.compile — the same generated forward and
+        backward expressions, fused by inductor into loops (see `_compiled_loss`)."""
         super().__init__()
         config.validate()
         self.config = config
+        self.compiled = bool(compile)
+        self._compiled = None
         self._kfn = {}
         # every parameter is a view of one flat buffer (matrices first, as NumpyGPT), so that
         # TorchAdamW can update them all with one kernel call per weight-decay group
@@ -145,9 +150,43 @@ class TorchGPT(nn.Module):
 
     # ------------------------------------------------------------------ forward
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        """logits (B, T, V), and the mean cross-entropy over the tokens whose target is not −1
+        (None without targets). With compile=True the loss path runs the compiled graph; logits
+        alone (sampling, where T grows by one a call) run as written."""
+        B, T = check_idx(self.config, idx, targets)
+        if targets is None:
+            return self._logits(idx), None
+        mask = (targets >= 0).long()                        # target -1: ignored (ignore_index)
+        if not bool(mask.any()):
+            raise ValueError("every target is -1 (ignored): there is no token to score")
+        targets = torch.where(mask == 1, targets, torch.zeros_like(targets))
+        if not self.compiled:
+            return self._with_loss(idx, targets, mask)
+        # the compiled graph does not read the ids' values (that would split it): check them here,
+        # with the kernels' own messages
+        check = kernel("torch", "_validate").in_range
+        check("embedding", "ids", idx, self.config.vocab_size, "V")
+        check("cross_entropy", "targets", targets, self.config.vocab_size, "V")
+        return self._compiled_loss()(idx, targets, mask)
+
+    def _with_loss(self, idx, targets, mask):
+        logits = self._logits(idx)
+        return logits, self._k("cross_entropy")(logits, targets, mask).reshape(())  # mean over scored tokens
+
+    def _compiled_loss(self):
+        """torch.compile(_with_loss), built on first use (inductor; the first call compiles, tens of
+        seconds). Inductor's pattern matcher is off, so that no pattern of the generated
+        expressions is swapped for a kernel of PyTorch's own (it has attention patterns that
+        rewrite to scaled_dot_product_attention): what runs is the printed formulas, fused."""
+        if self._compiled is None:
+            self._compiled = torch.compile(self._with_loss, dynamic=False,
+                                           options={"pattern_matcher": False})
+        return self._compiled
+
+    def _logits(self, idx):
         c = self.config
         P = dict(self.named_parameters())
-        B, T = check_idx(c, idx, targets)
+        B, T = idx.shape
         x = self._k("embedding")(idx, P["wte.weight"])                           # (B, T, C)
         if c.pos == "learned":
             pos = torch.arange(T, device=idx.device).expand(B, T)
@@ -165,15 +204,7 @@ class TorchGPT(nn.Module):
         if c.norm_position == "pre":
             x = self._norm(P, "ln_f", x)
         head = P["wte.weight"] if c.tie_weights else P["lm_head.weight"]
-        logits = self._k("linear_nobias")(x, head)                               # (B, T, V)
-        loss = None
-        if targets is not None:
-            mask = (targets >= 0).long()                        # target -1: ignored (ignore_index)
-            if not bool(mask.any()):
-                raise ValueError("every target is -1 (ignored): there is no token to score")
-            targets = torch.where(mask == 1, targets, torch.zeros_like(targets))
-            loss = self._k("cross_entropy")(logits, targets, mask).reshape(())  # mean over scored tokens
-        return logits, loss
+        return self._k("linear_nobias")(x, head)                                 # (B, T, V)
 
 
 def build_model(config: GPTConfig, backend: str = "numpy", dtype=None, seed: int = 0):

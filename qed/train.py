@@ -58,6 +58,7 @@ class TrainSettings:
     dtype: str = "float32"
     backend: str = "numpy"
     numpy_parallel: str = "processes"   # NumpyGPT's batch slices: worker processes or threads
+    torch_compile: bool = False         # torch backend: the loss path under torch.compile
     betas: tuple[float, float] = (0.9, 0.95)
     eps: float = 1e-8
     eval_batches: int = 8          # text: validation batches per evaluation
@@ -82,6 +83,9 @@ class TrainSettings:
             raise QedError(f"--numpy-parallel must be 'processes' or 'threads', got {self.numpy_parallel!r}")
         if self.backend not in BACKENDS:
             raise QedError(f"--backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.torch_compile and self.backend != "torch":
+            raise QedError("--compile applies to --backend torch (torch.compile); the numpy backend has "
+                           "no compiler")
         b1, b2 = self.betas
         if not (0 <= b1 < 1 and 0 <= b2 < 1):
             raise QedError(f"--betas must lie in [0, 1), got {b1} {b2}")
@@ -174,7 +178,8 @@ class TorchRunner:
         self.torch = torch
         self.config = config
         self.dtype = {"float32": torch.float32, "float64": torch.float64}[dtype]
-        self.model = TorchGPT(config, dtype=self.dtype, seed=seed)
+        self.model = TorchGPT(config, dtype=self.dtype, seed=seed,
+                              compile=settings is not None and settings.torch_compile)
         self.opt = None
         if settings is not None:
             from .optim import TorchAdamW
@@ -430,7 +435,7 @@ class Trainer:
 
     @classmethod
     def resume(cls, run_dir: str | os.PathLike, steps: int | None = None, eval_every: int | None = None,
-               numpy_parallel: str | None = None, **kw) -> "Trainer":
+               numpy_parallel: str | None = None, torch_compile: bool | None = None, **kw) -> "Trainer":
         from .config import GPTConfig
 
         if ckpt.resolve(run_dir) == Path(run_dir):
@@ -445,6 +450,8 @@ class Trainer:
             settings.eval_every = eval_every
         if numpy_parallel is not None:                  # how, not what: free to change on resume
             settings.numpy_parallel = numpy_parallel
+        if torch_compile is not None:
+            settings.torch_compile = torch_compile
         settings.validate()
         task = task_from_info(meta["task"])
         if c.optimizer is None:

@@ -21,7 +21,7 @@ IMPLS = ("numpy", "torch-gen", "eager")
 def qed_bench(*args: str, timeout: int = 600) -> dict:
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, "-m", "qed", "bench", "--config", TINY, "--threads", "1",
-                           "--no-proofs", "--json", *args],
+                           "--no-proofs", "--no-compile", "--json", *args],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)           # the whole of stdout is one JSON document
@@ -34,7 +34,7 @@ def test_bench_json():
     assert out["config"]["n_embd"] == 8 and out["batch_size"] == 2
     assert out["codegen_check"]["returncode"] == 0
     assert out["flops"]["flops"] == out["flops"]["flops_matmul"] + out["flops"]["flops_attention"] > 0
-    assert set(out["results"]) == set(IMPLS)
+    assert set(out["results"]) == set(IMPLS) and out["impls"] == list(IMPLS)   # --no-compile: no row (b′)
     for name in IMPLS:
         r = out["results"][name]
         for key in ("median_ms", "min_ms", "max_ms", "iqr_ms", "tokens_per_s", "gflops", "ratio_to_eager",
@@ -73,6 +73,22 @@ def test_bench_memory_and_sweep(tmp_path):
         ("block_size", 4), ("block_size", 8), ("n_embd", 8), ("n_embd", 16)]
     assert set(sw["growth"]) == {"block_size", "n_embd"}
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_bench_compiled_row():
+    """Row (b′): the generated-PyTorch backend under torch.compile, compiled before the timing."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "qed", "bench", "--config", TINY, "--threads", "1",
+                           "--no-proofs", "--no-codegen", "--steps", "2", "--warmup", "0", "--json"],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["impls"] == ["numpy", "torch-gen", "torch-compiled", "eager"]
+    assert out["compile_seconds"] > 0 and "compile_error" not in out
+    r = out["results"]["torch-compiled"]
+    assert r["steps"] == 2 and r["memory"]["peak_rss_mb"] > 0
+    assert r["first_loss"] == pytest.approx(out["results"]["torch-gen"]["first_loss"], rel=1e-4)
 
 
 def test_config_parsing():

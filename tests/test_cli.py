@@ -129,7 +129,7 @@ def files(tmp_path):
 
 
 @pytest.mark.parametrize("case", ["empty", "binary", "short", "missing-data", "bad-config", "bad-rope",
-                                  "missing-run", "not-a-run", "bad-lr"])
+                                  "missing-run", "not-a-run", "bad-lr", "compile-numpy"])
 def test_bad_input_gives_one_line_error(files, case):
     t = files
     args, frag = {
@@ -142,6 +142,7 @@ def test_bad_input_gives_one_line_error(files, case):
         "missing-run": (["sample", t / "no-such-run"], "no such run directory"),
         "not-a-run": (["eval", t], "no checkpoint"),
         "bad-lr": (["train", "--lr", "-1", "--out", t / "r"], "--lr"),
+        "compile-numpy": (["train", "--compile", "--out", t / "r"], "--compile applies to --backend torch"),
     }[case]
     assert_one_line_error(qed(*args), frag)
 
