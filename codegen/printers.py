@@ -945,11 +945,11 @@ class NumpyPrinter(_ArrayPrinter):
 
     def print_causal_in_place(self, target):
         # s += B with B_ij = 0 (j ≤ i), −∞ (j > i), in s's dtype: s_ij + 0 = s_ij exactly and
-        # s_ij + (−∞) = −∞ for finite s_ij; one pass, broadcast over the leading axes
-        self._need("np")
-        self._need("math")
+        # s_ij + (−∞) = −∞ for finite s_ij; one pass, broadcast over the leading axes. B is
+        # built once per dtype (generated/numpy/_special.py), not on every call.
+        self._need("_special")
         t = target
-        return [f"{t} += np.triu(np.full({t}.shape[-2:], -math.inf, dtype={t}.dtype), 1)"]
+        return [f"{t} += _special.causal_mask({t}.shape[-2], {t}.shape[-1], {t}.dtype)"]
 
     def _one_hot(self, ids, n):
         self._need("np")

@@ -994,10 +994,16 @@ def special_context() -> dict:
             "summary": f"{f.name}, elementwise ({f.approximation.dtype}: derivations/special.py).",
             "doc": _wrap(f"* `{f.name}`: {f.doc}.", 92),
             "call": f"_{f.approximation.function.__name__}_blocks(x, {inner}, {outer}, {shift})"})
-    needs_math = any("math." in fn["call"] for fn in functions)
+    # causal_mask's table: the CausalMask node printed on an array z of zeros
+    from derivations.arrays import Array, CausalMask
+
+    size = sp.Symbol("n", integer=True, positive=True)
+    mask_pr = printer_for("numpy")
+    causal_mask_of_z = mask_pr.doprint(CausalMask(Array("z", (size, size))))
+    needs_math = "math" in mask_pr.modules or any("math." in fn["call"] for fn in functions)
     imports = [MODULE_IMPORTS[m] for m in sorted({"np", "scipy.special"}, key=_import_order)]
     std = [MODULE_IMPORTS["math"]] if needs_math else []
-    return {"functions": functions, "blocks": blocks, "block": SPECIAL_BLOCK,
+    return {"functions": functions, "blocks": blocks, "block": SPECIAL_BLOCK, "causal_mask_of_z": causal_mask_of_z,
             "import_lines": _import_block(std, imports)}
 
 

@@ -474,10 +474,32 @@ def _causal_body(assigns):
                  {a: True for a in (s_, q, k_sq, Array("v", (r, r)))})
 
 
+def test_cached_causal_mask():
+    """generated/numpy/_special.causal_mask: B_ij = 0 for j ≤ i, −∞ for j > i at every size and
+    dtype asked for, read-only, and built once per dtype (smaller masks are views of it)."""
+    import math
+
+    import numpy as np
+
+    from generated.numpy import _special
+
+    _special._CAUSAL_MASKS.clear()
+    for m, n, dtype in [(4, 4, np.float32), (1, 1, np.float32), (9, 9, np.float64), (3, 5, np.float64),
+                        (16, 16, np.float32), (6, 6, np.float32)]:
+        b = _special.causal_mask(m, n, dtype)
+        i, j = np.indices((m, n))
+        expected = np.where(j > i, -math.inf, 0.0).astype(dtype)
+        assert b.dtype == dtype and b.shape == (m, n)
+        np.testing.assert_array_equal(b, expected)
+        assert not b.flags.writeable
+    assert sorted(a.shape for a in _special._CAUSAL_MASKS.values()) == [(9, 9), (16, 16)]
+    assert _special.causal_mask(6, 6, np.float32).base is _special._CAUSAL_MASKS[np.dtype(np.float32)]
+
+
 def test_causal_mask_in_place_only_on_a_fresh_array():
     # S computed just above: masked in place (no second m×n array)
     body = _causal_body([(s_, MatMul(q, T(k_sq))), (s_, CausalMask(s_))])
-    assert body[-1].startswith("s += np.triu(np.full(s.shape[-2:], -math.inf, dtype=s.dtype), 1)")
+    assert body[-1].startswith("s += _special.causal_mask(s.shape[-2], s.shape[-1], s.dtype)")
     # S an input: never written into
     assert all("+=" not in line for line in _causal_body([(s_, CausalMask(s_))]))
     # a view of S taken before the mask would see the write: not in place
@@ -487,7 +509,9 @@ def test_causal_mask_in_place_only_on_a_fresh_array():
 
     rng = np.random.default_rng(2)
     sv = rng.standard_normal((2, 3, 3))
-    scope = {"np": np, "math": math, "q": sv, "k": np.eye(3)}
+    from generated.numpy import _special
+
+    scope = {"np": np, "math": math, "_special": _special, "q": sv, "k": np.eye(3)}
     exec("\n".join(_causal_body([(s_, MatMul(q, T(k_sq))), (s_, CausalMask(s_))])), scope)
     want = np.where(np.tri(3, 3, dtype=bool), sv, -np.inf)
     assert np.array_equal(scope["s"], want) and np.array_equal(scope["q"], sv)
