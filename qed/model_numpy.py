@@ -309,7 +309,7 @@ class NumpyGPT:
             self.parallel = parallel = "threads"
         if parallel == "processes" and self.threads > 1:
             from .workers import SharedArray
-            self._shared = SharedArray(sum(v.size for v in initial.values()), self.dtype)
+            self._shared = SharedArray(sum(v.size for v in initial.values()), self.dtype, keep_fd=True)
         self.params: dict[str, np.ndarray] = flat_params(
             initial, self.dtype, buffer=None if self._shared is None else self._shared.array)
         self._flat_views = dict(self.params)               # the flat layout (and what workers read)

@@ -21,6 +21,7 @@ both sides have mapped it); the commands are JSON lines on a pair of pipes:
 Shared memory per worker:
     params  the model's flat parameter buffer, one for all workers: the parent's NumpyGPT keeps
             its parameters in it, so an optimizer's in-place update is what the workers read;
+            its file is unlinked as soon as it is made, and each worker inherits its descriptor;
     grads   (N,) this worker's slice gradients, in the parameters' flat layout;
     io      idx, targets (B_s, T) int64 and logits (B_s, T, V): grown when a batch needs more.
 
@@ -49,31 +50,44 @@ class WorkerError(RuntimeError):
 
 # --------------------------------------------------------------------------- shared memory
 def _shm_dir() -> str | None:
-    d = "/dev/shm"
+    """$QED_SHM_DIR, else /dev/shm (memory), else the temporary directory (None)."""
+    d = os.environ.get("QED_SHM_DIR") or "/dev/shm"
     return d if os.path.isdir(d) and os.access(d, os.W_OK) else None
 
 
 class SharedArray:
     """A 1-D array of `size` elements of `dtype` in an mmap'ed file that other processes can map.
-    `path` is the file's name until `unlink()` (after every process has mapped it)."""
+    `path` is the file's name until `unlink()` (after every process has mapped it).
 
-    def __init__(self, size: int, dtype, path: str | None = None):
+    `keep_fd=True`: the file is unlinked at once and only its descriptor `fd` is kept (closed
+    when this object goes), for processes started later to map: a parent killed with SIGKILL
+    then leaves nothing behind. `fd=`: map such a descriptor (in a process that inherited it),
+    then close it (the mapping stays)."""
+
+    def __init__(self, size: int, dtype, path: str | None = None, *, keep_fd: bool = False,
+                 fd: int | None = None):
         self.dtype = np.dtype(dtype)
         nbytes = max(1, int(size) * self.dtype.itemsize)
-        created = path is None
+        created = path is None and fd is None
         if created:
             fd, path = tempfile.mkstemp(prefix="qed-shm-", dir=_shm_dir())
             os.ftruncate(fd, nbytes)
-        else:
+        elif fd is None:
             fd = os.open(path, os.O_RDWR)
+        keep = created and keep_fd
         try:
             self._map = mmap.mmap(fd, nbytes)
         finally:
-            os.close(fd)
+            if not keep:
+                os.close(fd)
+        self.fd = fd if keep else None
         self.path = path
         self.array = np.frombuffer(self._map, dtype=self.dtype, count=int(size))
         # the file goes when this object does (or at exit), if `unlink` has not removed it yet
         self._unlink = weakref.finalize(self, _unlink, path) if created else None
+        if keep:
+            self.unlink()
+            self._close_fd = weakref.finalize(self, os.close, fd)
 
     def unlink(self) -> None:
         """Remove the file's name: processes that mapped it keep their mapping."""
@@ -137,8 +151,9 @@ class ShardWorkers:
     def _start(self, env) -> None:
         to_child_r, to_child_w = os.pipe()
         to_parent_r, to_parent_w = os.pipe()
+        shared = () if self.params.fd is None else (self.params.fd,)   # the parameters' file, by descriptor
         proc = subprocess.Popen([sys.executable, "-m", "qed.workers", str(to_child_r), str(to_parent_w)],
-                                pass_fds=(to_child_r, to_parent_w), env=env, stdin=subprocess.DEVNULL)
+                                pass_fds=(to_child_r, to_parent_w, *shared), env=env, stdin=subprocess.DEVNULL)
         os.close(to_child_r)
         os.close(to_parent_w)
         self.procs.append(proc)
@@ -153,7 +168,7 @@ class ShardWorkers:
         try:
             self._send(w, {"op": "attach", "config": self.config.to_dict(), "dtype": self.dtype.name,
                            "offsets": self.offsets, "shapes": {k: list(s) for k, s in self.shapes.items()},
-                           "params": self.params.path, "grads": grads.path})
+                           "params": self.params.path, "params_fd": self.params.fd, "grads": grads.path})
             self._reply(w)
         finally:
             grads.unlink()
@@ -276,7 +291,11 @@ def _handle(state: dict, msg: dict) -> dict:
         dtype = np.dtype(msg["dtype"])
         shapes = {k: tuple(s) for k, s in msg["shapes"].items()}
         size = sum(math.prod(s) for s in shapes.values())
-        params, grads = SharedArray(size, dtype, msg["params"]), SharedArray(size, dtype, msg["grads"])
+        if msg.get("params_fd") is not None:          # inherited descriptor of an unlinked file
+            params = SharedArray(size, dtype, fd=msg["params_fd"])          # (and closes it)
+        else:
+            params = SharedArray(size, dtype, msg["params"])
+        grads = SharedArray(size, dtype, msg["grads"])
         model = NumpyGPT(config, dtype=dtype, threads=1)
         views = _views(params.array, msg["offsets"], shapes)
         model.params = OrderedDict((k, views[k]) for k in model.params)

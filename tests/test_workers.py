@@ -88,14 +88,15 @@ def test_a_dead_worker_is_reported_and_close_recovers():
 
 
 def test_no_shared_memory_left_behind():
-    """The per-step files are unlinked once both sides have mapped them, the parameters' file
-    when the model goes."""
+    """The per-step files are unlinked once both sides have mapped them; the parameters' file
+    as soon as it is made (the workers inherit its descriptor), which is closed when the model
+    goes."""
     import gc
     cfg = GPTConfig(**TINY)
     idx, tgt = batch(4, cfg)
     m = NumpyGPT(cfg, threads=2, parallel="processes")
-    params_path = m._shared.path
-    assert os.path.exists(params_path)
+    fd = m._shared.fd
+    assert m._shared.path is None and os.fstat(fd).st_nlink == 0   # a file with no name
     m.forward(idx, tgt)
     m.backward()
     workers = m._workers
@@ -103,9 +104,47 @@ def test_no_shared_memory_left_behind():
     procs = list(workers.procs)
     m.close()
     assert all(p.poll() is not None for p in procs)    # the workers have exited
+    assert m.forward(idx, tgt)[1] is not None          # new workers map the same descriptor
+    m.close()
     del m, workers
     gc.collect()
-    assert not os.path.exists(params_path)
+    with pytest.raises(OSError):
+        os.fstat(fd)                                   # closed with the model
+
+
+def test_sigkill_leaves_no_shared_file(tmp_path):
+    """A training process killed with SIGKILL after a step leaves no file in the shared-memory
+    directory, and its worker exits (its pipe closes)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import os, signal, sys, numpy as np\n"
+        "from qed.config import GPTConfig\n"
+        "from qed.model_numpy import NumpyGPT\n"
+        f"cfg = GPTConfig(**{TINY!r})\n"
+        "m = NumpyGPT(cfg, threads=2, parallel='processes')\n"
+        "rng = np.random.default_rng(0)\n"
+        "idx = rng.integers(0, cfg.vocab_size, (4, cfg.block_size))\n"
+        "m.forward(idx, idx); m.backward()\n"
+        "print(m._workers.procs[0].pid, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, QED_SHM_DIR=str(tmp_path), PYTHONPATH=root)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    worker = int(proc.stdout.split()[0])
+    for _ in range(100):                               # the worker sees EOF and exits
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"worker {worker} still running")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_forward_without_targets_and_one_row_stay_in_this_process():
