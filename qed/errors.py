@@ -12,3 +12,8 @@ class DataError(QedError):
 
 class CheckpointError(QedError):
     """A checkpoint that is missing, corrupted, or not ours."""
+
+
+class CompileError(QedError):
+    """torch.compile could not build the model here (no working C++ compiler, an unsupported
+    platform): the run works without --compile."""

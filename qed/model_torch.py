@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 
 from .config import GPTConfig
+from .errors import CompileError
 from .model_numpy import (NORM_EPS, ROPE_BASE, SINUSOID_BASE, NumpyGPT, check_idx, check_params,  # noqa: F401
                           flat_layout, flat_params, init_params, kernel, kernels_for, param_shapes,
                           table_fn)
@@ -167,7 +168,14 @@ class TorchGPT(nn.Module):
         check = kernel("torch", "_validate").in_range
         check("embedding", "ids", idx, self.config.vocab_size, "V")
         check("cross_entropy", "targets", targets, self.config.vocab_size, "V")
-        return self._compiled_loss()(idx, targets, mask)
+        try:
+            return self._compiled_loss()(idx, targets, mask)
+        except Exception as e:
+            if not _compile_failure(e):
+                raise
+            first = (str(e).strip().splitlines() or [""])[0]
+            raise CompileError(f"torch.compile failed ({type(e).__name__}: {first[:300]}); "
+                               "train without --compile (compile=False)") from e
 
     def _with_loss(self, idx, targets, mask):
         logits = self._logits(idx)
@@ -205,6 +213,12 @@ class TorchGPT(nn.Module):
             x = self._norm(P, "ln_f", x)
         head = P["wte.weight"] if c.tie_weights else P["lm_head.weight"]
         return self._k("linear_nobias")(x, head)                                 # (B, T, V)
+
+
+def _compile_failure(e: BaseException) -> bool:
+    """An error of torch.compile's own machinery (dynamo, inductor, the C++ toolchain) rather
+    than one the model raised: those propagate unchanged."""
+    return type(e).__module__.startswith(("torch._dynamo", "torch._inductor"))
 
 
 def build_model(config: GPTConfig, backend: str = "numpy", dtype=None, seed: int = 0):

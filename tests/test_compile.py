@@ -58,6 +58,37 @@ def test_in_range_skipped_only_while_compiling(monkeypatch):
     v.in_range("embedding", "ids", ids, 5, "V")                   # skipped: the caller checked
 
 
+def test_a_compiler_failure_is_one_clear_error():
+    """An error of torch.compile's machinery (here a stand-in for inductor's 'no working C++
+    compiler') becomes a CompileError, a one-line error at the command line; an error the model
+    itself raises passes through unchanged."""
+    from qed.errors import CompileError, QedError
+
+    class InductorError(RuntimeError):
+        pass
+
+    InductorError.__module__ = "torch._inductor.exc"
+    cfg = GPTConfig(**TINY)
+    m = TorchGPT(cfg, dtype=torch.float64, compile=True)
+    idx, tgt = batch(cfg)
+
+    def failing(*args):
+        raise InductorError("InvalidCxxCompiler: No working C++ compiler found\nmore")
+
+    m._compiled = failing
+    with pytest.raises(CompileError, match=r"torch.compile failed \(InductorError: InvalidCxxCompiler: No "
+                                           r"working C\+\+ compiler found\); train without --compile") as info:
+        m(idx, tgt)
+    assert isinstance(info.value, QedError)
+
+    def model_error(*args):
+        raise ValueError("a shape the model rejects")
+
+    m._compiled = model_error
+    with pytest.raises(ValueError, match="a shape the model rejects"):
+        m(idx, tgt)
+
+
 def test_compile_needs_the_torch_backend():
     with pytest.raises(QedError, match="--compile applies to --backend torch"):
         TrainSettings(backend="numpy", torch_compile=True).validate()
