@@ -2,15 +2,18 @@
 PYTHON ?= python3
 KATEX_VERSION ?= 0.16.47
 
-.PHONY: install prove codegen check test test-all demo train train-torch train-text bench \
+.PHONY: install prove audit codegen check test test-all demo train train-torch train-text bench \
         katex docs docs-check figures clean
 
 install:            ## torch first (the CPU wheel), then the project with its dev and docs tools
 	$(PYTHON) -m pip install torch==2.13.0
 	$(PYTHON) -m pip install -e '.[dev,docs]'
 
-prove:              ## prove every claim, refute every mutant
+prove:              ## prove every claim, refute every mutant, check coverage of the printed code
 	$(PYTHON) -m qed prove
+
+audit:              ## mutation testing: every wrong edit of a printed expression refuted by a proof
+	$(PYTHON) -m qed audit
 
 codegen:            ## print generated/ from the proven expressions
 	$(PYTHON) -m codegen

@@ -595,7 +595,7 @@ def op_context(op: Op, backend: str, tables=()) -> dict:
         raise CodegenError(f"op {name}: latex cannot go into a docstring as is")
     return {
         "op": op, "name": name, "title": op.title, "latex": _wrap(latex, 96),
-        "claims": _wrap(", ".join(op.claims) + f" ({op.module.replace('.', '/')}.py)."),
+        "claims": _wrap(", ".join(_op_claims(op)) + f" ({op.module.replace('.', '/')}.py)."),
         "cache_doc": _wrap("Cache: " + op.cache_doc),
         "saved_docs": [f"{a.name} {_shape_comment(a, an.batched.get(a, True), fwd)}"
                        for a in an.cache_arrays],
@@ -631,6 +631,15 @@ def op_context(op: Op, backend: str, tables=()) -> dict:
                             [t["name"] for t in table_ctx]),
         "tables": table_ctx,
     }
+
+
+def _op_claims(op: Op) -> list[str]:
+    """The claims generated from the op's specification (they prove these very lines), then the
+    hand-written claims of the derivation steps that the op cites."""
+    from derivations.registry import generated_claim_ids
+
+    gen = generated_claim_ids(op)
+    return gen + [c for c in op.claims if c not in gen]
 
 
 def _exports(names: list[str]) -> str:

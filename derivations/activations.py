@@ -9,6 +9,13 @@ Each activation is written once as a SymPy function of a scalar (`gelu`) togethe
 derivative (`gelu_grad`). The claims check the derivative against `sympy.diff` and check the
 op's backward assignment — the very object the code generator prints — against the
 vector-Jacobian product of its forward in index form, for symbolic sizes.
+
+Each op also states the sources' formula once, as its `spec` (max(0, x); Φ = (1 + erf(x/√2))/2,
+y = xΦ; the tanh form with the exact 0.044715; σ = 1/(1 + e^{−x}), y = xσ; z = x W₁ᵀ + b₁,
+h = max(0, z), y = h W₂ᵀ + b₂): the registry proves the printed forward equal to it and the
+printed backward equal to its derivative (`<op>.forward`, `<op>.backward.<grad>`). For ReLU,
+SymPy's d/dx max(0, x) is Heaviside(x), ½ at 0; the printed backward is H(x, 0) (`x > 0`): the
+two agree for x ≠ 0, and at the kink the printed 0 is a subgradient (`ffn.relu.derivative`).
 """
 from __future__ import annotations
 
@@ -17,7 +24,8 @@ import sympy as sp
 
 from . import linear as _linear
 from . import numeric
-from .arrays import Array, Assign, Contract, MatMul, NormalCDF, Sigmoid, document_form, entry, index, size
+from .arrays import (Array, Assign, ColSum, Contract, MatMul, NormalCDF, Sigmoid, T, document_form, entry,
+                     index, size)
 from .core import Claim, Mutant, Proof, Setting, index_claim, prove_index_identity, refute_identity
 from .ops import Op, grad_of
 
@@ -95,35 +103,64 @@ r, n = size("r"), size("n")          # rows and row length of the activation inp
 i, j, a, b = (index(s) for s in "ijab")
 
 
-def _elementwise_op(name, title, latex, claims, f, f_grad) -> Op:
-    x = Array("x", (r, n))
-    y = Array("y", (r, n))
-    dy, dx = grad_of(y), grad_of(x)
+# The elementwise ops' arrays: one input x and one output y of the same shape, r × n.
+EX, EY = Array("x", (r, n)), Array("y", (r, n))
+EDY, EDX = grad_of(EY), grad_of(EX)
+
+
+def _elementwise_op(name, title, claims, f, f_grad, *, module, spec, source, mistakes) -> Op:
+    """y = f(x), dx = dy ⊙ f'(x), elementwise. `module` is the module that declares the op
+    (named at each call: a helper must not stamp its own module on another module's op)."""
     return Op(
-        name=name, module=__name__, title=title, latex=latex, claims=claims,
-        inputs=[x], forward=[Assign(y, f(x))], outputs=[y], saved=[x],
-        backward=[Assign(dx, dy * f_grad(x))], grads=[dx],
+        name=name, module=module, title=title, spec=spec, source=source, mistakes=mistakes,
+        claims=claims,
+        inputs=[EX], forward=[Assign(EY, f(EX))], outputs=[EY], saved=[EX],
+        backward=[Assign(EDX, EDY * f_grad(EX))], grads=[EDX],
         cache_doc="x, the input (the backward evaluates the derivative at x).")
 
 
+# ReLU (seed A §4, seed B §11): y = max(0, x). SymPy differentiates max(0, x) to Heaviside(x),
+# which is ½ at 0; the printed backward uses H(x, 0) (`x > 0`): the subgradient 0 at the kink,
+# proved admissible by `ffn.relu.derivative`. The two agree wherever x ≠ 0.
 RELU = _elementwise_op(
-    "relu", "ReLU", r"y = \max(0, x), \quad \frac{\partial L}{\partial x} = "
-    r"\frac{\partial L}{\partial y} \odot H(x), \quad H(x) = [x > 0]",
-    ["ffn.relu.derivative", "ffn.relu.vjp"], relu, relu_grad)
+    "relu", "ReLU", ["ffn.relu.derivative", "ffn.relu.vjp"], relu, relu_grad,
+    module=__name__, source="seed A §4, seed B §11",
+    spec=[Assign(EY, sp.Max(0, EX))],                                  # y = max(0, x)
+    mistakes={
+        "min-not-max": ("y = min(0, x)", "forward", "y", sp.Min(0, EX)),
+        "identity": ("ReLU forgotten: y = x", "forward", "y", EX),
+        "passes-negative": ("gradient passed where x < 0 (mask inverted): dy ⊙ H(−x)", "backward", "dx",
+                            EDY * sp.Heaviside(-EX, 0)),
+        "no-mask": ("mask forgotten: dx = dy", "backward", "dx", EDY),
+    })
+
+
 def _gelu_op() -> Op:
     """GELU with Φ(x) kept from the forward: the backward's Φ(x) + xφ(x) reuses it, so the
     erf (the costly function: an order of magnitude slower than exp in SciPy) is evaluated
     once per step, not twice. The proofs expand `cdf` through its definition: the claims see
     x·Φ(x) and Φ(x) + xφ(x), exactly as `gelu` and `gelu_grad` write them. Φ is the array
     language's `NormalCDF` node, which the proofs read as (1 + erf(x/√2))/2."""
-    x, y, cdf = Array("x", (r, n)), Array("y", (r, n)), Array("cdf", (r, n))
-    dy, dx = grad_of(y), grad_of(x)
+    x, y, cdf = EX, EY, Array("cdf", (r, n))
+    dy, dx = EDY, EDX
     assert sp.expand(document_form(NormalCDF(x)) - Phi(x)) == 0
     assert sp.expand(gelu(x) - x * Phi(x)) == 0 and sp.expand(gelu_grad(x) - (Phi(x) + x * phi(x))) == 0
+    # the document's GELU (seed B §12), Φ written out: SymPy differentiates erf itself
+    phi_s = Array("Phi", (r, n), latex=r"\Phi")
+    spec = [
+        Assign(phi_s, sp.Mul(sp.Rational(1, 2), 1 + sp.erf(x / sp.sqrt(2)), evaluate=False)),  # Φ = (1 + erf(x/√2))/2
+        Assign(y, x * phi_s),                                                                    # y = x Φ(x)
+    ]
     return Op(
         name="gelu", module=__name__, title="GELU (exact, erf)",
-        latex=r"y = x \Phi(x), \quad \frac{\partial L}{\partial x} = "
-              r"\frac{\partial L}{\partial y} \odot \left(\Phi(x) + x \varphi(x)\right)",
+        spec=spec, source="seed B §12",
+        mistakes={
+            "no-x-phi": ("dx = dy ⊙ Φ(x): the xφ(x) term of the product rule dropped", "backward", "dx", dy * cdf),
+            "phi-unnormalised": ("φ without the 1/√(2π)", "backward", "dx", dy * (cdf + x * sp.exp(-x**2 / 2))),
+            "phi-sign": ("Φ(x) − xφ(x)", "backward", "dx", dy * (cdf - x * phi(x))),
+            "erf-unscaled": ("Φ with erf(x) instead of erf(x/√2)", "forward", "cdf", (1 + sp.erf(x)) / 2),
+            "no-half": ("Φ = 1 + erf(x/√2): the ½ forgotten", "forward", "cdf", 1 + sp.erf(x / sp.sqrt(2))),
+        },
         claims=["gelu.exact.derivative", "gelu.exact.vjp"],
         inputs=[x], forward=[Assign(cdf, NormalCDF(x)), Assign(y, x * cdf)], outputs=[y], saved=[x, cdf],
         backward=[Assign(dx, dy * (cdf + x * phi(x)))], grads=[dx],
@@ -132,16 +169,46 @@ def _gelu_op() -> Op:
 
 
 GELU = _gelu_op()
+
+# The tanh approximation (seed B §12): u = √(2/π)(x + 0.044715 x³), y = x/2 (1 + tanh u).
+U_TANH = Array("u", (r, n), latex="u")
 GELU_TANH = _elementwise_op(
-    "gelu_tanh", "GELU (tanh approximation)",
-    r"y = \frac{x}{2}\left(1 + \tanh u\right), \quad u = \sqrt{\frac{2}{\pi}}\left(x + 0.044715 x^{3}\right), "
-    r"\quad \frac{\partial L}{\partial x} = \frac{\partial L}{\partial y} \odot \left(\frac{1 + \tanh u}{2} + "
-    r"\frac{x}{2}\left(1 - \tanh^{2} u\right)\sqrt{\frac{2}{\pi}}\left(1 + 0.134145 x^{2}\right)\right)",
-    ["gelu.tanh.derivative", "gelu.tanh.vjp", "gelu.tanh.bound"], gelu_tanh, gelu_tanh_grad)
+    "gelu_tanh", "GELU (tanh approximation)", ["gelu.tanh.derivative", "gelu.tanh.vjp", "gelu.tanh.bound"],
+    gelu_tanh, gelu_tanh_grad,
+    module=__name__, source="seed B §12",
+    spec=[Assign(U_TANH, sp.sqrt(2 / sp.pi) * (EX + GELU_C * EX**3)),     # u = √(2/π)(x + 0.044715 x³)
+          Assign(EY, EX / 2 * (1 + sp.tanh(U_TANH)))],                     # y = x/2 (1 + tanh u)
+    mistakes={
+        "constant-0.44715": ("0.44715 instead of 0.044715", "forward", "y",
+                             gelu_tanh(EX, sp.Rational(44715, 10**5))),
+        "no-sqrt-2-over-pi": ("tanh(x + 0.044715x³) without the √(2/π)", "forward", "y",
+                              EX / 2 * (1 + sp.tanh(EX + GELU_C * EX**3))),
+        "no-half": ("x (1 + tanh u): the ½ forgotten", "forward", "y", EX * (1 + sp.tanh(_gelu_u(EX)))),
+        "no-chain": ("chain factor √(2/π)(1 + 3cx²) dropped", "backward", "dx",
+                     EDY * ((1 + sp.tanh(_gelu_u(EX))) / 2 + EX / 2 * (1 - sp.tanh(_gelu_u(EX))**2))),
+        "no-3": ("d/dx (c x³) written c x²", "backward", "dx", EDY * gelu_tanh_grad(EX, GELU_C / 3)),
+        "sech-sign": ("1 + tanh² instead of 1 − tanh²", "backward", "dx",
+                      EDY * (gelu_tanh_grad(EX) + EX * sp.tanh(_gelu_u(EX))**2 * sp.sqrt(2 / sp.pi)
+                             * (1 + 3 * GELU_C * EX**2))),
+    })
+
+# SiLU (seed B §13): σ(x) = 1/(1 + e^{−x}) written out (SymPy differentiates exp itself), y = x σ(x).
+SIGMA_S = Array("sigma", (r, n), latex=r"\sigma")
 SILU = _elementwise_op(
-    "silu", "SiLU (swish)", r"y = x \sigma(x), \quad \frac{\partial L}{\partial x} = "
-    r"\frac{\partial L}{\partial y} \odot \sigma(x)\left(1 + x\left(1 - \sigma(x)\right)\right)",
-    ["silu.derivative", "silu.vjp"], silu, silu_grad)
+    "silu", "SiLU (swish)", ["silu.derivative", "silu.vjp"], silu, silu_grad,
+    module=__name__, source="seed B §13",
+    spec=[Assign(SIGMA_S, 1 / (1 + sp.exp(-EX))),                        # σ(x) = 1/(1 + e^{−x})
+          Assign(EY, EX * SIGMA_S)],                                       # y = x σ(x)
+    mistakes={
+        "exp-sign": ("x/(1 + e^{x}): the exponent's sign slipped", "forward", "y", EX * sigmoid(-EX)),
+        "sigmoid-only": ("y = σ(x) (the gate without the x)", "forward", "y", sigmoid(EX)),
+        "no-product-rule": ("dx = dy ⊙ σ(x): the x σ(x)(1 − σ(x)) term dropped", "backward", "dx",
+                            EDY * sigmoid(EX)),
+        "sigmoid-derivative": ("σ(x)(1 − σ(x)), the sigmoid's own derivative", "backward", "dx",
+                               EDY * sigmoid(EX) * (1 - sigmoid(EX))),
+        "sign-slip": ("σ(x)(1 − x(1 − σ(x)))", "backward", "dx",
+                      EDY * sigmoid(EX) * (1 - EX * (1 - sigmoid(EX)))),
+    })
 
 
 def _instantiate(op: Op, mapping: dict) -> tuple[list[Assign], list[Assign]]:
@@ -182,9 +249,32 @@ _fwd1, _bwd1 = _linear_as(FX, W1, B1, FZ, grad_of(FX))
 _fwd_act, _bwd_act = _relu_as(FZ, FH)
 _fwd2, _bwd2 = _linear_as(FH, W2, B2, FY, dFH)
 
+# The document's FFN (seed A §4, seed B §11), in a scope of its own, with the stored weights
+# (out × in): the document's W₁, W₂ are w1ᵀ, w2ᵀ.
+SZ, SH = Array("z", (r, d_ff), latex="z"), Array("h", (r, d_ff), latex="h")
+FFN_RELU_SPEC = [
+    Assign(SZ, MatMul(FX, T(W1)) + B1),        # z = x W₁ᵀ + b₁
+    Assign(SH, sp.Max(0, SZ)),                 # h = max(0, z)
+    Assign(FY, MatMul(SH, T(W2)) + B2),        # y = h W₂ᵀ + b₂
+]
+
 FFN_RELU = Op(
     name="ffn_relu", module=__name__, title="Position-wise feed-forward network with ReLU",
-    latex=r"z = x w_{1}^{T} + b_{1}, \quad h = \max(0, z), \quad y = h w_{2}^{T} + b_{2}",
+    spec=FFN_RELU_SPEC, source="seed A §4, seed B §11",
+    mistakes={
+        "no-b1": ("b₁ forgotten: z = x W₁ᵀ", "forward", "z", MatMul(FX, T(W1))),
+        "relu-on-output": ("a ReLU after the second linear too: y = max(0, h W₂ᵀ + b₂)", "forward", "y",
+                           sp.Max(0, MatMul(FH, T(W2)) + B2)),
+        "residual-inside": ("the residual added inside the sublayer: y = h W₂ᵀ + b₂ + x", "forward", "y",
+                            MatMul(FH, T(W2)) + B2 + FX),
+        "no-mask": ("ReLU backward skipped: dz = dh", "backward", "dz", dFH),
+        "inverted-mask": ("gradient passed where z < 0: dz = dh ⊙ H(−z)", "backward", "dz",
+                          dFH * sp.Heaviside(-FZ, 0)),
+        "mask-from-h-geq": ("mask taken from h with ≥: [h ≥ 0] is always 1 (no mask)", "backward", "dz",
+                            dFH * sp.Heaviside(FH, 1)),
+        "dw2-from-z": ("dw2 = dyᵀ z (pre-activation instead of h)", "backward", "dw2", Contract(dFY, FZ)),
+        "db1-unmasked": ("db1 = Σ_rows dh (the mask forgotten for the bias)", "backward", "db1", ColSum(dFH)),
+    },
     claims=["ffn.relu.backward"],
     inputs=[FX], params=[W1, B1, W2, B2],
     forward=_fwd1 + _fwd_act + _fwd2,
@@ -616,5 +706,3 @@ def _line_breaks(tex: str) -> str:
 
 for _c in CLAIMS:
     _c.latex = _line_breaks(_c.latex)
-for _o in OPS:
-    _o.latex = _line_breaks(_o.latex)

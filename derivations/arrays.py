@@ -59,19 +59,26 @@ class Array(sp.Symbol):
     is_real = True
     is_commutative = True
 
-    def __new__(cls, name: str, shape: tuple, integer: bool = False):
+    def __new__(cls, name: str, shape: tuple, integer: bool = False, latex: str = ""):
         if len(shape) != 2:
             raise ArrayError(f"Array {name!r}: shape must have two entries, got {shape!r}")
         obj = sp.Symbol.__xnew__(cls, name, real=True)
         obj._shape = tuple(sp.sympify(s) for s in shape)
         obj._integer_valued = bool(integer)
+        obj._latex_name = latex          # how the documents write it (\hat{x})
         return obj
 
     def __getnewargs_ex__(self):
-        return ((self.name, self._shape, self._integer_valued), {})
+        return ((self.name, self._shape, self._integer_valued, self._latex_name), {})
+
+    @property
+    def latex_name(self) -> str:
+        return self._latex_name
 
     def _hashable_content(self):
-        return super()._hashable_content() + self._shape
+        # the LaTeX name too: SymPy's cache would otherwise hand back an expression built with an
+        # equal-looking array of another name in print (a spec's x̂ is not the forward's xhat)
+        return super()._hashable_content() + self._shape + (self._latex_name,)
 
     @property
     def shape(self) -> tuple:

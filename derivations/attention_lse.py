@@ -40,13 +40,48 @@ delta = Array("delta", (m, 1))
 
 SCORES = MatMul(q, T(k)) / sp.sqrt(d_k)
 
+# The document's attention (seed A §1, seed B §3 and §5) and FlashAttention's row log-sum-exp,
+# in a scope of their own: no max shift anywhere (the printed lines' shift is what the
+# generated claims prove harmless). ℓ is not an output: it is saved, and the generated backward
+# claims read the cache's lse through its forward definition.
+S_spec = Array("s", (m, n), latex="S")
+A_spec = Array("att", (m, n), latex="A")
+L_spec = Array("lse", (m, 1), latex=r"\ell")
+ATTENTION_LSE_SPEC = [
+    Assign(S_spec, SCORES),                                  # S = Q Kᵀ / √d_k
+    Assign(S_spec, CausalMask(S_spec), when="causal"),       # S = mask(S): S_ij = −∞ for j > i
+    Assign(L_spec, sp.log(RowSum(sp.exp(S_spec)))),          # ℓ = log Σ_p e^{S_ip}
+    Assign(A_spec, softmax_math(S_spec)),                    # A = e^{S} / rowsum(e^{S})
+    Assign(o, MatMul(A_spec, v)),                            # O = A V
+]
+
 ATTENTION_LSE = Op(
     name="attention_lse", module=__name__,
     title="Scaled dot-product attention, weights recomputed from the log-sum-exp",
-    latex=r"O = \mathrm{softmax}\left(S\right) V, \quad S = \frac{Q K^{T}}{\sqrt{d_{k}}} + M, \quad "
-          r"\ell_{i} = \max_{k} S_{ik} + \log \sum_{p} e^{S_{ip} - \max_{k} S_{ik}}, \quad "
-          r"A_{ij} = e^{S_{ij} - \ell_{i}} \ \text{(backward)}",
-    claims=["attention_lse.recompute", "attention_lse.output", "attention_lse.causal",
+    spec=ATTENTION_LSE_SPEC, source="seed A §1 and §6, seed B §3–§5; FlashAttention",
+    check={"sizes": {"m": 3, "n": 3}},    # causal attention is square: every row sees a different count
+    mistakes={
+        "no-scale": ("the 1/√d_k scale dropped from the forward's scores", "forward", "ex",
+                     sp.exp(s * sp.sqrt(d_k) - mx)),
+        "lse-no-max": ("lse without the row max added back", "forward", "lse", sp.log(RowSum(ex))),
+        "lse-max-sign": ("lse = log Σ e^{S − max} − max (sign of the shift flipped)", "forward", "lse",
+                         sp.log(RowSum(ex)) - mx),
+        "lse-unmasked": ("lse of the unmasked scores (mask applied after the log-sum-exp)", "forward", "lse",
+                         RowMax(SCORES) + sp.log(RowSum(sp.exp(SCORES - RowMax(SCORES))))),
+        "mask-after-softmax": ("future weights zeroed after the softmax of the unmasked scores, rows not "
+                               "renormalised", "forward", "att",
+                               sp.exp(SCORES - RowMax(SCORES)) / RowSum(sp.exp(SCORES - RowMax(SCORES)))
+                               * sp.exp(s - SCORES)),
+        "recompute-unscaled": ("scores recomputed without 1/√d_k in the backward", "backward", "att",
+                               sp.exp(s * sp.sqrt(d_k) - lse)),
+        "recompute-exp-minus-lse": ("e^{S} − lse instead of e^{S − lse}", "backward", "att", sp.exp(s) - lse),
+        "dq-no-scale": ("the 1/√d_k dropped from dQ", "backward", "dq", MatMul(ds, k)),
+        "dA-for-dS": ("dA used in place of dS in dQ", "backward", "dq", MatMul(datt, k) / sp.sqrt(d_k)),
+        "no-rowsum": ("dS = A ⊙ dA (the rowsum term dropped)", "backward", "ds", att * datt),
+        "rowsum-of-dO": ("δ = rowsum(dO) instead of rowsum(dO ⊙ O)", "backward", "delta", RowSum(do)),
+    },
+    claims=["attention_lse.forward", "attention_lse.backward.dq", "attention_lse.backward.dk",
+            "attention_lse.backward.dv", "attention_lse.recompute", "attention_lse.output", "attention_lse.causal",
             "attention_lse.dV", "attention_lse.dQ", "attention_lse.dK", "attention.delta"],
     inputs=[q, k, v],
     options=[Option(None, "causal", False, "mask keys after the query position (needs m == n)")],

@@ -155,12 +155,29 @@ class Setting:
     `indices` free index -> (lo, hi) range, in terms of the size symbols
     `scalars` other scalars (ε, β, ...) -> a concrete value
     `integer_arrays` IndexedBase name -> (lo, hi) integer range, for token ids and targets
+    `domain`  free index -> (lo, hi) for the symbolic proof, where the claim holds on a wider
+              range than the points drawn from `indices` (causal attention: i ∈ [0, n − 1],
+              though the points take i ∈ {0, 1}); it overrides `indices` for the normaliser
+
+    The normaliser's goals (a sifted delta's value in its range, a range split inside the
+    range) are proved from `indices` (or `domain`), `integer_arrays` and the sizes.
     """
 
     sizes: dict
     indices: dict = field(default_factory=dict)
     scalars: dict = field(default_factory=dict)
     integer_arrays: dict = field(default_factory=dict)
+    domain: dict = field(default_factory=dict)
+
+    def ranges(self) -> dict:
+        """The free indices' ranges the normaliser's goals are proved from."""
+        out = {sp.sympify(v): (sp.sympify(lo), sp.sympify(hi)) for v, (lo, hi) in self.indices.items()}
+        out.update({sp.sympify(v): (sp.sympify(lo), sp.sympify(hi)) for v, (lo, hi) in self.domain.items()})
+        return out
+
+    def normaliser(self) -> Normaliser:
+        """A normaliser that proves its side conditions from this setting's ranges."""
+        return Normaliser(ranges=self.ranges(), integer_arrays=dict(self.integer_arrays))
 
     def point(self, seed: int, sizes: dict | None = None) -> numeric.Point:
         import random
@@ -193,11 +210,16 @@ def counterexample(lhs, rhs, setting: Setting, tries: int = 12, tol: float = 1e-
 
 
 def spot_check(lhs, rhs, setting: Setting, seeds=(101, 202)) -> dict:
-    """Numeric agreement at concrete points, recorded beside a proof (never a proof)."""
+    """Numeric agreement at concrete points, recorded beside a proof (never a proof). A point
+    that cannot be evaluated is reported under "error" (and the gate then refuses the proof)."""
     worst = 0.0
     for seed in seeds:
         point = setting.point(seed)
-        a, b = numeric.evaluate(lhs, point), numeric.evaluate(rhs, point)
+        try:
+            a, b = numeric.evaluate(lhs, point), numeric.evaluate(rhs, point)
+        except (numeric.EvaluationError, ZeroDivisionError, ValueError, TypeError) as exc:
+            return {"points": len(seeds), "max_relative_gap": None, "error": f"seed {seed}: {exc}",
+                    "sizes": {str(k): v for k, v in setting.sizes.items()}}
         worst = max(worst, float(numeric.relative_gap(a, b)))
     return {"points": len(seeds), "max_relative_gap": worst, "sizes": {str(k): v for k, v in setting.sizes.items()}}
 
@@ -207,8 +229,49 @@ def _num(v):
     return f if abs(f) < 1e300 else str(v)
 
 
+SPOT_CHECK_TOLERANCE = 1e-25
+
+
+def decide(lhs, rhs, setting: Setting, method: str = "index normaliser") -> Proof:
+    """The one gate every index-form proof passes, hand-written or generated:
+
+    1. normalise `lhs − rhs` with a normaliser that proves its side conditions from the
+       setting's ranges (`Setting.normaliser`);
+    2. free-symbol guard: the normal form has no free symbol the claim did not
+       (a bound index leaking out is a normaliser bug: unproven);
+    3. the residual must be exactly 0 (else refuted with a counterexample, or unproven);
+    4. the numeric spot-check must agree (else unproven: a normaliser bug);
+    5. no goal may be undischarged (assumed without proof);
+
+    then `proved-general`, with the normaliser's discharged goals and hypotheses as assumptions.
+    """
+    norm = setting.normaliser()
+    try:
+        residual = norm.residual(lhs, rhs)           # 1 and 2 (the guard is in `residual`)
+    except NormaliserError as exc:
+        return Proof("unproven", f"{method} (normaliser: {exc})", list(norm.assumptions), "?")
+    if residual != 0:                                # 3
+        cx = counterexample(lhs, rhs, setting)
+        if cx is not None:
+            return Proof("refuted", method, list(norm.assumptions), sp.sstr(residual), counterexample=cx)
+        return Proof("unproven", method, list(norm.assumptions), sp.sstr(residual))
+    check = spot_check(lhs, rhs, setting)            # 4
+    if check.get("error") is not None:
+        return Proof("unproven", method + f" (normal form 0 but the spot-check could not evaluate: {check['error']})",
+                     list(norm.assumptions), "0", spot_check=check)
+    if check["max_relative_gap"] > SPOT_CHECK_TOLERANCE:
+        return Proof("unproven", method + " (normal form 0 but spot-check disagrees: normaliser bug)",
+                     list(norm.assumptions), "0", spot_check=check)
+    if norm.undischarged:                            # 5
+        return Proof("unproven", method + " (undischarged goals: " + "; ".join(norm.undischarged) + ")",
+                     list(norm.assumptions), "0", spot_check=check)
+    return Proof("proved-general", method, list(norm.assumptions), "0", spot_check=check)
+
+
 def prove_index_identity(lhs, rhs, setting: Setting, method: str = "index normaliser") -> Proof:
-    """Prove `lhs = rhs` for symbolic sizes with the normaliser, spot-check it numerically.
+    """Prove `lhs = rhs` for symbolic sizes through the gate (`decide`): the normaliser's goals
+    are proved from `setting.indices` (or `setting.domain`), `setting.integer_arrays` and the
+    sizes; a spot-check is recorded beside the proof.
 
     `lhs` and `rhs` may be lists of the same length: every pair must hold.
     """
@@ -221,18 +284,25 @@ def prove_index_identity(lhs, rhs, setting: Setting, method: str = "index normal
         worst = max(p.spot_check["max_relative_gap"] for p in proofs)
         check = dict(proofs[0].spot_check, max_relative_gap=worst, identities=len(proofs))
         return Proof("proved-general", method, assumptions, "0", spot_check=check)
-    norm = Normaliser()
-    residual = norm.residual(lhs, rhs)
-    if residual == 0:
-        check = spot_check(lhs, rhs, setting)
-        if check["max_relative_gap"] > 1e-25:
-            return Proof("unproven", method + " (normal form 0 but spot-check disagrees: normaliser bug)",
-                         norm.assumptions, "0", spot_check=check)
-        return Proof("proved-general", method, norm.assumptions, "0", spot_check=check)
-    cx = counterexample(lhs, rhs, setting)
-    if cx is not None:
-        return Proof("refuted", method, norm.assumptions, sp.sstr(residual), counterexample=cx)
-    return Proof("unproven", method, norm.assumptions, sp.sstr(residual))
+    return decide(lhs, rhs, setting, method)
+
+
+def canonical(expr, setting: Setting) -> sp.Expr:
+    """The normal form of `expr` with the goals proved from `setting` (for provers that reason
+    about a normal form, e.g. its sign, rather than an identity); raises NormaliserError if a
+    goal had to be assumed."""
+    norm = setting.normaliser()
+    out = norm.canon(expr)
+    leaked = _free(out) - _free(sp.sympify(expr))
+    if leaked:
+        raise NormaliserError(f"normal form has free symbols the expression did not: {sorted(map(str, leaked))}")
+    if norm.undischarged:
+        raise NormaliserError("undischarged goals: " + "; ".join(norm.undischarged))
+    return out
+
+
+def _free(e) -> set:
+    return {s for s in e.free_symbols if not isinstance(s, sp.Indexed)}
 
 
 def refute_identity(lhs, wrong_rhs, setting: Setting) -> dict | None:
@@ -247,11 +317,9 @@ def refute_identity(lhs, wrong_rhs, setting: Setting) -> dict | None:
     cx = counterexample(lhs, wrong_rhs, setting)
     if cx is None:
         return None
-    try:
-        if Normaliser().residual(lhs, wrong_rhs) == 0:
-            raise NormaliserError("normaliser reduced a refuted mutant to 0: unsound")
-    except NormaliserError:
-        raise
+    norm = setting.normaliser()
+    if norm.residual(lhs, wrong_rhs) == 0 and not norm.undischarged:
+        raise NormaliserError("normaliser reduced a refuted mutant to 0: unsound")
     return cx
 
 

@@ -7,22 +7,36 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .arrays import Array, Assign, Contract, Gather, MatMul, OneHot, entry, index, size
+from .arrays import Array, Assign, ColSum, Contract, Gather, MatMul, OneHot, T, entry, index, size
 from .core import Claim, Setting, index_claim
 from .ops import Op, grad_of
 
 t, V, d = size("T"), size("V"), size("d")
 i, j, a, b, c = (index(s) for s in "ijabc")
 
-ids = Array("ids", (t, 1), integer=True)
-weight = Array("weight", (V, d))
-x = Array("x", (t, d))
+ids = Array("ids", (t, 1), integer=True, latex=r"\mathrm{ids}")
+weight = Array("weight", (V, d), latex="E")
+x = Array("x", (t, d), latex="X")
 dx, dweight = grad_of(x), grad_of(weight)
+
+# The document's lookup (seed B §1: X = E[token_ids]), in a scope of its own. The printed
+# forward gathers rows too; the generated backward claim differentiates this gather, so the
+# printed one-hot product dE = onehot(ids)ᵀ dX is checked against ∂E[ids]/∂E itself.
+EMBEDDING_SPEC = [
+    Assign(x, Gather(weight, ids)),                            # X = E[ids]
+]
 
 EMBEDDING = Op(
     name="embedding", module=__name__, title="Token embedding lookup",
-    latex=r"X = E[\mathrm{ids}] = \mathrm{onehot}(\mathrm{ids}) E",
-    claims=["embedding.lookup", "embedding.dE"],
+    spec=EMBEDDING_SPEC, source="seed B §1",
+    mistakes={
+        "off-by-one": ("row ids + 1 looked up", "forward", "x", Gather(weight, ids + 1)),
+        "averaged": ("repeated ids averaged instead of accumulated", "backward", "dweight",
+                     Contract(OneHot(ids, V), dx) / sp.Max(1, T(ColSum(OneHot(ids, V))))),
+    },
+    # counterexamples with T = 4 tokens over V = 3 ids, so that some id repeats
+    check={"sizes": {"T": 4, "V": 3, "d": 2}, "integers": {"ids": (0, 2)}},
+    claims=["embedding.forward", "embedding.lookup", "embedding.dE"],
     inputs=[ids], params=[weight], integer_inputs=[ids],
     sizes={V: (weight, 0)},
     forward=[Assign(x, Gather(weight, ids))],

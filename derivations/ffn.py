@@ -15,12 +15,12 @@ from __future__ import annotations
 import sympy as sp
 
 from .activations import silu, silu_grad
-from .arrays import Array, Assign, Contract, MatMul, T, document_form, entry, index, size
+from .arrays import Array, Assign, Contract, MatMul, Sigmoid, T, document_form, entry, index, size
 from .core import Claim, Setting, index_claim
 from .ops import Op, grad_of
 
 r, n, hid = size("r"), size("n"), size("n_hidden")
-i, j, e, f, c = (index(s) for s in "ijefc")
+i, j, e, f = (index(s) for s in "ijef")
 
 x = Array("x", (r, n))
 w_gate, w_up, w_down = Array("w_gate", (hid, n)), Array("w_up", (hid, n)), Array("w_down", (n, hid))
@@ -28,9 +28,32 @@ g, u, hh, y = Array("g", (r, hid)), Array("u", (r, hid)), Array("h", (r, hid)), 
 dy, dh, dg, du = grad_of(y), grad_of(hh), grad_of(g), grad_of(u)
 dx, dw_gate, dw_up, dw_down = grad_of(x), grad_of(w_gate), grad_of(w_up), grad_of(w_down)
 
+# The document's SwiGLU (seed B §13-14), in a scope of its own, SiLU written out as
+# g/(1 + e^{−g}) (SymPy differentiates exp itself): h = SiLU(x W_gᵀ) ⊙ (x W_uᵀ), y = h W_dᵀ.
+g_s, u_s, hh_s = Array("g", (r, hid), latex="g"), Array("u", (r, hid), latex="u"), Array("h", (r, hid), latex="h")
+silu_g_s = Array("silu_g", (r, hid), latex=r"\mathrm{SiLU}(g)")
+SWIGLU_SPEC = [
+    Assign(g_s, MatMul(x, T(w_gate))),                 # g = x W_gᵀ
+    Assign(u_s, MatMul(x, T(w_up))),                   # u = x W_uᵀ
+    Assign(silu_g_s, g_s / (1 + sp.exp(-g_s))),        # SiLU(g) = g/(1 + e^{−g})
+    Assign(hh_s, silu_g_s * u_s),                      # h = SiLU(g) ⊙ u
+    Assign(y, MatMul(hh_s, T(w_down))),                # y = h W_dᵀ
+]
+
 SWIGLU = Op(
     name="swiglu", module=__name__, title="SwiGLU feed-forward network",
-    latex=r"\mathrm{FFN}(x) = \left(\mathrm{SiLU}(x W_{g}^{T}) \odot (x W_{u}^{T})\right) W_{d}^{T}",
+    spec=SWIGLU_SPEC, source="seed B §13-14",
+    mistakes={
+        "swapped-gate": ("SiLU applied to the up projection instead of the gate", "forward", "h", silu(u) * g),
+        "sigmoid-gate": ("σ(g) ⊙ u (GLU) instead of SiLU(g) ⊙ u", "forward", "h", Sigmoid(g) * u),
+        "silu-not-derivative": ("SiLU(g) used where SiLU′(g) belongs", "backward", "dg", dh * u * silu(g)),
+        "sigmoid-derivative": ("σ(g)(1 − σ(g)) used for SiLU′(g)", "backward", "dg",
+                               dh * u * Sigmoid(g) * (1 - Sigmoid(g))),
+        "no-u": ("the u factor dropped from dg", "backward", "dg", dh * silu_grad(g)),
+        "no-gate": ("the SiLU(g) factor dropped from du", "backward", "du", dh),
+        "ungated": ("u (before the gate) used in place of h", "backward", "dw_down", Contract(dy, u)),
+        "gate-only": ("the up branch's gradient dropped", "backward", "dx", MatMul(dg, w_gate)),
+    },
     claims=["swiglu.forward", "swiglu.dx", "swiglu.dW_gate", "swiglu.dW_up", "swiglu.dW_down", "silu.derivative"],
     inputs=[x], params=[w_gate, w_up, w_down],
     forward=[
@@ -58,21 +81,6 @@ setting = Setting(sizes={r: 2, n: 2, hid: 3}, indices={i: (0, r - 1), j: (0, n -
 code = SWIGLU.env()
 # the loss with σ written as the document's 1/(1 + e^{−g}): sympy.diff takes the derivatives
 L = sp.Sum(dy.base[i, j] * document_form(entry(y, (i, j), code)), (i, 0, r - 1), (j, 0, n - 1))
-sigma = lambda z: 1 / (1 + sp.exp(-z))  # noqa: E731  (the document's σ, seed B §13)
-
-forward = index_claim(
-    "swiglu.forward", "SwiGLU forward in index form", "seed B §13-14",
-    r"y_{ij} = \sum_{c} \frac{g_{ic}}{1 + e^{-g_{ic}}} u_{ic} (W_{d})_{jc}",
-    lhs=entry(y, (i, j), code),
-    rhs=sp.Sum(entry(g, (i, c), code) * sigma(entry(g, (i, c), code)) * entry(u, (i, c), code)
-               * w_down.base[j, c], (c, 0, hid - 1)),
-    setting=setting,
-    mutants={"swapped-gate": ("SiLU applied to the up projection instead of the gate",
-                              sp.Sum(entry(u, (i, c), code) * sigma(entry(u, (i, c), code)) * entry(g, (i, c), code)
-                                     * w_down.base[j, c], (c, 0, hid - 1))),
-             "sigmoid-gate": ("σ(g) ⊙ u (GLU) instead of SiLU(g) ⊙ u",
-                              sp.Sum(sigma(entry(g, (i, c), code)) * entry(u, (i, c), code)
-                                     * w_down.base[j, c], (c, 0, hid - 1)))})
 
 
 def _grad_claim(name, target, wrt, rows, cols, latex, mutants):
@@ -98,4 +106,4 @@ dWd = _grad_claim("dW_down", dw_down, w_down, n, hid,
                   r"\frac{\partial L}{\partial W_{d}} = \sum dy^{T} h",
                   {"ungated": ("u (before the gate) used in place of h", Contract(dy, u))})
 
-CLAIMS: list[Claim] = [forward, dX, dWg, dWu, dWd]
+CLAIMS: list[Claim] = [dX, dWg, dWu, dWd]

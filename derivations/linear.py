@@ -17,19 +17,43 @@ from .ops import Op, grad_of
 r, n_in, n_out = size("r"), size("n_in"), size("n_out")
 i, j, e, f, c = (index(s) for s in "ijefc")
 
-x = Array("x", (r, n_in))
-weight = Array("weight", (n_out, n_in))
-bias = Array("bias", (1, n_out))
-y = Array("y", (r, n_out))
+x = Array("x", (r, n_in), latex="X")
+weight = Array("weight", (n_out, n_in), latex=r"\mathrm{weight}")
+bias = Array("bias", (1, n_out), latex="b")
+y = Array("y", (r, n_out), latex="Y")
 dy, dx, dweight, dbias = grad_of(y), grad_of(x), grad_of(weight), grad_of(bias)
 
 _backward_x_w = [
     Assign(dx, MatMul(dy, weight)),            # dX = dY W          (r×out)(out×in)
     Assign(dweight, Contract(dy, x)),          # dW = Σ_rows dYᵀ X  (out×in)
 ]
+
+# The document's linear layer (seed B §2, §16), in a scope of its own: Y = X W + b with the
+# document's W (in × out), which is the stored weight transposed.
+w_doc = Array("W", (n_in, n_out), latex="W")
+LINEAR_SPEC = [
+    Assign(w_doc, T(weight)),                  # the document's W = weightᵀ (in × out)
+    Assign(y, MatMul(x, w_doc) + bias),        # Y = X W + b
+]
+LINEAR_NOBIAS_SPEC = [
+    Assign(w_doc, T(weight)),                  # the document's W = weightᵀ (in × out)
+    Assign(y, MatMul(x, w_doc)),               # Y = X W
+]
+# Classic mistakes that type-check (W untransposed, dY Wᵀ, Xᵀ dY are shape errors for
+# n_in ≠ n_out, which the array language rejects when the op is built).
+_mistakes_x_w = {
+    "dW-batch-mean": ("dW averaged over the rows instead of summed", "backward", "dweight",
+                      Contract(dy, x) / r),
+}
+
 LINEAR = Op(
     name="linear", module=__name__, title="Linear layer with bias",
-    latex=r"Y = X W^{T} + b",
+    spec=LINEAR_SPEC, source="seed B §2, §16",
+    mistakes={
+        "no-bias": ("bias forgotten", "forward", "y", MatMul(x, T(weight))),
+        **_mistakes_x_w,
+        "db-mean": ("mean over rows instead of the sum", "backward", "dbias", ColSum(dy) / r),
+    },
     claims=["linear.forward", "linear.dX", "linear.dW", "linear.db"],
     inputs=[x], params=[weight, bias],
     forward=[Assign(y, MatMul(x, T(weight)) + bias)],
@@ -40,8 +64,9 @@ LINEAR = Op(
 )
 LINEAR_NOBIAS = Op(
     name="linear_nobias", module=__name__, title="Linear layer without bias",
-    latex=r"Y = X W^{T}",
-    claims=["linear.dX", "linear.dW"],
+    spec=LINEAR_NOBIAS_SPEC, source="seed B §2",
+    mistakes=dict(_mistakes_x_w),
+    claims=["linear_nobias.forward"],   # its own generated claims (linear.dX, linear.dW read linear)
     inputs=[x], params=[weight],
     forward=[Assign(y, MatMul(x, T(weight)))],
     outputs=[y], saved=[x, weight],
@@ -55,16 +80,6 @@ setting = Setting(sizes={r: 3, n_in: 2, n_out: 2}, indices={i: (0, r - 1), j: (0
                                                              e: (0, r - 1), f: (0, n_in - 1)})
 code = LINEAR.env()
 L = sp.Sum(dy.base[i, j] * entry(y, (i, j), code), (i, 0, r - 1), (j, 0, n_out - 1))
-
-forward = index_claim(
-    "linear.forward", "Y = XW + b in index form (W stored out × in)", "seed B §2, §16",
-    r"Y_{ij} = \sum_{c} X_{ic} W_{jc} + b_{j}",
-    lhs=entry(y, (i, j), code),
-    rhs=sp.Sum(x.base[i, c] * weight.base[j, c], (c, 0, n_in - 1)) + bias.base[j],
-    setting=setting,
-    mutants={"no-bias": ("bias forgotten", sp.Sum(x.base[i, c] * weight.base[j, c], (c, 0, n_in - 1))),
-             "untransposed": ("W used without the transpose",
-                              sp.Sum(x.base[i, c] * weight.base[c, j], (c, 0, n_in - 1)) + bias.base[j])})
 
 dX = index_claim(
     "linear.dX", "Gradient of a linear layer with respect to its input", "seed B §2, §16",
@@ -90,4 +105,4 @@ db = index_claim(
     mutants={"mean": ("mean over rows instead of the sum", entry(dbias, (0, f), code) / r),
              "row-sum": ("summed over the output axis", sp.Sum(dy.base[f, c], (c, 0, n_out - 1)))})
 
-CLAIMS: list[Claim] = [forward, dX, dW, db]
+CLAIMS: list[Claim] = [dX, dW, db]

@@ -15,7 +15,6 @@ import sympy as sp
 from . import numeric
 from .arrays import Array, Assign, ColSum, MatMul, OneHot, RowMax, RowSum, Take, entry, index, shape_of, size
 from .core import Claim, Mutant, Proof, Setting, index_claim, prove_index_identity, refute_identity
-from .normalise import Normaliser
 from .ops import Op, grad_of
 from .softmax import softmax_math, softmax_stable
 
@@ -26,15 +25,15 @@ SOURCE_CE = "seed B §18"
 SOURCE_LOGITS = "seed B §16–§17"
 
 # ------------------------------------------------------------------------------- the op
-Z = Array("logits", (T, V))
-TGT = Array("targets", (T, 1), integer=True)
-MASK = Array("mask", (T, 1), integer=True)
+Z = Array("logits", (T, V), latex="z")
+TGT = Array("targets", (T, 1), integer=True, latex="t")
+MASK = Array("mask", (T, 1), integer=True, latex="w")
 MX = Array("row_max", (T, 1))
 EXPS = Array("exps", (T, V))
 SUMEXP = Array("sum_exps", (T, 1))
 PROBS = Array("probs", (T, V))
 LOSSES = Array("losses", (T, 1))
-LOSS = Array("loss", (1, 1))
+LOSS = Array("loss", (1, 1), latex="L")
 dLOSS = grad_of(LOSS)
 dZ = grad_of(Z)
 
@@ -49,12 +48,44 @@ def cross_entropy_vjp(dloss, probs, targets, mask, vocab):
     return dloss * mask * (probs - OneHot(targets, vocab)) / ColSum(mask)
 
 
+# The document's loss (seed B §17–§18), in a scope of its own: p = softmax(z) per row,
+# ℓ_i = −log p_{i, t_i} (= −Σ_j y_ij log p_ij for one-hot y, cross_entropy.onehot), and the mean
+# of ℓ over the tokens that count, L = Σ_i w_i ℓ_i / Σ_i w_i with the 0/1 mask w. No max shift:
+# the generated forward claim proves the printed max-shifted log-sum-exp equal to it.
+P_S = Array("p", (T, V), latex="p")
+ELL_S = Array("ell", (T, 1), latex=r"\ell")
+W_S = MASK
+CROSS_ENTROPY_SPEC = [
+    Assign(P_S, sp.exp(Z) / RowSum(sp.exp(Z))),                # p_ij = e^{z_ij} / Σ_k e^{z_ik}
+    Assign(ELL_S, -sp.log(Take(P_S, TGT))),                    # ℓ_i = −log p_{i, t_i}
+    Assign(LOSS, ColSum(W_S * ELL_S) / ColSum(W_S)),           # L = Σ_i w_i ℓ_i / Σ_i w_i
+]
+
 CROSS_ENTROPY = Op(
     name="cross_entropy", module=__name__, title="Cross-entropy of logits against target ids (mean over a mask)",
-    latex=r"\ell_{i} = \max_{k} z_{ik} + \log \sum_{j} e^{z_{ij} - \max_{k} z_{ik}} - z_{i t_{i}}, \quad "
-          r"L = \frac{\sum_{i} w_{i} \ell_{i}}{\sum_{i} w_{i}}, \quad "
-          r"\frac{\partial L}{\partial z_{ij}} = \frac{w_{i} \left(p_{ij} - \delta_{t_{i} j}\right)}{\sum_{i'} w_{i'}}",
-    claims=["cross_entropy.onehot", "cross_entropy.grad", "cross_entropy.logsumexp",
+    spec=CROSS_ENTROPY_SPEC, source="seed B §17, §18",
+    mistakes={
+        "max-not-added-back": ("log Σ exp(z − max) − z_t without the max added back", "forward", "losses",
+                               sp.log(SUMEXP) - Take(Z, TGT)),
+        "no-log": ("Σ exp(z − max) used without its log", "forward", "losses", MX + SUMEXP - Take(Z, TGT)),
+        "max-subtracted": ("the max subtracted instead of added back", "forward", "losses",
+                           -MX + sp.log(SUMEXP) - Take(Z, TGT)),
+        "divide-by-T": ("the masked sum divided by T (ignored tokens counted in the mean)", "forward", "loss",
+                        ColSum(MASK * LOSSES) / T),
+        "no-mask": ("ignored tokens' losses summed in", "forward", "loss", ColSum(LOSSES) / ColSum(MASK)),
+        "probs-unnormalised": ("probs cached as exp(z − max) without the division", "forward", "probs", EXPS),
+        "grad-sign-flip": ("y − p instead of p − y", "backward", "dlogits",
+                           dLOSS * MASK * (OneHot(TGT, V) - PROBS) / ColSum(MASK)),
+        "grad-no-mean": ("the 1/Σw of the mean forgotten", "backward", "dlogits",
+                         dLOSS * MASK * (PROBS - OneHot(TGT, V))),
+        "grad-divide-by-T": ("divided by T instead of Σw", "backward", "dlogits",
+                             dLOSS * MASK * (PROBS - OneHot(TGT, V)) / T),
+        "grad-no-mask": ("ignored tokens still receive gradient", "backward", "dlogits",
+                         dLOSS * (PROBS - OneHot(TGT, V)) / ColSum(MASK)),
+    },
+    # V = 4 classes, targets over all of them, masks drawn 0/1 (a point with Σ w = 0 is skipped)
+    check={"sizes": {"T": 3, "V": 4}, "integers": {"targets": (0, 3), "mask": (0, 1)}},
+    claims=["cross_entropy.forward", "cross_entropy.onehot", "cross_entropy.grad", "cross_entropy.logsumexp",
             "cross_entropy.nonnegative", "cross_entropy.vjp"],
     inputs=[Z, TGT, MASK],
     integer_inputs=[TGT, MASK],
@@ -168,26 +199,28 @@ def _prove_nonnegative() -> Proof:
     # 1. the row sum splits into the correct class and the rest: Σ_j e^{z_j} = e^{z_t} + R
     rest = sp.Sum((1 - sp.KroneckerDelta(j, TGT.base[i])) * sp.exp(Z.base[i, j]), (j, 0, V - 1))
     correct = sp.exp(Z.base[i, TGT.base[i]])
-    norm = Normaliser()
-    split = norm.residual(sp.Sum(sp.exp(Z.base[i, j]), (j, 0, V - 1)), correct + rest)
+    # both identities through the gate (goal targets_i ∈ [0, V − 1] from the setting, spot-check)
+    split = prove_index_identity(sp.Sum(sp.exp(Z.base[i, j]), (j, 0, V - 1)), correct + rest, setting)
     # 2. −log p_t = −log(a / (a + R)) with a = e^{z_t} > 0, R ≥ 0 (each term (1 − δ)·e^z ≥ 0)
     A, R = sp.Symbol("a", positive=True), sp.Symbol("R", nonnegative=True)
     hidden = {correct: A, rest: R}
     p_split = correct / (correct + rest)
-    same_p = Normaliser().residual(p_correct, p_split)
+    same_p = prove_index_identity(p_correct, p_split, setting)
+    assumptions = list(dict.fromkeys(split.assumptions + same_p.assumptions))
     ell = (-sp.log(p_split)).xreplace(hidden)                  # −log(a/(a + R))
     rewritten = sp.log(1 + R / A)                              # = log(1 + R/a)
     same = sp.cancel(sp.exp(-ell) * sp.exp(rewritten) - 1) == 0   # exp(−ell)·exp(rewritten) = 1
-    if split != 0 or same_p != 0 or not same or rewritten.is_nonnegative is not True:
-        return Proof("unproven", "sign argument", norm.assumptions,
-                     sp.sstr([split, same_p, same, rewritten.is_nonnegative]))
+    if split.status != "proved-general" or same_p.status != "proved-general" or not same \
+            or rewritten.is_nonnegative is not True:
+        return Proof("unproven", "sign argument", assumptions,
+                     sp.sstr([split.residual, same_p.residual, same, rewritten.is_nonnegative]))
     return Proof(
         "proved-general",
         "normaliser: Σ_j e^{z_j} = e^{z_t} + R with R = Σ_j (1 − δ_jt) e^{z_j} ≥ 0; then "
         "−log p_t = log(1 + R/e^{z_t}) (checked through exp) and SymPy's assumptions decide "
         "log(1 + x) ≥ 0 for x ≥ 0. The masked mean Σ w_i ℓ_i / Σ w_i with w_i ∈ {0, 1}, Σ w > 0 is "
         "then a weighted average of non-negative numbers",
-        norm.assumptions + ["logits finite", "w_i ∈ {0, 1}, Σ_i w_i > 0"], "0")
+        assumptions + ["logits finite", "w_i ∈ {0, 1}, Σ_i w_i > 0"], "0")
 
 
 def _refute_nonnegative(expr) -> dict | None:

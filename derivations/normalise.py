@@ -9,15 +9,43 @@ So qed decides identities between index expressions with its own, deliberately s
    `exp(a)·exp(b)`; the array language's `Sigmoid(u)` becomes 1/(1 + exp(−u)) and `NormalCDF(u)`
    (1 + erf(u/√2))/2; anything non-polynomial (`1/Σ…`, `√(σ²+ε)`, `exp(Σ…)`) is an opaque atom
    whose inside is normalised recursively.
-2. **Sift deltas**: `Σ_k δ(x, k)·f(k) = f(x)`, recording the assumption `x ∈ [lo, hi]`.
+2. **Sift deltas**: `Σ_{k=lo}^{hi} δ(x, k)·f(k) = f(x)`, once the goal `x ∈ [lo, hi]` (and x
+   an integer) is proved; unproved, the term keeps the guard: `[lo ≤ x ≤ hi]·f(x)`.
 3. **Split ranges** where a `Piecewise` tests a bound index against a free one
-   (`j ≤ i` in a causal mask): `Σ_{j=0}^{n-1} = Σ_{j=0}^{i} + Σ_{j=i+1}^{n-1}`.
+   (`j ≤ i` in a causal mask): `Σ_{j=0}^{n-1} = Σ_{j=0}^{i} + Σ_{j=i+1}^{n-1}`, once the goal
+   `lo − 1 ≤ at ≤ hi` is proved (otherwise the range is not split).
 4. **Rename** the bound indices of each term canonically (the least of all renamings), so
-   that alpha-equivalent sums become the same SymPy object.
-5. **Decide**: hide each canonical sum and each `exp` behind a symbol and `cancel` the
+   that alpha-equivalent sums become the same SymPy object. The canonical indices are `Dummy`s
+   with fixed `dummy_index`es: equal across terms, never equal to a user's symbol `_k0`.
+5. **Decide**: hide each canonical sum and each `exp` behind a Dummy and `cancel` the
    resulting rational function. The identity is proved when the residual is exactly 0.
 
-Every assumption used is recorded in `Normaliser.assumptions`.
+**Side conditions are goals.** Sums are read as loops (`Σ_{k=lo}^{hi}` is 0 when hi < lo, as the
+numeric evaluator and the generated code have it; not SymPy's Karr convention). Every rule that
+needs more than algebra states a goal and proves it at the moment it is applied, by exact linear
+integer reasoning over the ranges it knows: the free indices' ranges given to the constructor
+(`Normaliser(ranges={i: (0, n - 1)}, integer_arrays={"ids": (0, V - 1)})`), the limits of every
+enclosing sum, the declared ranges of integer arrays (token ids), and sizes that are positive
+integer Symbols. A goal `g ≥ 0` is proved by replacing, innermost index first, each index by the
+end of its range that minimises g (g linear in it, with a coefficient of known sign), and then
+checking the sign of what is left, a polynomial in sizes, term by term ('unknown' is not proved).
+
+* delta sifting: `x ∈ [lo, hi]` and x an integer (else the guard `[lo ≤ x ≤ hi]` is kept, or,
+  x not an integer, the delta stays);
+* range split at `at`: `lo − 1 ≤ at ≤ hi` for `j ≤ at` (`lo ≤ at ≤ hi + 1` for `j ≥ at`), at an
+  integer (else no split);
+* block reindexing (mha's concatenation): `hi_u ≥ −1`, `hi_w ≥ −1` (else no reindexing);
+* a sum over an unused index, `Σ_{k=lo}^{hi} c = (hi − lo + 1)·c`: `hi − lo + 1 ≥ 0` (else the
+  sum is kept);
+* a negative power: its base ≠ 0, proved where positivity decides it (a sum of exps over a
+  non-empty range, √(σ² + ε) with ε > 0, a size), otherwise recorded as a hypothesis.
+
+`assumptions` lists every condition used (shown in certificates); `discharged` those proved,
+`hypotheses` the non-zero denominators taken as hypotheses, `guarded` the goals that failed and
+were answered by the sound fallback. A Normaliser built without any domain (`Normaliser()`, no
+ranges at all) keeps the old behaviour for exploration: a goal it cannot prove is assumed, the
+rule applied, and the goal listed in `undischarged`; the proof gate (`core.decide`) always gives
+a domain and refuses a proof with an undischarged goal.
 """
 from __future__ import annotations
 
@@ -30,6 +58,22 @@ from .arrays import DOCUMENT_NODES
 Term = tuple[list, list]  # (factors, limits[(var, lo, hi)])
 
 _MAX_PERMUTATIONS = 720
+_MAX_GOAL_STEPS = 40
+
+# Canonical bound indices and hiding symbols are Dummies with these fixed dummy_indexes: the
+# same index twice is the same object (alpha-equivalent sums compare equal across terms), and
+# none can equal a user's Symbol('_k0') or a Dummy that SymPy numbers from 0.
+_CANON_BASE = 7_919_000_000_000
+_HIDE_BASE = 7_919_500_000_000
+
+
+def canonical_index(n: int) -> sp.Dummy:
+    """The n-th canonical bound index (printed `_k<n>`)."""
+    return sp.Dummy(f"k{n}", integer=True, dummy_index=_CANON_BASE + n)
+
+
+def _hidden(kind: str, n: int) -> sp.Dummy:
+    return sp.Dummy(f"{kind}{n}", dummy_index=_HIDE_BASE + n)
 
 
 class NormaliserError(RuntimeError):
@@ -37,13 +81,141 @@ class NormaliserError(RuntimeError):
 
 
 class Normaliser:
-    def __init__(self):
-        self.assumptions: list[str] = []
+    """`ranges`: free index -> (lo, hi); `integer_arrays`: IndexedBase name -> (lo, hi) of its
+    (integer) entries. Giving either (even empty) makes every side condition a goal that is
+    proved or answered soundly; giving neither assumes what cannot be proved (`undischarged`)."""
+
+    def __init__(self, ranges: dict | None = None, integer_arrays: dict | None = None):
+        self.checked = ranges is not None or integer_arrays is not None
+        self.ranges = {sp.sympify(v): (sp.sympify(lo), sp.sympify(hi)) for v, (lo, hi) in (ranges or {}).items()}
+        self.integer_arrays = {str(name): (sp.sympify(lo), sp.sympify(hi))
+                               for name, (lo, hi) in (integer_arrays or {}).items()}
+        self.assumptions: list[str] = []   # every condition used (discharged, hypotheses, undischarged)
+        self.discharged: list[str] = []    # goals proved from the ranges and sizes
+        self.hypotheses: list[str] = []    # non-zero denominators not decided: the claim's hypotheses
+        self.guarded: list[str] = []       # goals not proved, answered soundly (guard kept, rule not applied)
+        self.undischarged: list[str] = []  # goals not proved but assumed (only without a domain)
+        self._bound: dict = {}             # every bound Dummy met -> (lo, hi) of its sum
 
     # ---------------------------------------------------------------- bookkeeping
     def note(self, text: str) -> None:
         if text not in self.assumptions:
             self.assumptions.append(text)
+
+    def _record(self, kind: str, text: str, show: bool = True) -> None:
+        bucket = getattr(self, kind)
+        if text not in bucket:
+            bucket.append(text)
+        if kind != "guarded" and (show or kind == "undischarged"):
+            self.note(text)
+
+    def _goal(self, text: str, proved: bool, show: bool = True) -> bool:
+        """Settle a goal: True when the rule may be applied as is (proved, or assumed without a
+        domain, then undischarged); False when the caller must fall back to a sound form.
+        `show=False`: a routine goal (a range's length ≥ 0) listed in `discharged` only."""
+        if proved:
+            self._record("discharged", text, show)
+            return True
+        if not self.checked:
+            self._record("undischarged", text)
+            return True
+        self._record("guarded", text)
+        return False
+
+    # ---------------------------------------------------------------- goals
+    def _context(self, limits=(), exclude=()) -> dict:
+        """Ranges known here: free indices, every enclosing sum, this term's limits."""
+        ctx = dict(self.ranges)
+        ctx.update(self._bound)
+        ctx.update({v: (a, b) for v, a, b in limits})
+        for v in exclude:
+            ctx.pop(v, None)
+        return ctx
+
+    def nonnegative(self, expr, ctx: dict | None = None) -> bool:
+        """Is `expr ≥ 0` for every integer value of the indices in their ranges? Exact and
+        conservative: False means 'not proved'."""
+        return self._nonneg(sp.sympify(expr), self._context() if ctx is None else ctx, 0)
+
+    def in_range(self, x, lo, hi, ctx: dict) -> bool:
+        return self._nonneg(x - lo, ctx, 0) and self._nonneg(hi - x, ctx, 0)
+
+    def _nonneg(self, expr, ctx: dict, steps: int) -> bool:
+        expr = sp.expand(expr)
+        if expr.is_Number:
+            return bool(expr >= 0)
+        if steps > _MAX_GOAL_STEPS:
+            return False
+        # integer-array entries first: their declared ranges mention no index
+        for atom in sorted(expr.atoms(sp.Indexed), key=sp.default_sort_key):
+            rng = self.integer_arrays.get(str(atom.base.label))
+            if rng is None:
+                continue
+            t = sp.Dummy("t", integer=True)
+            replaced = expr.xreplace({atom: t})
+            pick = self._extreme(replaced, t, rng, ctx)
+            if pick is None:
+                return False
+            return self._nonneg(replaced.xreplace({t: pick}), ctx, steps + 1)
+        ranged = sorted((v for v in expr.free_symbols if v in ctx), key=sp.default_sort_key)
+        if not ranged:
+            return _nonneg_constant(expr)
+        for v in ranged:
+            # innermost first: no other index of the goal has a range that mentions v
+            if any(ctx[u][0].has(v) or ctx[u][1].has(v) for u in ranged if u != v):
+                continue
+            pick = self._extreme(expr, v, ctx[v], ctx)
+            if pick is None:
+                return False
+            return self._nonneg(expr.xreplace({v: pick}), ctx, steps + 1)
+        return False
+
+    def _extreme(self, expr, v, rng, ctx):
+        """The end of v's range where `expr`, linear in v, is least; None if not decided."""
+        c = sp.expand(sp.diff(expr, v))
+        if c.has(v) or c.atoms(sp.Indexed) or c.atoms(sp.Derivative) or any(u in ctx for u in c.free_symbols):
+            return None
+        if _nonneg_constant(c):
+            return rng[0]
+        if _nonneg_constant(-c):
+            return rng[1]
+        return None
+
+    def _is_integer(self, x) -> bool:
+        x = sp.sympify(x)
+        entries = {a: sp.Dummy("t", integer=True) for a in x.atoms(sp.Indexed)
+                   if str(a.base.label) in self.integer_arrays}
+        return x.xreplace(entries).is_integer is True
+
+    def _nonzero(self, e) -> bool:
+        """Is `e ≠ 0`, decided by positivity: exps of reals are positive, a sum of positive
+        terms over a non-empty range is positive, of non-negative ones non-negative; sizes are
+        positive integers, and SymPy's assumptions decide the sign of what is left."""
+        sign = self._sign_form(e, self._context())
+        return sign.is_positive is True or sign.is_negative is True or sign.is_zero is False
+
+    def _sign_form(self, e, ctx: dict):
+        if isinstance(e, sp.exp):
+            return sp.Dummy("pos", positive=True) if e.args[0].is_extended_real else sp.Dummy("nz", zero=False)
+        if isinstance(e, sp.Sum):
+            inner = dict(ctx)
+            inner.update({v: (a, b) for v, a, b in e.limits})
+            body = self._sign_form(e.function, inner)
+            nonempty = all(self._nonneg(b - a, {u: r for u, r in inner.items() if u != v}, 0)
+                           for v, a, b in e.limits)
+            if body.is_positive is True and nonempty:
+                return sp.Dummy("pos", positive=True)
+            if body.is_nonnegative is True:
+                return sp.Dummy("nonneg", nonnegative=True)
+            return e
+        if isinstance(e, sp.Indexed):
+            rng = self.integer_arrays.get(str(e.base.label))
+            if rng is not None and _nonneg_constant(rng[0]):
+                return sp.Dummy("nonneg", nonnegative=True)
+            return e
+        if isinstance(e, (sp.Add, sp.Mul, sp.Pow)):
+            return e.func(*[self._sign_form(a, ctx) for a in e.args])
+        return e
 
     # ---------------------------------------------------------------- public API
     def canon(self, expr) -> sp.Expr:
@@ -83,11 +255,13 @@ class Normaliser:
                 return self._product([self._terms(base) for _ in range(int(power))])
             inner = self.canon(base)
             if power.is_negative:
-                self.note(f"{_show(inner)} ≠ 0")
+                # a denominator: proved ≠ 0 where positivity decides it, else the claim's hypothesis
+                self._record("discharged" if self._nonzero(inner) else "hypotheses", f"{_show(inner)} ≠ 0")
             if inner.has(sp.Sum) and isinstance(inner, sp.Mul):
-                # (c · Σ)^p = c^p · Σ^p keeps the atom canonical
+                # (c · Σ)^p = c^p · Σ^p keeps the atom canonical (for a non-integer p only if c > 0)
                 coeff, rest = inner.as_independent(sp.Sum, as_Add=False)
-                return [([coeff ** power, rest ** power], [])]
+                if power.is_integer or coeff.is_positive:
+                    return [([coeff ** power, rest ** power], [])]
             return [([inner ** power], [])]
         if isinstance(e, DOCUMENT_NODES):   # σ(u), Φ(u): the document's formulas, nothing else
             return self._terms(e.document_form())
@@ -127,6 +301,8 @@ class Normaliser:
             body = body.xreplace({var: fresh})
             limits = [(v, a.xreplace({var: fresh}), b.xreplace({var: fresh})) for v, a, b in limits]
             limits.append((fresh, lo, hi))
+        for v, lo, hi in limits:  # known to the goals of everything inside this sum
+            self._bound[v] = (lo, hi)
         return [(f, l + limits) for f, l in self._terms(body)]
 
     # ---------------------------------------------------------------- 2-4. finish a term
@@ -146,22 +322,39 @@ class Normaliser:
         return self._rename(factors, limits)
 
     def _sift_deltas(self, factors: list, limits: list):
+        """Σ_{k=lo}^{hi} δ(x, k)·f(k) = f(x) for x ∈ [lo, hi] proved, else [lo ≤ x ≤ hi]·f(x).
+        k is sifted only if x mentions neither k nor an index whose range depends on k."""
+        done: set = set()   # deltas left in place (x not an integer): not tried again
         while True:
             bound = {v: (lo, hi) for v, lo, hi in limits}
             for n, f in enumerate(factors):
-                if not isinstance(f, sp.KroneckerDelta):
+                if not isinstance(f, sp.KroneckerDelta) or f in done:
                     continue
-                x, y = f.args
-                if y in bound and not x.has(y):
-                    var, value = y, x
-                elif x in bound and not y.has(x):
-                    var, value = x, y
-                else:
+                step = None
+                for var, value in ((f.args[1], f.args[0]), (f.args[0], f.args[1])):
+                    if var not in bound or value.has(var):
+                        continue
+                    inside = _dependents(var, limits)
+                    if value.free_symbols & inside:
+                        continue
+                    step = (var, value, inside)
+                    break
+                if step is None:
                     continue
+                var, value, inside = step
                 lo, hi = bound[var]
-                self.note(f"{_show(value)} ∈ [{_show(lo)}, {_show(hi)}]")
+                ctx = self._context(limits, exclude={var} | inside)
+                proved = self._is_integer(value) and self.in_range(value, lo, hi, ctx)
+                guard = None
+                if not self._goal(f"{_show(value)} ∈ [{_show(lo)}, {_show(hi)}]", proved):
+                    if not self._is_integer(value):
+                        done.add(f)      # δ(x, k) with x perhaps not an integer: keep the delta
+                        continue
+                    guard = Indicator(sp.And(sp.Le(lo, value), sp.Le(value, hi)))
                 sub = {var: value}
                 factors = [g.xreplace(sub) for m, g in enumerate(factors) if m != n]
+                if guard is not None:
+                    factors.append(guard)
                 limits = [(v, a.xreplace(sub), b.xreplace(sub)) for v, a, b in limits if v != var]
                 break
             else:
@@ -184,9 +377,15 @@ class Normaliser:
                     new_factors = [g.xreplace({combo: c}) for g in factors]
                     others = [(v, a, b) for v, a, b in limits if v not in (u, w)]
                     if any(g.has(u) or g.has(w) for g in new_factors) or \
-                            any((a.has(u) or a.has(w) or b.has(u) or b.has(w)) for _, a, b in others):
+                            any((a.has(u) or a.has(w) or b.has(u) or b.has(w)) for _, a, b in others) or \
+                            hi_u.has(w) or hi_w.has(u):
                         continue
-                    self.note(f"block reindexing c = {_show(block)}·u + w over {_show(hi_u + 1)} blocks")
+                    # a bijection (u, w) ↔ c when both ranges are loops, possibly empty: hi ≥ −1
+                    ctx = self._context(others, exclude=(u, w))
+                    proved = all(self._is_integer(h) and self._nonneg(h + 1, ctx, 0) for h in (hi_u, hi_w))
+                    if not self._goal(f"block reindexing c = {_show(block)}·u + w over {_show(hi_u + 1)} blocks",
+                                      proved):
+                        continue
                     factors = new_factors
                     limits = others + [(c, sp.Integer(0), (hi_u + 1) * block - 1)]
                     merged = True
@@ -210,11 +409,22 @@ class Normaliser:
                     if cut is None:
                         continue
                     upper, at = cut  # cond ⇔ var ≤ at (upper) or var ≥ at (not upper)
+                    if at.free_symbols & _dependents(var, limits):
+                        continue
+                    # the pieces partition [lo, hi] when lo − 1 ≤ at ≤ hi (upper) or
+                    # lo ≤ at ≤ hi + 1; the stronger lo ≤ at ≤ hi is what is shown when it holds
+                    ctx = self._context(limits, exclude={var} | _dependents(var, limits))
+                    low, high = (lo - 1, hi) if upper else (lo, hi + 1)
+                    integer = self._is_integer(at)
+                    if integer and self.in_range(at, lo, hi, ctx):
+                        self._goal(f"{_show(lo)} ≤ {_show(at)} ≤ {_show(hi)}", True)
+                    elif not self._goal(f"{_show(low)} ≤ {_show(at)} ≤ {_show(high)}",
+                                        integer and self.in_range(at, low, high, ctx)):
+                        continue
                     if upper:
                         pieces = [((var, lo, at), yes), ((var, at + 1, hi), no)]
                     else:
                         pieces = [((var, lo, at - 1), no), ((var, at, hi), yes)]
-                    self.note(f"{_show(lo)} ≤ {_show(at)} ≤ {_show(hi)}")
                     out = []
                     for limit, branch in pieces:
                         new_factors = [g.xreplace({pw: branch}) for g in factors]
@@ -225,6 +435,7 @@ class Normaliser:
 
     def _rename(self, factors: list, limits: list) -> sp.Expr:
         coeff = sp.Integer(1)
+        kept: list = []   # unused summations whose length is not proved ≥ 0
         # drop summations whose index appears nowhere: Σ_{k=lo}^{hi} c = (hi − lo + 1)·c
         while True:
             used = set()
@@ -232,12 +443,17 @@ class Normaliser:
                 used |= f.free_symbols
             for v, a, b in limits:
                 used |= a.free_symbols | b.free_symbols
-            unused = [(v, a, b) for v, a, b in limits if v not in used]
+            unused = [(v, a, b) for v, a, b in limits if v not in used and (v, a, b) not in kept]
             if not unused:
                 break
             for v, a, b in unused:
-                coeff *= b - a + 1
-            limits = [lim for lim in limits if lim not in unused]
+                # a loop of hi − lo + 1 ≥ 0 steps (a sum over a negative-length range is 0)
+                proved = self._nonneg(b - a + 1, self._context(limits, exclude=[v]), 0)
+                if self._goal(f"{_show(b - a + 1)} ≥ 0 (length of the range of {_show(v)})", proved, show=False):
+                    coeff *= b - a + 1
+                    limits = [lim for lim in limits if lim != (v, a, b)]
+                else:
+                    kept.append((v, a, b))
         if not limits:
             return coeff * sp.Mul(*factors)
         bound = [v for v, _, _ in limits]
@@ -245,16 +461,15 @@ class Normaliser:
         dependent = [f for f in factors if f.free_symbols & bound_set]
         independent = [f for f in factors if not f.free_symbols & bound_set]
         body = sp.Mul(*dependent)
-        taken = {s.name for s in body.free_symbols - bound_set}
-        for v, a, b in limits:
-            taken |= {s.name for s in (a.free_symbols | b.free_symbols) - bound_set}
+        # canonical Dummies never equal a user symbol; only inner sums' own indices are taken
+        taken = set()
         for inner in body.atoms(sp.Sum):
-            taken |= {v.name for v in inner.variables}
+            taken |= set(inner.variables)
         names = []
         n = 0
         while len(names) < len(bound):
-            if f"_k{n}" not in taken:
-                names.append(sp.Symbol(f"_k{n}", integer=True))
+            if canonical_index(n) not in taken:
+                names.append(canonical_index(n))
             n += 1
         best, best_key = None, None
         perms = itertools.permutations(names)
@@ -303,12 +518,12 @@ class Normaliser:
 
     def _hide(self, e, table: dict):
         if isinstance(e, sp.Sum):
-            return table.setdefault(e, sp.Symbol(f"_sum{len(table)}"))
+            return table[e] if e in table else table.setdefault(e, _hidden("sum", len(table)))
         if isinstance(e, sp.exp):
             arg = e.args[0]
             if arg.could_extract_minus_sign():
                 return 1 / self._hide(sp.exp(-arg), table)
-            return table.setdefault(e, sp.Symbol(f"_exp{len(table)}"))
+            return table[e] if e in table else table.setdefault(e, _hidden("exp", len(table)))
         if isinstance(e, (sp.Indexed, sp.Symbol, sp.Number, sp.NumberSymbol)) or not e.args:
             return e
         return e.func(*[self._hide(a, table) for a in e.args])
@@ -374,6 +589,38 @@ def _threshold(cond, var):
     if coeff == 1:  # var + rest ≤ 0 ⇔ var ≤ −rest
         return True, -rest
     return False, rest  # −var + rest ≤ 0 ⇔ var ≥ rest
+
+
+def _dependents(var, limits) -> set:
+    """The bound indices whose ranges depend on `var`, directly or through another."""
+    out: set = set()
+    frontier = {var}
+    while frontier:
+        new = {v for v, a, b in limits if v not in out and v != var
+               and (a.free_symbols | b.free_symbols) & frontier}
+        out |= new
+        frontier = new
+    return out
+
+
+def _nonneg_constant(expr) -> bool:
+    """`expr ≥ 0` for every value of its symbols, decided term by term after writing each
+    positive-integer symbol (a size) as 1 + s and each non-negative integer one as s, s ≥ 0."""
+    expr = sp.sympify(expr)
+    if expr.is_nonnegative is True:
+        return True
+    sub = {}
+    for sym in expr.free_symbols:
+        if isinstance(sym, sp.Indexed) or not sym.is_integer:
+            continue
+        if sym.is_positive:
+            sub[sym] = 1 + sp.Dummy("s", integer=True, nonnegative=True)
+        elif sym.is_nonnegative:
+            sub[sym] = sp.Dummy("s", integer=True, nonnegative=True)
+    if not sub:
+        return False
+    shifted = sp.expand(expr.xreplace(sub))
+    return all(t.is_nonnegative is True for t in sp.Add.make_args(shifted))
 
 
 def _polynomial_atom(f) -> bool:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .arrays import Array, Assign, ColSum, RowMean, entry, index, size
+from .arrays import Array, Assign, ColSum, RowMean, RowSum, entry, index, size
 from .core import Claim, Mutant, Setting, index_claim, prove_index_identity, refute_identity
 from .ops import Op, Option, grad_of
 
@@ -49,10 +49,30 @@ def layernorm_dx(xhat_, dxhat_, rstd_):
     return rstd_ * (dxhat_ - RowMean(dxhat_) - xhat_ * RowMean(dxhat_ * xhat_))
 
 
+# The document's LayerNorm (seed A §3, seed B §8), in a scope of its own: what the generated
+# claims prove the printed forward equal to, and differentiate for the printed backward.
+mu_s = Array("mu", (r, 1), latex=r"\mu")
+var_s = Array("var", (r, 1), latex=r"\sigma^{2}")
+xhat_s = Array("xhat", (r, n), latex=r"\hat{x}")
+LAYERNORM_SPEC = [
+    Assign(mu_s, RowSum(x) / n),                                   # μ = (1/n) Σ_j x_j
+    Assign(var_s, RowSum((x - mu_s) ** 2) / n),                    # σ² = (1/n) Σ_j (x_j − μ)²
+    Assign(xhat_s, (x - mu_s) / sp.sqrt(var_s + eps)),             # x̂ = (x − μ)/√(σ² + ε)
+    Assign(y, gamma * xhat_s + beta),                              # y = γ ⊙ x̂ + β
+]
+
 LAYERNORM = Op(
     name="layernorm", module=__name__, title="Layer normalisation over the last axis",
-    latex=r"\mu = \frac{1}{n} \sum_{j} x_{j}, \quad \sigma^{2} = \frac{1}{n} \sum_{j} (x_{j} - \mu)^{2}, \quad "
-          r"\hat{x} = \frac{x - \mu}{\sqrt{\sigma^{2} + \epsilon}}, \quad y = \gamma \odot \hat{x} + \beta",
+    spec=LAYERNORM_SPEC, source="seed A §3, seed B §8",
+    mistakes={
+        "unbiased-variance": ("σ² with 1/(n−1) (Bessel) instead of the population 1/n", "forward", "rstd",
+                              1 / sp.sqrt(RowSum(xc ** 2) / (n - 1) + eps)),
+        "eps-outside-root": ("x̂ = (x − μ)/(√σ² + ε)", "forward", "rstd", 1 / (sp.sqrt(RowMean(xc ** 2)) + eps)),
+        "no-xhat-term": ("the x̂ ⊙ mean(dx̂ ⊙ x̂) term dropped", "backward", "dx",
+                         rstd * (dxhat - RowMean(dxhat))),
+        "dy-not-dxhat": ("dy used where dx̂ = dy ⊙ γ is needed", "backward", "dx",
+                         rstd * (dy - RowMean(dy) - xhat * RowMean(dy * xhat))),
+    },
     claims=["layernorm.forward", "layernorm.mean_zero", "layernorm.second_moment",
             "layernorm.dx", "layernorm.dgamma", "layernorm.dbeta"],
     inputs=[x],
@@ -97,10 +117,21 @@ def rmsnorm_dx(xhat_, dxhat_, rrms_):
     return rrms_ * (dxhat_ - xhat_ * RowMean(dxhat_ * xhat_))
 
 
+# The document's RMSNorm (seed B §9): ε inside the root.
+rms_s = Array("rms", (r, 1), latex=r"\mathrm{RMS}")
+RMSNORM_SPEC = [
+    Assign(rms_s, sp.sqrt(RowSum(rx ** 2) / n + eps)),             # RMS(x) = √((1/n) Σ_j x_j² + ε)
+    Assign(ry, rx / rms_s * rgamma),                               # y = x / RMS(x) ⊙ γ
+]
+
 RMSNORM = Op(
     name="rmsnorm", module=__name__, title="RMS normalisation over the last axis",
-    latex=r"\mathrm{RMS}(x) = \sqrt{\frac{1}{n} \sum_{j} x_{j}^{2} + \epsilon}, \quad "
-          r"y = \frac{x}{\mathrm{RMS}(x)} \odot \gamma",
+    spec=RMSNORM_SPEC, source="seed B §9",
+    mistakes={
+        "eps-outside-root": ("RMS = √(mean(x²)) + ε", "forward", "rrms", 1 / (sp.sqrt(RowMean(rx ** 2)) + eps)),
+        "layernorm-mean-term": ("a LayerNorm-style − mean(dx̂) term added", "backward", "dx",
+                                rrms * (rdxhat - RowMean(rdxhat) - rxhat * RowMean(rdxhat * rxhat))),
+    },
     claims=["rmsnorm.forward", "rmsnorm.dx", "rmsnorm.dgamma"],
     inputs=[rx],
     params=[rgamma],
@@ -156,27 +187,6 @@ def xhat_doc(row, col, denom=n):
 def y_doc(row, col, denom=n):
     return gamma.base[col] * xhat_doc(row, col, denom) + beta.base[col]
 
-
-forward = index_claim(
-    "layernorm.forward", "LayerNorm forward as generated equals the document's μ, σ², x̂, y",
-    "seed A §3, seed B §8",
-    r"\mu = \frac{1}{n} \sum_{j} x_{j}, \quad \sigma^{2} = \frac{1}{n} \sum_{j} (x_{j} - \mu)^{2}, \quad "
-    r"\hat{x}_{j} = \frac{x_{j} - \mu}{\sqrt{\sigma^{2} + \epsilon}}, \quad y_{j} = \gamma_{j} \hat{x}_{j} + \beta_{j}",
-    lhs=[entry(mean, (i, 0), ln), entry(rstd, (i, 0), ln), entry(xhat, (i, j), ln), entry(y, (i, j), ln)],
-    rhs=[mu_doc(i), 1 / sp.sqrt(var_doc(i) + eps), xhat_doc(i, j), y_doc(i, j)],
-    setting=setting,
-    mutants={
-        "unbiased-variance": ("σ² with 1/(n−1) (Bessel) instead of the population 1/n",
-                              [mu_doc(i), 1 / sp.sqrt(var_doc(i, n - 1) + eps), xhat_doc(i, j, n - 1),
-                               y_doc(i, j, n - 1)]),
-        "eps-outside-root": ("x̂ = (x − μ)/(√σ² + ε)",
-                             [mu_doc(i), 1 / (sp.sqrt(var_doc(i)) + eps),
-                              (x.base[i, j] - mu_doc(i)) / (sp.sqrt(var_doc(i)) + eps),
-                              gamma.base[j] * (x.base[i, j] - mu_doc(i)) / (sp.sqrt(var_doc(i)) + eps) + beta.base[j]]),
-        "std-not-variance": ("divided by σ² + ε instead of its square root",
-                             [mu_doc(i), 1 / (var_doc(i) + eps), (x.base[i, j] - mu_doc(i)) / (var_doc(i) + eps),
-                              gamma.base[j] * (x.base[i, j] - mu_doc(i)) / (var_doc(i) + eps) + beta.base[j]]),
-    })
 
 # ------------------------------------------------------------------------------- moments of x̂
 mean_of_xhat = entry(RowMean(xhat), (i, 0), ln)
@@ -251,25 +261,6 @@ def rms_doc(row):
     return sp.sqrt(sp.Sum(rx.base[row, t] ** 2, (t, 0, n - 1)) / n + eps)
 
 
-rms_forward = index_claim(
-    "rmsnorm.forward", "RMSNorm forward as generated equals the document's x/RMS(x) ⊙ γ", "seed B §9",
-    r"\mathrm{RMS}(x) = \sqrt{\frac{1}{n} \sum_{j} x_{j}^{2} + \epsilon}, \quad "
-    r"y_{j} = \frac{x_{j}}{\mathrm{RMS}(x)} \gamma_{j}",
-    lhs=[entry(rrms, (i, 0), rms), entry(ry, (i, j), rms)],
-    rhs=[1 / rms_doc(i), rx.base[i, j] / rms_doc(i) * rgamma.base[j]],
-    setting=setting,
-    mutants={
-        "eps-outside-root": ("RMS = √(mean(x²)) + ε",
-                             [1 / (sp.sqrt(sp.Sum(rx.base[i, t] ** 2, (t, 0, n - 1)) / n) + eps),
-                              rx.base[i, j] / (sp.sqrt(sp.Sum(rx.base[i, t] ** 2, (t, 0, n - 1)) / n) + eps)
-                              * rgamma.base[j]]),
-        "sum-not-mean": ("√(Σx² + ε): the 1/n dropped",
-                         [1 / sp.sqrt(sp.Sum(rx.base[i, t] ** 2, (t, 0, n - 1)) + eps),
-                          rx.base[i, j] / sp.sqrt(sp.Sum(rx.base[i, t] ** 2, (t, 0, n - 1)) + eps) * rgamma.base[j]]),
-        "centred": ("mean subtracted as in LayerNorm",
-                    [1 / rms_doc(i), (rx.base[i, j] - mu_doc(i)) / rms_doc(i) * rgamma.base[j]]),
-    })
-
 L_rms = loss(ry, rms, rdy)
 rms_dx = index_claim(
     "rmsnorm.dx", "RMSNorm gradient with respect to x, end to end", "seed B §9",
@@ -299,5 +290,5 @@ rms_dgamma = index_claim(
         "forgot-xhat": ("dγ = Σ_rows dy", entry(ColSum(rdy), (e, f), rms)),
     })
 
-CLAIMS: list[Claim] = [forward, mean_zero, second_moment, dx_claim, dgamma_claim, dbeta_claim,
-                       rms_forward, rms_dx, rms_dgamma]
+CLAIMS: list[Claim] = [mean_zero, second_moment, dx_claim, dgamma_claim, dbeta_claim,
+                       rms_dx, rms_dgamma]

@@ -32,14 +32,18 @@ class Point:
         self._rng = random.Random(self.seed)
 
     def value_of(self, base: str, idx: tuple):
+        """Entry `base[idx]`: drawn from the seed, the name and the index alone, so that it is
+        the same whichever expression asks first (a required value can be computed once and
+        compared with many candidates)."""
         key = (base, idx)
         if key not in self.entries:
+            rng = random.Random(f"{self.seed}|{base}|{','.join(map(str, idx))}")
             if base in self.integer_arrays:
                 lo, hi = self.integer_arrays[base]
-                self.entries[key] = mpmath.mpf(self._rng.randint(int(lo), int(hi)))
+                self.entries[key] = mpmath.mpf(rng.randint(int(lo), int(hi)))
             else:
                 # small rationals in [-2, 2], away from 0 so that no entry vanishes by chance
-                num = self._rng.choice([-1, 1]) * self._rng.randint(1, 16)
+                num = rng.choice([-1, 1]) * rng.randint(1, 16)
                 self.entries[key] = mpmath.mpf(num) / 8
         return self.entries[key]
 

@@ -41,7 +41,6 @@ class Op:
     name: str
     module: str
     title: str
-    latex: str
     claims: list[str]
     inputs: list[Array]
     forward: list[Assign]
@@ -49,6 +48,17 @@ class Op:
     saved: list[Array]
     backward: list[Assign]
     grads: list[Array]
+    # the sources' formula, once, in the array language and in a scope of its own: the
+    # generated claims prove the printed forward equal to it and the printed backward equal to
+    # its derivative (derivations/obligations.py); the op's LaTeX is printed from it
+    spec: list[Assign] = field(default_factory=list)
+    source: str = ""             # where the sources state it ("seed A §3, seed B §8")
+    # classic mistakes: name -> (what is wrong, "forward" | "backward", target name, wrong value)
+    mistakes: dict = field(default_factory=dict)
+    # where counterexamples are searched: {"sizes": {name: int}, "scalars": {name: value},
+    # "integers": {input name: (lo, hi)}} (defaults: small distinct sizes, scalars 1/10, ids 0..1)
+    check: dict = field(default_factory=dict)
+    latex: str = ""              # printed from `spec` (never given by hand)
     params: list[Array] = field(default_factory=list)
     options: list[Option] = field(default_factory=list)
     sizes: dict = field(default_factory=dict)   # size Symbol -> (Array, axis) to read it from
@@ -65,6 +75,15 @@ class Op:
     param_init: dict = field(default_factory=dict)
 
     def __post_init__(self):
+        if self.latex and self.spec:
+            raise ArrayError(f"op {self.name}: its LaTeX is printed from the specification; "
+                             "give `spec`, not `latex`")
+        if self.spec:
+            from .latex import assigns_latex
+
+            self.latex = assigns_latex(self.spec)
+        from .obligations import check_scopes
+
         defined = set(self.inputs) | set(self.params)
         for a in self.forward:
             defined.add(a.target)
@@ -84,6 +103,7 @@ class Op:
         if len(self.grads) != expected:
             raise ArrayError(f"op {self.name}: one gradient per float input and parameter that "
                              f"is not a constant input: expected {expected}, got {len(self.grads)}")
+        check_scopes(self)
 
     @property
     def upstream(self) -> list[Array]:
@@ -112,8 +132,10 @@ class Op:
 
 
 def grad_of(a: Array) -> Array:
-    """The array `d<name>` that carries ∂L/∂<name>: same shape."""
-    return Array("d" + a.name, a.shape)
+    """The array `d<name>` that carries ∂L/∂<name>: same shape (printed ∂<name> in LaTeX)."""
+    from .latex import array_latex
+
+    return Array("d" + a.name, a.shape, latex=rf"\partial {array_latex(a)}")
 
 
 def check_shapes(op: Op) -> None:
@@ -150,6 +172,12 @@ class Table:
     into generated/<backend>/<file>.py (next to the op of that name, or a module of its own).
     The entry expressions use +, ×, powers (of −1 too), sin, cos, exp, KroneckerDelta, floor
     and Mod; the claims in `claims` prove them.
+
+    `spec` states the sources' formula once, per array: array name -> the document's entry
+    in the same (row, col) index symbols (floor, Mod and Piecewise allowed: ω_{⌊col/2⌋}, "sin in
+    even columns"); the generated claim `<name>.entries` (derivations/constants.py) proves every
+    printed entry equal to it for symbolic sizes, rows and columns, and the table's LaTeX is
+    printed from it.
     """
 
     name: str
@@ -161,6 +189,13 @@ class Table:
     options: list = field(default_factory=list)    # Option (base = 10000.0, ...)
     claims: list = field(default_factory=list)
     doc: str = ""
+    spec: dict = field(default_factory=dict)       # array name -> the sources' entry formula
+    source: str = ""                  # where the sources state it ("seed A §5")
+    # classic mistakes: name -> (what is wrong, array name, wrong printed entry)
+    mistakes: dict = field(default_factory=dict)
+    # where counterexamples are searched: {"sizes": {name: int}, "options": {name: value}}
+    check: dict = field(default_factory=dict)
+    latex: str = ""                   # printed from `spec` (never given by hand)
 
     def __post_init__(self):
         if not self.arrays:
@@ -180,6 +215,39 @@ class Table:
                 raise ArrayError(f"table {self.name}: the entry of {a.name} uses "
                                  f"{sorted(map(str, extra))}, which are neither its indices, "
                                  "sizes nor options")
+        if self.spec:
+            if self.latex:
+                raise ArrayError(f"table {self.name}: its LaTeX is printed from the "
+                                 "specification; give `spec`, not `latex`")
+            if set(self.spec) != set(names):
+                raise ArrayError(f"table {self.name}: the specification must give every array "
+                                 f"once: arrays {names}, spec {sorted(self.spec)}")
+            for a in self.arrays:
+                extra = sp.sympify(self.spec[a.name]).free_symbols - known - set(a.index)
+                if extra:
+                    raise ArrayError(f"table {self.name}: the specification of {a.name} uses "
+                                     f"{sorted(map(str, extra))}, which are neither its "
+                                     "indices, sizes nor options")
+            self.latex = self._spec_latex()
+        for mname, (_, target, _) in self.mistakes.items():
+            if target not in names:
+                raise ArrayError(f"table {self.name}: mistake {mname} names no array ({target})")
+
+    def _spec_latex(self) -> str:
+        """`name_{row, col} = <the sources' entry>` per array, by derivations/latex.py's printer;
+        multi-letter indices and options print upright (\\mathrm{base})."""
+        from .latex import ArrayLatexPrinter
+
+        symbols = {i for a in self.arrays for i in a.index}
+        symbols |= {o.symbol for o in self.options if o.symbol is not None}
+        names = {s: rf"\mathrm{{{s.name}}}" for s in symbols if len(s.name) > 1}
+        printer = ArrayLatexPrinter({"symbol_names": names})
+        parts = []
+        for a in self.arrays:
+            row, col = (printer.doprint(i) for i in a.index)
+            parts.append(rf"\mathrm{{{a.name}}}_{{{row}, {col}}} = "
+                         + printer.doprint(sp.sympify(self.spec[a.name])))
+        return r", \quad ".join(parts)
 
     def value(self, array: str, row: int, col: int, sizes: dict, options: dict | None = None):
         """The exact SymPy value of entry [row, col] of `array` at concrete sizes (name -> int)

@@ -18,8 +18,7 @@ from fractions import Fraction
 import sympy as sp
 
 from .arrays import Array, Assign, entry
-from .core import Claim, Mutant, Proof
-from .normalise import Normaliser
+from .core import Claim, Mutant, Proof, Setting, prove_index_identity
 from .ops import Option
 
 # =============================================================================================
@@ -82,11 +81,16 @@ class Step:
     Elementwise over arrays of any shape (the declared (r, n) is only nominal). `assigns` are
     printed in order; an output refers to the new moments by name, and `value()` expands it back
     to the very expression that `*_update` builds (which the claims prove).
+
+    `spec` states the sources' rule once, in the document's form (seed B §20's m_t, v_t, m̂_t,
+    v̂_t, θ_t as separate assignments, in a scope of their own: intermediates such as m̂_t are
+    arrays of the spec only); the generated claim `<name>.update` (derivations/constants.py)
+    proves every output of the printed `assigns` equal to the spec's, elementwise and exactly.
+    The step's LaTeX is printed from the spec, each array and option as `names` writes it.
     """
 
     name: str
     title: str
-    latex: str
     claims: list[str]
     inputs: list[Array]          # param, grad, then state (m, v): positional, in this order
     options: list[Option]        # step count and hyperparameters: keyword-only
@@ -94,6 +98,51 @@ class Step:
     outputs: list[Array]         # new param, then new state, in the order of the inputs
     doc: str = ""
     state: list[Array] = field(default_factory=list)
+    spec: list[Assign] = field(default_factory=list)   # the sources' rule (document's form)
+    source: str = ""             # where the sources state it ("seed B §20")
+    # classic mistakes: name -> (what is wrong, target name of a printed line, wrong value)
+    mistakes: dict = field(default_factory=dict)
+    # where counterexamples are searched: {"scalars": {option name: value}, "t": (1, 2, 3),
+    # "nonnegative": (input names drawn >= 0: Adam's v)}
+    check: dict = field(default_factory=dict)
+    names: dict = field(default_factory=dict)          # Array / option Symbol -> its LaTeX
+    latex: str = ""              # printed from `spec` (never given by hand)
+    module: str = __name__
+
+    def __post_init__(self):
+        if self.spec:
+            if self.latex:
+                raise ValueError(f"step {self.name}: its LaTeX is printed from the specification; "
+                                 "give `spec`, not `latex`")
+            defined = set(self.inputs)
+            symbols = {o.symbol for o in self.options if o.symbol is not None}
+            for a in self.spec:
+                free = sp.sympify(a.expr).free_symbols
+                extra = {x for x in free if isinstance(x, Array)} - defined
+                extra |= {x for x in free if not isinstance(x, Array)} - symbols
+                if extra:
+                    raise ValueError(f"step {self.name}: the specification's line for {a.target.name} "
+                                     f"reads {sorted(map(str, extra))}, neither an input, an earlier "
+                                     "line nor an option")
+                defined.add(a.target)
+            missing = [o.name for o in self.outputs if o not in defined]
+            if missing:
+                raise ValueError(f"step {self.name}: the specification does not define {missing}")
+            self.latex = self._spec_latex()
+        targets = {a.target.name for a in self.assigns}
+        for mname, (_, target, _) in self.mistakes.items():
+            if target not in targets:
+                raise ValueError(f"step {self.name}: mistake {mname} names no printed line ({target})")
+
+    def _spec_latex(self) -> str:
+        """`target = value` per line of the spec, joined by `, \\quad` (as latex.assigns_latex
+        prints an op's spec), every array and option printed as `names` gives it (factors in
+        SymPy's "old" order: β₁ m_{t−1}, not m_{t−1} β₁)."""
+        from .latex import ArrayLatexPrinter
+
+        printer = ArrayLatexPrinter({"symbol_names": dict(self.names), "order": "old"})
+        return r", \quad ".join(f"{printer.doprint(a.target)} = {printer.doprint(a.expr)}"
+                                 for a in self.spec)
 
     def env(self) -> dict:
         env: dict = {}
@@ -129,31 +178,83 @@ def _moment_assigns():
     return [Assign(M_new, m_expr), Assign(V_new, v_expr)]
 
 
+# ---------------------------------------------------------------------------------------------
+# The sources' rules, once, in the document's form (not through the *_update functions): what
+# the generated claims `<step>.update` prove the printed lines equal to.
+M_hat, V_hat = Array("m_hat", (r_, n_)), Array("v_hat", (r_, n_))   # the spec's m̂_t, v̂_t
+
+SGD_SPEC = [Assign(P_new, P - lr_s * G)]                         # W_new = W_old − η ∂L/∂W  (§19)
+ADAM_MOMENTS_SPEC = [
+    Assign(M_new, beta1_s * M + (1 - beta1_s) * G),              # m_t = β₁ m_{t−1} + (1 − β₁) g_t
+    Assign(V_new, beta2_s * V + (1 - beta2_s) * G ** 2),         # v_t = β₂ v_{t−1} + (1 − β₂) g_t²
+    Assign(M_hat, M_new / (1 - beta1_s ** t_s)),                 # m̂_t = m_t / (1 − β₁^t)
+    Assign(V_hat, V_new / (1 - beta2_s ** t_s)),                 # v̂_t = v_t / (1 − β₂^t)
+]
+ADAM_SPEC = ADAM_MOMENTS_SPEC + [
+    Assign(P_new, P - lr_s * M_hat / (sp.sqrt(V_hat) + eps_s)),  # θ_t = θ_{t−1} − η m̂_t/(√v̂_t + ε)
+]
+ADAMW_SPEC = ADAM_MOMENTS_SPEC + [                               # θ_t = θ_{t−1} − η(m̂_t/(√v̂_t + ε) + λθ_{t−1})
+    Assign(P_new, P - lr_s * (M_hat / (sp.sqrt(V_hat) + eps_s) + wd_s * P)),
+]
+
+_HYPER_NAMES = {lr_s: r"\eta", beta1_s: r"\beta_{1}", beta2_s: r"\beta_{2}", eps_s: r"\epsilon",
+                wd_s: r"\lambda", t_s: "t"}
+SGD_NAMES = {P: r"W_{\mathrm{old}}", G: r"\frac{\partial L}{\partial W}", P_new: r"W_{\mathrm{new}}",
+             lr_s: r"\eta"}
+ADAM_NAMES = {P: r"\theta_{t-1}", G: r"g_{t}", M: r"m_{t-1}", V: r"v_{t-1}", P_new: r"\theta_{t}",
+              M_new: r"m_{t}", V_new: r"v_{t}", M_hat: r"\hat{m}_{t}", V_hat: r"\hat{v}_{t}", **_HYPER_NAMES}
+
+# the classic wrong versions of a printed line (the generated claims refute each)
+_m, _v = M_new / (1 - beta1_s ** t_s), V_new / (1 - beta2_s ** t_s)
+ADAM_MISTAKES = {
+    "no-bias-correction": ("Adam without bias correction: θ − η m_t/(√v_t + ε)", "p_new",
+                           P - lr_s * M_new / (sp.sqrt(V_new) + eps_s)),
+    "bias-exponent-t-minus-1": ("bias correction 1 − β^{t−1}", "p_new",
+                                P - lr_s * (M_new / (1 - beta1_s ** (t_s - 1)))
+                                / (sp.sqrt(V_new / (1 - beta2_s ** (t_s - 1))) + eps_s)),
+    "eps-inside-sqrt": ("ε inside the root: √(v̂ + ε)", "p_new", P - lr_s * _m / sp.sqrt(_v + eps_s)),
+    "v-with-g": ("second moment fed g instead of g²", "v_new", beta2_s * V + (1 - beta2_s) * G),
+    "betas-swapped": ("m_t = (1 − β₁) m_{t−1} + β₁ g_t", "m_new", (1 - beta1_s) * M + beta1_s * G),
+    "ascent": ("θ + η m̂/(√v̂ + ε): the sign of the step", "p_new", P + lr_s * _m / (sp.sqrt(_v) + eps_s)),
+}
+ADAMW_MISTAKES = {
+    "decay-in-moments": ("L2 instead of decoupled decay: λθ added to the gradient in m_t", "m_new",
+                         beta1_s * M + (1 - beta1_s) * (G + wd_s * P)),
+    "decay-through-denominator": ("decay added to m̂ and divided by √v̂ + ε with it", "p_new",
+                                  P - lr_s * (_m + wd_s * P) / (sp.sqrt(_v) + eps_s)),
+    "decay-without-lr": ("θ − η m̂/(√v̂ + ε) − λθ: the decay not scaled by η", "p_new",
+                         P - lr_s * _m / (sp.sqrt(_v) + eps_s) - wd_s * P),
+    "no-bias-correction": ("AdamW without bias correction", "p_new",
+                           P - lr_s * (M_new / (sp.sqrt(V_new) + eps_s) + wd_s * P)),
+}
+
+
 STEPS: dict[str, Step] = {
     "sgd": Step(
-        name="sgd", title="Stochastic gradient descent step", claims=["sgd.first_order"],
-        latex=r"W_{\mathrm{new}} = W_{\mathrm{old}} - \eta \frac{\partial L}{\partial W}",
+        name="sgd", title="Stochastic gradient descent step", claims=["sgd.update", "sgd.first_order"],
         inputs=[P, G], options=[_LR],
-        assigns=[Assign(P_new, sgd_update(P, G, lr_s))], outputs=[P_new]),
+        assigns=[Assign(P_new, sgd_update(P, G, lr_s))], outputs=[P_new],
+        spec=SGD_SPEC, source="seed B §19", names=SGD_NAMES,
+        mistakes={"ascent": ("W + η ∂L/∂W: the sign of the step", "p_new", P + lr_s * G),
+                  "no-lr": ("W − ∂L/∂W: the learning rate dropped", "p_new", P - G)}),
     "adam": Step(
         name="adam", title="Adam step (seed B §20)",
-        claims=["adam.geometric", "adam.bias_correction", "adam.step_bound"],
-        latex=r"m_{t} = \beta_{1} m_{t-1} + (1 - \beta_{1}) g_{t}, \quad "
-              r"v_{t} = \beta_{2} v_{t-1} + (1 - \beta_{2}) g_{t}^{2}, \quad "
-              r"\theta_{t} = \theta_{t-1} - \eta \frac{\hat{m}_{t}}{\sqrt{\hat{v}_{t}} + \epsilon}",
+        claims=["adam.update", "adam.geometric", "adam.bias_correction", "adam.step_bound"],
         inputs=[P, G, M, V], options=[_T, _LR, _B1, _B2, _EPS],
         assigns=_moment_assigns() + [
             Assign(P_new, adam_param_update(P, M_new, V_new, t_s, lr_s, beta1_s, beta2_s, eps_s))],
-        outputs=[P_new, M_new, V_new], state=[M, V]),
+        outputs=[P_new, M_new, V_new], state=[M, V],
+        spec=ADAM_SPEC, source="seed B §20", names=ADAM_NAMES, mistakes=ADAM_MISTAKES,
+        check={"nonnegative": ("v",)}),
     "adamw": Step(
         name="adamw", title="AdamW step: Adam with decoupled weight decay",
-        claims=["adamw.decoupled", "adamw.vs_l2"],
-        latex=r"\theta_{t} = \theta_{t-1} - \eta \left(\frac{\hat{m}_{t}}{\sqrt{\hat{v}_{t}} + \epsilon} "
-              r"+ \lambda \theta_{t-1}\right)",
+        claims=["adamw.update", "adamw.decoupled", "adamw.vs_l2"],
         inputs=[P, G, M, V], options=[_T, _LR, _B1, _B2, _EPS, _WD],
         assigns=_moment_assigns() + [
             Assign(P_new, adamw_param_update(P, M_new, V_new, t_s, lr_s, beta1_s, beta2_s, eps_s, wd_s))],
-        outputs=[P_new, M_new, V_new], state=[M, V]),
+        outputs=[P_new, M_new, V_new], state=[M, V],
+        spec=ADAMW_SPEC, source="seed B (flow) §20; Loshchilov & Hutter (decoupled decay)",
+        names=ADAM_NAMES, mistakes=ADAMW_MISTAKES, check={"nonnegative": ("v",)}),
 }
 
 OPS: list = []   # an optimiser step has no backward; see STEPS
@@ -247,9 +348,12 @@ def _prove_sgd() -> Proof:
     a_, b_ = sp.Symbol("a", integer=True), sp.Symbol("b", integer=True)
     direction = entry((STEPS["sgd"].value(P_new) - P) / lr_s, (a_, b_))
     slope = sp.Sum(entry(G, (a_, b_)) * direction, (a_, 0, r_ - 1), (b_, 0, n_ - 1))
-    norm = Normaliser()
-    if norm.residual(slope, -sp.Sum(entry(G, (a_, b_)) ** 2, (a_, 0, r_ - 1), (b_, 0, n_ - 1))) != 0:
-        return Proof("unproven", "direction of the generated step", residual=sp.sstr(slope))
+    direction_proof = prove_index_identity(      # the gate: normal form, guard, spot-check
+        slope, -sp.Sum(entry(G, (a_, b_)) ** 2, (a_, 0, r_ - 1), (b_, 0, n_ - 1)),
+        Setting(sizes={r_: 2, n_: 3}, scalars={lr_s: sp.Rational(1, 10)}))
+    if direction_proof.status != "proved-general":
+        return Proof("unproven", f"direction of the generated step: {direction_proof.method}",
+                     residual=direction_proof.residual)
     return Proof(
         "proved-general",
         "chain rule with the generated step's direction d = (sgd_step(W) − W)/η = −g in index form, "

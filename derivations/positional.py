@@ -89,8 +89,8 @@ def rope_rot_table_by_column(row, col):
 # --------------------------------------------------------------------------------- the op
 n_tok, d = size("T"), size("d")
 X = Array("x", (n_tok, d))
-COS, SIN = Array("cos", (n_tok, d)), Array("sin", (n_tok, d))
-ROT = Array("rot", (d, d))
+COS, SIN = Array("cos", (n_tok, d), latex="C"), Array("sin", (n_tok, d), latex="S")
+ROT = Array("rot", (d, d), latex="R")
 Y = Array("y", (n_tok, d))
 dY, dX = grad_of(Y), grad_of(X)
 
@@ -104,13 +104,33 @@ def rope_backward(dy, cos, sin, rot):
     return dy * cos + MatMul(dy * sin, T(rot))
 
 
+# Seed B §15 per pair, in a scope of its own: (x'_{2i}, x'_{2i+1}) = R(θ)(x_{2i}, x_{2i+1}) is
+# x' = cos θ · x + sin θ · x^⊥ with x^⊥ = (−x_{2i+1}, x_{2i}) the pair turned by 90°, i.e.
+# x^⊥ = x rot for the table rot = blockdiag([[0, 1], [−1, 0]]); cos θ, sin θ per column are the
+# tables cos, sin (their entries are proved by rope.pairs and the tables' own claims).
+XPERP_S = Array("xperp", (n_tok, d), latex=r"x^{\perp}")
+ROPE_SPEC = [
+    Assign(XPERP_S, MatMul(X, ROT)),                   # x^⊥_{2i} = −x_{2i+1}, x^⊥_{2i+1} = x_{2i}
+    Assign(Y, COS * X + SIN * XPERP_S),                # x' = cos θ x + sin θ x^⊥ = R(θ) x per pair
+]
+
 ROPE = Op(
     name="rope", module=__name__, title="Rotary position embedding (interleaved pairs)",
-    latex=r"y = x \odot C + (x R) \odot S, \quad \frac{\partial L}{\partial x} = "
-          r"\frac{\partial L}{\partial y} \odot C + \left(\frac{\partial L}{\partial y} \odot S\right) R^{T}, "
-          r"\quad C_{t,2i} = C_{t,2i+1} = \cos(t \omega_{i}), \quad S_{t,2i} = S_{t,2i+1} = \sin(t \omega_{i}), "
-          r"\quad R = \mathrm{blockdiag}\begin{pmatrix} 0 & 1 \\ -1 & 0 \end{pmatrix}",
-    claims=["rope.vjp", "rope.pairs", "rope.backward", "rope.norm", "rope.relative"],
+    spec=ROPE_SPEC, source="seed B §15",
+    mistakes={
+        "tables-swapped": ("cos and sin swapped: x ⊙ S + (x R) ⊙ C", "forward", "y",
+                           X * SIN + MatMul(X, ROT) * COS),
+        "forward-transposed": ("x Rᵀ instead of x R: rotates by −θ", "forward", "y",
+                               X * COS + MatMul(X, T(ROT)) * SIN),
+        "no-transpose": ("dx = dy ⊙ C + (dy ⊙ S) R: R not transposed (rotates by +θ)", "backward", "dx",
+                         dY * COS + MatMul(dY * SIN, ROT)),
+        "sin-outside": ("dx = dy ⊙ C + (dy Rᵀ) ⊙ S: equal only when S is constant on pairs", "backward",
+                        "dx", dY * COS + MatMul(dY, T(ROT)) * SIN),
+        "cos-dropped": ("dx = (dy ⊙ S) Rᵀ: the dy ⊙ C term dropped", "backward", "dx",
+                        MatMul(dY * SIN, T(ROT))),
+    },
+    check={"sizes": {"T": 2, "d": 4}},
+    claims=["rope.forward", "rope.vjp", "rope.pairs", "rope.backward", "rope.norm", "rope.relative"],
     inputs=[X, COS, SIN, ROT], constant_inputs=[COS, SIN, ROT],
     forward=[Assign(Y, rope_forward(X, COS, SIN, ROT))],
     outputs=[Y], saved=[COS, SIN, ROT],
@@ -495,10 +515,34 @@ for _o in OPS:
 # ------------------------------------------------------------------------------ the tables
 # Printed by codegen as rope_tables(T, d, *, base, dtype[, device]) in generated/<backend>/rope.py
 # and sinusoidal_table(T, d, *, base, dtype[, device]) in generated/<backend>/sinusoidal.py:
-# each entry formula over integer row and column grids, the very formulas rope.pairs and
-# sinusoidal.table prove.
+# each entry formula over integer row and column grids. `spec` states the sources' entries
+# once, in the document's form (θ = pos·ω_i, ω_i = base^(−2i/d) with i = ⌊col/2⌋, sin in even and
+# cos in odd columns, the pair rotation as a block diagonal); the generated claims
+# `<table>.entries` (derivations/constants.py) prove every printed entry equal to it for symbolic
+# T, d, base, row and col (split on the parity of the column); rope.pairs and sinusoidal.table
+# prove what the entries are for.
 _row, _col = index("row"), index("col")
 _BASE_OPTION = Option(BASE, "base", 10000.0, "the frequency base: ω_i = base^(-2i/d)")
+
+
+def _spec_angle(pos_, col):
+    """θ = pos·ω_i with ω_i = 1/base^{2i/d} and i = ⌊col/2⌋ the column's pair (seed A §5)."""
+    return pos_ / BASE ** (2 * sp.floor(col / 2) / d)
+
+
+def _spec_pair_rotation(row, col):
+    """blockdiag([[0, 1], [−1, 0]]): the pair rotation that (x @ rot)_{2i} = −x_{2i+1},
+    (x @ rot)_{2i+1} = x_{2i} needs for seed B's R(θ): entry [row, col] is, within one pair
+    (⌊row/2⌋ = ⌊col/2⌋), the column's parity minus the row's."""
+    return sp.KroneckerDelta(sp.floor(row / 2), sp.floor(col / 2)) * (sp.Mod(col, 2) - sp.Mod(row, 2))
+
+
+def _omega(col, two=2, pair=True):
+    """A (possibly wrong) printed frequency: base^(−two·i/d), i the column's pair (or, pair=False,
+    the column itself) — for the classic mistakes below."""
+    return BASE ** (-two * (pair_index(col) if pair else col) / d)
+
+
 TABLES = [
     Table(name="rope_tables", file="rope", module=__name__,
           title="RoPE tables: cos, sin (T × d) and the pair rotation rot (d × d)",
@@ -506,13 +550,45 @@ TABLES = [
           arrays=[TableArray("cos", (n_tok, d), (_row, _col), rope_cos_table(_row, _col, d)),
                   TableArray("sin", (n_tok, d), (_row, _col), rope_sin_table(_row, _col, d)),
                   TableArray("rot", (d, d), (_row, _col), rope_rot_table(_row, _col))],
-          claims=["rope.pairs"],
+          spec={"cos": sp.cos(_spec_angle(_row, _col)), "sin": sp.sin(_spec_angle(_row, _col)),
+                "rot": _spec_pair_rotation(_row, _col)},
+          source="seed B §15 (θ = pos·ω_i, R(θ) per pair (2i, 2i+1)); ω_i = base^(−2i/d) as in seed A §5 "
+                 "(RoFormer)",
+          mistakes={
+              "omega-i": ("ω_i = base^(−i/d): i instead of 2i", "cos",
+                          sp.cos(_row * _omega(_col, two=1))),
+              "omega-col": ("each column its own frequency base^(−2·col/d): the pair not shared", "sin",
+                            sp.sin(_row * _omega(_col, pair=False))),
+              "sin-cos-swapped": ("the cos table holds sin(θ)", "cos", rope_sin_table(_row, _col, d)),
+              "rotation-sign": ("rot blocks [[0, −1], [1, 0]]: the forward rotates by −θ", "rot",
+                                -rope_rot_table(_row, _col)),
+              "rotation-one-sign": ("rot's −1 entries written +1: not a rotation", "rot",
+                                    _even(_row) * sp.KroneckerDelta(_col, _row + 1)
+                                    + _odd(_row) * sp.KroneckerDelta(_col, _row - 1)),
+              "pairs-offset": ("pairs (2i − 1, 2i) instead of (2i, 2i + 1)", "rot",
+                               _odd(_row) * sp.KroneckerDelta(_col, _row + 1)
+                               - _even(_row) * sp.KroneckerDelta(_col, _row - 1)),
+          },
+          claims=["rope_tables.entries", "rope.pairs"],
           doc="The constant inputs of `rope_forward`: cos[t, 2i] = cos[t, 2i+1] = cos(t·ω_i), "
               "sin likewise, rot = blockdiag([[0, 1], [−1, 0]]), ω_i = base^(−2i/d)."),
     Table(name="sinusoidal_table", file="sinusoidal", module=__name__,
           title="Sine-cosine positional encoding PE (T × d)",
           sizes=(n_tok, d), options=[_BASE_OPTION],
           arrays=[TableArray("pe", (n_tok, d), (_row, _col), sinusoidal_table(_row, _col, d))],
-          claims=["sinusoidal.table", "sinusoidal.shift"],
+          spec={"pe": sp.Piecewise((sp.sin(_spec_angle(_row, _col)), sp.Eq(sp.Mod(_col, 2), 0)),
+                                   (sp.cos(_spec_angle(_row, _col)), True))},
+          source="seed A §5",
+          mistakes={
+              "omega-i": ("10000^{i/d} instead of 10000^{2i/d}", "pe",
+                          _even(_col) * sp.sin(_row * _omega(_col, two=1))
+                          + _odd(_col) * sp.cos(_row * _omega(_col, two=1))),
+              "parity-swapped": ("cos in even columns, sin in odd", "pe",
+                                 _odd(_col) * sp.sin(_row * _omega(_col)) + _even(_col) * sp.cos(_row * _omega(_col))),
+              "omega-col": ("the column in place of its pair index: 10000^{2·col/d}", "pe",
+                            _even(_col) * sp.sin(_row * _omega(_col, pair=False))
+                            + _odd(_col) * sp.cos(_row * _omega(_col, pair=False))),
+          },
+          claims=["sinusoidal_table.entries", "sinusoidal.table", "sinusoidal.shift"],
           doc="PE[pos, 2i] = sin(pos·ω_i), PE[pos, 2i+1] = cos(pos·ω_i), ω_i = base^(−2i/d) (seed A §5)."),
 ]

@@ -12,7 +12,8 @@ from functools import lru_cache
 from .core import Claim
 from .ops import Composite, Op, Table
 
-_INFRASTRUCTURE = {"arrays", "core", "normalise", "numeric", "ops", "registry", "expectation"}
+_INFRASTRUCTURE = {"arrays", "core", "normalise", "numeric", "ops", "registry", "expectation",
+                   "obligations", "mutation", "latex", "coverage", "constants"}
 
 
 @lru_cache(maxsize=None)
@@ -26,6 +27,10 @@ def topic_modules() -> tuple:
 
 @lru_cache(maxsize=None)
 def claims() -> tuple[Claim, ...]:
+    """The hand-written claims of every topic module (the sources' derivation steps), then the
+    claims generated from every op's specification (derivations/obligations.py)."""
+    from .obligations import claims_for
+
     out = []
     seen = set()
     for mod in topic_modules():
@@ -35,7 +40,43 @@ def claims() -> tuple[Claim, ...]:
             seen.add(c.id)
             c.module = mod.__name__
             out.append(c)
+    for o in ops():
+        if not o.spec:
+            continue
+        for c in claims_for(o):
+            if c.id in seen:
+                raise ValueError(f"duplicate claim id {c.id}: generated for op {o.name} and "
+                                 "written by hand")
+            seen.add(c.id)
+            out.append(c)
+    from .constants import step_claims, table_claims
+
+    for unit, generate in [(t, table_claims) for t in tables()] + [(s, step_claims) for s in steps()]:
+        for c in generate(unit):       # <table>.entries, <step>.update (derivations/constants.py)
+            if c.id in seen:
+                raise ValueError(f"duplicate claim id {c.id}: generated for {unit.name} and "
+                                 "written by hand")
+            seen.add(c.id)
+            out.append(c)
+    check_claim_ids(list(ops()) + list(tables()) + list(composites())
+                    + list(steps()),
+                    {c.id for c in out})
     return tuple(out)
+
+
+def check_claim_ids(units, known: set) -> None:
+    """Every claim an op (or table, step, composite) cites must exist: an unknown id would be
+    printed as "Proved by the claims" in the generated file while nothing proves it."""
+    for u in units:
+        unknown = [c for c in u.claims if c not in known]
+        if unknown:
+            raise ValueError(f"{type(u).__name__.lower()} {u.name} names unknown claims: {unknown}")
+
+
+def generated_claim_ids(o: Op) -> list[str]:
+    from .obligations import obligations
+
+    return [ob.id for ob in obligations(o)] if o.spec else []
 
 
 @lru_cache(maxsize=None)
@@ -58,6 +99,21 @@ def tables() -> tuple[Table, ...]:
     if len(names) != len(set(names)):
         raise ValueError(f"duplicate table names: {names}")
     return tuple(sorted(out, key=lambda t: t.name))
+
+
+@lru_cache(maxsize=None)
+def steps() -> tuple:
+    """The optimiser steps: the values of every topic module's `STEPS` dict (derivations/optim.py's
+    `Step`), sorted by name."""
+    out = []
+    for mod in topic_modules():
+        for st in dict(getattr(mod, "STEPS", {}) or {}).values():
+            st.module = getattr(st, "module", None) or mod.__name__
+            out.append(st)
+    names = [st.name for st in out]
+    if len(names) != len(set(names)):
+        raise ValueError(f"duplicate step names: {names}")
+    return tuple(sorted(out, key=lambda st: st.name))
 
 
 def table(name: str) -> Table:

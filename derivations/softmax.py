@@ -8,8 +8,8 @@ from __future__ import annotations
 import sympy as sp
 
 from .arrays import Array, Assign, RowMax, RowSum, entry, index, size
-from .core import Claim, Mutant, Proof, Setting, counterexample, index_claim, prove_index_identity
-from .normalise import Normaliser
+from .core import Claim, Mutant, Proof, Setting, canonical as normal_form, counterexample, index_claim, \
+    prove_index_identity
 from .ops import Op, grad_of
 
 n, r = size("n"), size("r")          # row length (the softmax axis) and number of rows
@@ -38,12 +38,24 @@ Y = Array("y", (r, n))
 dY = grad_of(Y)
 dX = grad_of(X)
 
+# The document's softmax (seed B §4), in a scope of its own: no max shift (that the printed
+# forward's shift changes nothing is what the generated claim softmax.forward proves).
+SOFTMAX_SPEC = [Assign(Y, softmax_math(X))]                        # y = e^{x} / rowsum(e^{x})
+
 SOFTMAX = Op(
     name="softmax", module=__name__, title="Softmax over the last axis",
-    latex=r"y_{ij} = \frac{e^{x_{ij} - \max_k x_{ik}}}{\sum_{p} e^{x_{ip} - \max_k x_{ik}}}, \quad "
-          r"\frac{\partial L}{\partial x} = y \odot \left(\frac{\partial L}{\partial y} - "
-          r"\mathrm{rowsum}\left(\frac{\partial L}{\partial y} \odot y\right)\right)",
-    claims=["softmax.normalised", "softmax.shift", "softmax.jacobian", "softmax.vjp"],
+    spec=SOFTMAX_SPEC, source="seed B §4, seed A §6.C",
+    mistakes={
+        "numerator-only-shift": ("max subtracted in the numerator only", "forward", "y",
+                                 sp.exp(X - RowMax(X)) / RowSum(sp.exp(X))),
+        "no-normaliser": ("exp(x) used without dividing by the row sum", "forward", "y",
+                          sp.exp(X - RowMax(X))),
+        "no-rowsum": ("the rowsum term dropped: dx = y ⊙ dy", "backward", "dx", Y * dY),
+        "rowsum-of-dy": ("rowsum of dy instead of dy ⊙ y", "backward", "dx", Y * (dY - RowSum(dY))),
+        "sign-flip": ("+ rowsum instead of − rowsum", "backward", "dx", Y * (dY + RowSum(dY * Y))),
+    },
+    claims=["softmax.forward", "softmax.backward.dx", "softmax.normalised", "softmax.shift",
+            "softmax.jacobian", "softmax.vjp"],
     inputs=[X],
     forward=[Assign(Y, softmax_stable(X))],
     outputs=[Y], saved=[Y],
@@ -67,7 +79,7 @@ def _normalised() -> Proof:
         return proof
     # ... and y_ij > 0: a positive exp over a sum of n ≥ 1 positive exps. Hide each atom
     # behind a positive symbol and let SymPy's assumption system decide the sign.
-    canonical = Normaliser().canon(y_ij)
+    canonical = normal_form(y_ij, setting)     # goals proved from the setting's ranges, leak-guarded
     positive = {atom: sp.Symbol(f"_p{t}", positive=True)
                 for t, atom in enumerate(sorted(canonical.atoms(sp.exp, sp.Sum), key=sp.default_sort_key))
                 if isinstance(atom, sp.exp) or all(isinstance(f, sp.exp) for f in sp.Mul.make_args(atom.function))}

@@ -21,6 +21,16 @@ _RUN_OPTIONS = ("data", "out", "backend", "batch_size", "lr", "warmup", "min_lr"
                 "norm_position", "no_bias", "no_tie", "betas", "sort_length", "sort_digits")
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qed", description="Transformer formulas: proved, generated, trained.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -28,7 +38,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("prove", help="prove every claim of the catalogue and refute every mutant")
     p.add_argument("ids", nargs="*", help="claim ids or prefixes (default: all)")
     p.add_argument("--json", action="store_true", help="print the certificates as JSON")
-    p.add_argument("-j", "--workers", type=int, default=None, help="parallel workers (default: CPU count)")
+    p.add_argument("-j", "--workers", type=_positive_int, default=None,
+                   help="parallel workers (default: CPU count)")
+
+    a = sub.add_parser("audit", help="mutation testing: every wrong edit of a printed expression "
+                       "must be refuted by a proof",
+                       description="Make the wrong variants of every printed expression (op lines, "
+                       "table entries, step updates) and check that the generated claims refute each "
+                       "with a counterexample. Exit 1 if any survives.")
+    a.add_argument("prefixes", nargs="*", help="op, table or step names or prefixes (default: all)")
+    a.add_argument("--json", action="store_true", help="print one record per mutant as JSON")
+    a.add_argument("--limit", type=_positive_int, default=None,
+                   help="at most this many mutants per op, table or step, evenly spread")
+    a.add_argument("-j", "--workers", type=_positive_int, default=None,
+                   help="parallel workers (default: CPU count)")
 
     t = sub.add_parser(
         "train", help="train a GPT (default: the built-in digit-sorting task, NumPy backend)",
@@ -197,6 +220,10 @@ def _dispatch(args) -> int:
         from .prove import main as prove_main
 
         return prove_main(args.ids, args.json, args.workers)
+    if args.command == "audit":
+        from .audit import main as audit_main
+
+        return audit_main(args.prefixes, args.json, args.limit, args.workers)
     if args.command == "train":
         return _cmd_train(args)
     if args.command == "sample":

@@ -75,9 +75,16 @@ def main(ids: list[str] | None, as_json: bool, workers: int | None) -> int:
         certs = run_claims(ids, workers, tick)
     wall = time.perf_counter() - start
     failed = [c for c in certs if not is_ok(c)]
+    cov = None
+    if not ids:   # coverage is a property of the whole registry: every printed expression
+        from derivations import coverage
+
+        cov = coverage.compute({c["id"] for c in certs if is_ok(c)})
     if as_json:
         json.dump(certs, sys.stdout, indent=1, ensure_ascii=False)
         sys.stdout.write("\n")
+        if cov is not None:
+            err.print(cov.line())
     else:
         out = Console(width=None if sys.stdout.isatty() else 160)
         table = Table(title=f"qed prove — {len(certs)} claims in {wall:.1f} s")
@@ -97,10 +104,15 @@ def main(ids: list[str] | None, as_json: bool, workers: int | None) -> int:
             counts[c["status"]] = counts.get(c["status"], 0) + 1
         mutants = sum(len(c["mutants"]) for c in certs)
         refuted = sum(m["refuted"] for c in certs for m in c["mutants"])
-        out.print(", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + f"; {refuted}/{mutants} mutants refuted; {wall:.1f} s")
+        summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + f"; {refuted}/{mutants} mutants refuted"
+        out.print(summary + (f"; {cov.line()}" if cov else "") + f"; {wall:.1f} s")
     for c in failed:
         err.print(f"[red]FAILED[/red] {c['id']}: {c['status']} — {c['method']}")
         for m in c["mutants"]:
             if not m["refuted"]:
                 err.print(f"    mutant not refuted: {m['id']} ({m['mistake']})")
-    return 1 if failed else 0
+    if cov is not None and not cov.complete:
+        err.print(f"[red]FAILED[/red] {cov.line()}: printed but on no proved claim's path:")
+        for what in cov.uncovered:
+            err.print(f"    {what}")
+    return 1 if failed or (cov is not None and not cov.complete) else 0

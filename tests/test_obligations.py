@@ -1,0 +1,152 @@
+"""The generated claims read the printed lines: scopes, coverage, and the audit's mutants.
+
+These tests edit the printed lines of ops (never generated/ itself) and check that a proof —
+not a numeric test — refutes each wrong edit.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+import sympy as sp
+
+from derivations import coverage, mutation, obligations, registry
+from derivations.arrays import Array, ArrayError, Assign, ColSum, RowMean
+from derivations.ops import Op, grad_of
+
+OPS = [o for o in registry.ops() if o.spec]
+
+
+def _replace(op: Op, scope: str, target: str, expr) -> Op:
+    lines = list(getattr(op, scope))
+    pos = max(k for k, a in enumerate(lines) if a.target.name == target)
+    lines[pos] = Assign(lines[pos].target, expr, lines[pos].when)
+    return dataclasses.replace(op, latex="", **{scope: lines})
+
+
+def _refuted(op: Op, wrong: Op) -> list[str]:
+    return [ob.id for ob in obligations.obligations(op) if ob.refute(wrong) is not None]
+
+
+def test_every_op_has_a_specification_and_generated_claims():
+    ids = {c.id for c in registry.claims()}
+    for op in registry.ops():
+        assert op.spec, f"op {op.name} has no specification"
+        assert f"{op.name}.forward" in ids or any(i.startswith(f"{op.name}.forward.") for i in ids)
+        for g in op.grads:
+            assert f"{op.name}.backward.{g.name}" in ids
+
+
+def test_a_shadowed_forward_line_is_still_proved():
+    """LayerNorm's backward rebuilds x̂ from the cache; the forward's own x̂ line is a different
+    array, so a wrong forward x̂ is refuted by layernorm.forward."""
+    op = registry.op("layernorm")
+    xc = next(a.target for a in op.forward if a.target.name == "xc")
+    rstd = next(a.target for a in op.forward if a.target.name == "rstd")
+    wrong = _replace(op, "forward", "xhat", xc * rstd * 2)
+    assert "layernorm.forward" in _refuted(op, wrong)
+
+
+def test_a_backward_that_reads_outside_its_cache_is_rejected():
+    x, y = Array("x", (2, 3)), Array("y", (2, 3))
+    h = Array("h", (2, 3))
+    with pytest.raises(ArrayError, match="not in the cache"):
+        Op(name="leaky", module="derivations.t", title="t", claims=[], inputs=[x],
+           forward=[Assign(h, 2 * x), Assign(y, h)], outputs=[y], saved=[x],
+           backward=[Assign(grad_of(x), 2 * grad_of(y) * h)], grads=[grad_of(x)])
+
+
+def test_the_spec_must_define_every_output():
+    x, y, z = Array("x", (2, 3)), Array("y", (2, 3)), Array("z", (2, 3))
+    with pytest.raises(ArrayError, match="does not define"):
+        Op(name="nospec", module="derivations.t", title="t", claims=[], inputs=[x],
+           forward=[Assign(y, 2 * x)], outputs=[y], saved=[],
+           backward=[Assign(grad_of(x), 2 * grad_of(y))], grads=[grad_of(x)],
+           spec=[Assign(z, 2 * x)])
+
+
+def test_an_unknown_claim_id_is_an_error():
+    op = registry.op("layernorm")
+    with pytest.raises(ValueError, match="unknown claims"):
+        registry.check_claim_ids([dataclasses.replace(op, latex="", claims=["layernorm.nope"])],
+                                 {c.id for c in registry.claims()})
+
+
+def test_a_dead_printed_line_is_uncovered():
+    """A printed line that no generated claim reads is not covered."""
+    op = registry.op("rmsnorm")
+    x = op.inputs[0]
+    dead = Assign(Array("unused", x.shape), 3 * x)
+    with_dead = dataclasses.replace(op, latex="", forward=list(op.forward) + [dead])
+    lines = set()
+    for ob in obligations.obligations(with_dead):
+        lines |= mutation.path(with_dead, ob)
+    assert ("forward", len(op.forward)) not in lines
+    assert ("forward", 0) in lines
+
+
+def test_the_registry_is_fully_covered_when_every_claim_is_proved():
+    cov = coverage.compute({c.id for c in registry.claims()})
+    assert cov.complete, cov.uncovered
+    assert cov.total >= 60
+
+
+def test_coverage_drops_when_a_generated_claim_is_not_proved():
+    proved = {c.id for c in registry.claims()} - {"layernorm.backward.dx"}
+    cov = coverage.compute(proved)
+    assert not cov.complete
+    assert any("op layernorm: backward" in u for u in cov.uncovered)
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda o: o.name)
+def test_audit_sample_kills_every_wrong_edit(op):
+    """A fast sample of the audit (`make audit` runs all of it): no mutant survives."""
+    results = mutation.audit_op(op, limit=6)
+    assert results
+    survived = [r.mutant + ": " + r.mistake for r in results if r.outcome == "survived"]
+    assert not survived
+    assert sum(r.outcome == "killed" for r in results) >= 1
+
+
+def test_the_audit_would_see_a_surviving_mutant():
+    """Against an op whose spec is its own printed forward and whose backward claim is absent,
+    a wrong backward line survives: the audit can fail."""
+    op = registry.op("rmsnorm")
+    m = mutation.op_mutants(op)
+    backward = [x for x in m if x.scope == "backward"]
+    assert backward
+    ob = [o for o in obligations.obligations(op) if o.kind == "forward"][0]
+    # the forward claim does not read the backward: it refutes none of the backward mutants
+    assert all(ob.refute(x.apply(op)) is None for x in backward[:5])
+
+
+def test_equivalent_mutants_are_decided_by_the_normaliser():
+    """2·(a/2) written for a: the audit's verdict is 'equivalent', not 'killed'."""
+    op = registry.op("layernorm")
+    beta = next(p for p in op.params if p.name == "beta")
+    dy = grad_of(op.outputs[0])
+    pos = next(k for k, a in enumerate(op.backward) if a.target.name == "dbeta")
+    same = mutation.PrintedMutant("same", "ColSum(dy) written as 2·ColSum(dy/2)", "backward", pos,
+                                  2 * ColSum(dy / 2))
+    ob = next(o for o in obligations.obligations(op) if o.id == "layernorm.backward.dbeta")
+    assert ob.refute(same.apply(op)) is None
+    assert beta in op.params
+
+
+def test_qed_audit_cli_json():
+    out = subprocess.run([sys.executable, "-m", "qed", "audit", "rmsnorm", "--limit", "4", "--json",
+                          "-j", "1"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert len(rows) == 4
+    assert {r["outcome"] for r in rows} <= {"killed", "equivalent"}
+
+
+def test_qed_audit_rejects_a_bad_limit():
+    out = subprocess.run([sys.executable, "-m", "qed", "audit", "--limit", "0"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2 and "positive integer" in out.stderr
+    assert "Traceback" not in out.stderr
