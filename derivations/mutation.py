@@ -60,7 +60,7 @@ class PrintedMutant:
         lines = list(getattr(op, self.scope))
         old = lines[self.position]
         lines[self.position] = Assign(old.target, self.expr, old.when)
-        return dataclasses.replace(op, latex="" if op.spec else op.latex, **{self.scope: lines})
+        return dataclasses.replace(op, **{self.scope: lines})
 
 
 # ---------------------------------------------------------------------------------------------

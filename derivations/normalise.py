@@ -268,6 +268,10 @@ class Normaliser:
         if isinstance(e, sp.exp):
             arg = self.canon(e.args[0])
             return [([sp.exp(part) for part in sp.Add.make_args(arg)], [])]
+        if isinstance(e, sp.log):
+            return self._log_terms(e)
+        if isinstance(e, sp.Heaviside):
+            return self._step_terms(e)
         if isinstance(e, sp.Piecewise):
             if _two_branch(e) and not any(v.has(sp.oo, -sp.oo, sp.zoo) for v, _ in e.args):
                 # [c]·yes + (1 − [c])·no: the branches' sums and deltas are expanded like any other
@@ -285,6 +289,47 @@ class Normaliser:
         if not e.args:
             return [([e], [])]
         raise NormaliserError(f"cannot normalise node {type(e).__name__}: {e}")
+
+    def _log_terms(self, e) -> list[Term]:
+        """log(Π b_k^{p_k}) = Σ p_k log b_k when every b_k is proved positive and every p_k is
+        real, with log(exp(u)) = u for real u (the log-sum-exp of cross-entropy:
+        m + log Σ e^{z−m} = log Σ e^{z}). Otherwise log stays an atom of its normalised inside."""
+        inner = self.canon(e.args[0])
+        if isinstance(inner, sp.Add):
+            return [([sp.log(inner)], [])]
+        exps, logs = [], []
+        for factor in sp.Mul.make_args(inner):
+            base, power = factor.as_base_exp()
+            if power.is_extended_real is not True:
+                return [([sp.log(inner)], [])]
+            if isinstance(base, sp.exp) and base.args[0].is_extended_real:
+                exps.append(power * base.args[0])
+            elif self._sign_form(base, self._context()).is_positive is True:
+                self._record("discharged", f"{_show(base)} > 0", show=False)
+                logs.append((power, base))
+            else:
+                return [([sp.log(inner)], [])]
+        out = self._terms(sp.Add(*exps)) if exps else []
+        for power, base in logs:
+            out.append(([power, sp.log(base)], []))
+        return out
+
+    def _step_terms(self, e) -> list[Term]:
+        """The step function H(u, h0) (h0 its value at 0). Two rules:
+        H(max(0, v), 0) = H(v, 0) exactly (max(0, v) > 0 ⇔ v > 0); and SymPy's derivative of
+        max(0, u), H(u) = H(u, ½), read as the printed H(u, 0) under the hypothesis u ≠ 0 —
+        max(0, ·) has no derivative at its kink, where the code takes the subgradient 0."""
+        u = e.args[0]
+        at_zero = e.args[1] if len(e.args) > 1 else sp.S.Half
+        if isinstance(u, sp.Max) and len(u.args) == 2 and 0 in u.args and at_zero == 0:
+            (v,) = [a for a in u.args if a != 0]
+            return self._terms(sp.Heaviside(v, 0))
+        inner = self.canon(u)
+        if at_zero == sp.S.Half:
+            self._record("hypotheses", f"{_show(inner)} ≠ 0 (the kink of max(0, ·): the code's "
+                         "subgradient there is 0)")
+            return [([sp.Heaviside(inner, 0)], [])]
+        return [([sp.Heaviside(inner, at_zero)], [])]
 
     @staticmethod
     def _product(factor_terms: list[list[Term]]) -> list[Term]:
@@ -537,6 +582,7 @@ class Indicator(sp.Function):
     """[cond]: 1 where the condition holds, 0 elsewhere (evaluates when the condition does)."""
 
     nargs = 1
+    is_commutative = True           # a number: [a]·[b] − [b]·[a] must cancel
 
     @classmethod
     def eval(cls, cond):
@@ -544,6 +590,8 @@ class Indicator(sp.Function):
             return sp.Integer(1)
         if cond is sp.false:
             return sp.Integer(0)
+        if isinstance(cond, (sp.GreaterThan, sp.StrictGreaterThan)):
+            return cls(cond.reversed)   # one orientation: [k ≤ e] and [e ≥ k] are one atom
         return None
 
 

@@ -58,7 +58,7 @@ class Op:
     # where counterexamples are searched: {"sizes": {name: int}, "scalars": {name: value},
     # "integers": {input name: (lo, hi)}} (defaults: small distinct sizes, scalars 1/10, ids 0..1)
     check: dict = field(default_factory=dict)
-    latex: str = ""              # printed from `spec` (never given by hand)
+    latex: str = field(default="", init=False)   # printed from `spec` (never given by hand)
     params: list[Array] = field(default_factory=list)
     options: list[Option] = field(default_factory=list)
     sizes: dict = field(default_factory=dict)   # size Symbol -> (Array, axis) to read it from
@@ -75,13 +75,12 @@ class Op:
     param_init: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        if self.latex and self.spec:
-            raise ArrayError(f"op {self.name}: its LaTeX is printed from the specification; "
-                             "give `spec`, not `latex`")
-        if self.spec:
-            from .latex import assigns_latex
+        if not self.spec:
+            raise ArrayError(f"op {self.name}: no specification (`spec`): the sources' formula, "
+                             "which the generated claims prove the printed lines against")
+        from .latex import assigns_latex
 
-            self.latex = assigns_latex(self.spec)
+        self.latex = assigns_latex(self.spec)
         from .obligations import check_scopes
 
         defined = set(self.inputs) | set(self.params)

@@ -100,12 +100,22 @@ ROWS: tuple[Row, ...] = (
 EXTRA_SOURCE = "beyond the catalogue"
 # Claims whose id shares its first segment with several rows: the row they belong to.
 ALIASES = {"softmax.vjp": "softmax.jacobian"}
+# The claims generated from an op's, table's or step's specification (`<unit>.forward`,
+# `<unit>.backward.<grad>`, `<unit>.entries`, `<unit>.update`) whose first segment is no row's:
+# the row of the formula the unit prints.
+UNIT_ROWS = {"attention": "attention.dQ", "softmax": "softmax.jacobian", "relu": "ffn.relu",
+             "ffn_relu": "ffn.relu", "gelu_tanh": "gelu.tanh", "gelu": "gelu.exact",
+             "linear_nobias": "linear", "rope_tables": "rope", "sinusoidal_table": "sinusoidal"}
+_GENERATED = (".forward", ".backward.", ".entries", ".update")
 
 
 def row_of(claim_id: str) -> Row | None:
     """The catalogue row a claim belongs to (see the module docstring), or None."""
     if claim_id in ALIASES:
         return next(r for r in ROWS if ALIASES[claim_id] in r.ids)
+    unit = claim_id.split(".")[0]
+    if unit in UNIT_ROWS and any(g in claim_id[len(unit):] + "." for g in _GENERATED):
+        return next(r for r in ROWS if UNIT_ROWS[unit] in r.ids)
     best: tuple[int, Row] | None = None
     for row in ROWS:
         for rid in row.ids:

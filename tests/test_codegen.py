@@ -14,7 +14,7 @@ import torch
 
 from codegen.render import (ROOT, TEMPLATES, CodegenError, analyse, op_context, render_all,
                             verify_header, with_header)
-from derivations.arrays import Array, Assign, RowSum, size
+from derivations.arrays import Array, ArrayError, Assign, RowSum, size
 from derivations.ops import Op, grad_of
 from derivations.registry import ops, tables
 
@@ -256,10 +256,11 @@ X, Y, Z = Array("x", (r, n)), Array("y", (r, n)), Array("z", (r, n))
 
 
 def _op(**kw):
-    base = dict(name="bad", module="derivations.bad", title="Bad", latex="y = x", claims=[],
+    base = dict(name="bad", module="derivations.bad", title="Bad", claims=[],
                 inputs=[X], forward=[Assign(Y, X)], outputs=[Y], saved=[Y],
                 backward=[Assign(grad_of(X), grad_of(Y))], grads=[grad_of(X)])
     base.update(kw)
+    base.setdefault("spec", base["forward"])      # these tests are about printing, not proving
     return Op(**base)
 
 
@@ -270,10 +271,11 @@ def test_error_unsupported_node_is_named():
 
 
 def test_error_backward_reads_unsaved_array():
-    op = _op(forward=[Assign(Z, 2 * X), Assign(Y, Z * Z)],
-             backward=[Assign(grad_of(X), 4 * Z * grad_of(Y))])
-    with pytest.raises(CodegenError, match=r"backward line dx reads \['z'\], which are neither saved"):
-        analyse(op)
+    """The backward sees only the cache and the upstream gradients: an op whose backward reads
+    a forward intermediate that is not saved is rejected when it is built."""
+    with pytest.raises(ArrayError, match=r"the backward line for dx reads z, which is not in the cache"):
+        _op(forward=[Assign(Z, 2 * X), Assign(Y, Z * Z)],
+            backward=[Assign(grad_of(X), 4 * Z * grad_of(Y))])
 
 
 def test_error_unbound_size():
@@ -316,7 +318,8 @@ def test_synthetic_op_with_two_outputs_guards_and_options(tmp_path, monkeypatch)
     alpha, beta = sp.Symbol("alpha", positive=True), sp.Symbol("beta", positive=True)
     A, B = Array("a", (r, n)), Array("b", (r, 1))
     dx, da, db = grad_of(X), grad_of(A), grad_of(B)
-    op = Op(name="twoout", module="derivations.twoout", title="Two outputs", latex="a = \\alpha x",
+    op = Op(name="twoout", module="derivations.twoout", title="Two outputs",
+            spec=[Assign(A, alpha * X), Assign(A, -A, when="flip"), Assign(B, beta * RowSum(X * X))],
             claims=[], inputs=[X],
             options=[Option(None, "flip", False), Option(alpha, "alpha", 2.0),
                      Option(beta, "beta", None)],

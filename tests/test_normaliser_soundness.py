@@ -255,7 +255,9 @@ def test_refute_identity_raises_when_a_refuted_mutant_normalises_to_zero(monkeyp
 
 def test_denominators_are_discharged_where_positivity_decides():
     norm = Normaliser(ranges={})
-    norm.canon(1 / S(sp.exp(x[k]), (k, 0, n - 1)) + 1 / n + 1 / sp.sqrt(S(x[k] ** 2, (k, 0, n - 1)) / n + sp.Symbol("eps", positive=True)))
+    eps = sp.Symbol("eps", positive=True)
+    rms = sp.sqrt(S(x[k] ** 2, (k, 0, n - 1)) / n + eps)               # √(mean x² + ε), ε > 0
+    norm.canon(1 / S(sp.exp(x[k]), (k, 0, n - 1)) + 1 / n + 1 / rms)
     assert not norm.hypotheses and len(norm.discharged) == 3
     mask = sp.IndexedBase("mask")
     norm = Normaliser(ranges={}, integer_arrays={"mask": (0, 1)})

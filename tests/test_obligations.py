@@ -24,7 +24,7 @@ def _replace(op: Op, scope: str, target: str, expr) -> Op:
     lines = list(getattr(op, scope))
     pos = max(k for k, a in enumerate(lines) if a.target.name == target)
     lines[pos] = Assign(lines[pos].target, expr, lines[pos].when)
-    return dataclasses.replace(op, latex="", **{scope: lines})
+    return dataclasses.replace(op, **{scope: lines})
 
 
 def _refuted(op: Op, wrong: Op) -> list[str]:
@@ -56,7 +56,8 @@ def test_a_backward_that_reads_outside_its_cache_is_rejected():
     with pytest.raises(ArrayError, match="not in the cache"):
         Op(name="leaky", module="derivations.t", title="t", claims=[], inputs=[x],
            forward=[Assign(h, 2 * x), Assign(y, h)], outputs=[y], saved=[x],
-           backward=[Assign(grad_of(x), 2 * grad_of(y) * h)], grads=[grad_of(x)])
+           backward=[Assign(grad_of(x), 2 * grad_of(y) * h)], grads=[grad_of(x)],
+           spec=[Assign(y, 2 * x)])
 
 
 def test_the_spec_must_define_every_output():
@@ -71,7 +72,7 @@ def test_the_spec_must_define_every_output():
 def test_an_unknown_claim_id_is_an_error():
     op = registry.op("layernorm")
     with pytest.raises(ValueError, match="unknown claims"):
-        registry.check_claim_ids([dataclasses.replace(op, latex="", claims=["layernorm.nope"])],
+        registry.check_claim_ids([dataclasses.replace(op, claims=["layernorm.nope"])],
                                  {c.id for c in registry.claims()})
 
 
@@ -80,7 +81,7 @@ def test_a_dead_printed_line_is_uncovered():
     op = registry.op("rmsnorm")
     x = op.inputs[0]
     dead = Assign(Array("unused", x.shape), 3 * x)
-    with_dead = dataclasses.replace(op, latex="", forward=list(op.forward) + [dead])
+    with_dead = dataclasses.replace(op, forward=list(op.forward) + [dead])
     lines = set()
     for ob in obligations.obligations(with_dead):
         lines |= mutation.path(with_dead, ob)
