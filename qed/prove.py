@@ -75,11 +75,18 @@ def main(ids: list[str] | None, as_json: bool, workers: int | None) -> int:
         certs = run_claims(ids, workers, tick)
     wall = time.perf_counter() - start
     failed = [c for c in certs if not is_ok(c)]
-    cov = None
-    if not ids:   # coverage is a property of the whole registry: every printed expression
+    cov = checks = None
+    if not ids:   # coverage and the printed text are properties of the whole registry
         from derivations import coverage
 
+        from .translation import validate_all
+
         cov = coverage.compute({c["id"] for c in certs if is_ok(c)})
+        # translation validation: the printed NumPy text itself, run on exact symbolic inputs at
+        # small sizes, equals the proved expressions (a printer rule or template is checked too)
+        checks = validate_all()
+        wall = time.perf_counter() - start
+    bad_checks = [c for c in checks or [] if not c.ok]
     if as_json:
         json.dump(certs, sys.stdout, indent=1, ensure_ascii=False)
         sys.stdout.write("\n")
@@ -105,14 +112,20 @@ def main(ids: list[str] | None, as_json: bool, workers: int | None) -> int:
         mutants = sum(len(c["mutants"]) for c in certs)
         refuted = sum(m["refuted"] for c in certs for m in c["mutants"])
         summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + f"; {refuted}/{mutants} mutants refuted"
-        out.print(summary + (f"; {cov.line()}" if cov else "") + f"; {wall:.1f} s")
+        out.print(summary + f"; {wall:.1f} s")
+        if cov is not None:
+            entries = sum(c.entries for c in checks)
+            out.print(f"{cov.line()}; printed NumPy run on exact inputs: "
+                      f"{len(checks) - len(bad_checks)}/{len(checks)} arrays equal ({entries} entries)")
     for c in failed:
         err.print(f"[red]FAILED[/red] {c['id']}: {c['status']} — {c['method']}")
         for m in c["mutants"]:
             if not m["refuted"]:
                 err.print(f"    mutant not refuted: {m['id']} ({m['mistake']})")
+    for c in bad_checks:
+        err.print(f"[red]FAILED[/red] translation validation: {c}")
     if cov is not None and not cov.complete:
         err.print(f"[red]FAILED[/red] {cov.line()}: printed but on no proved claim's path:")
         for what in cov.uncovered:
             err.print(f"    {what}")
-    return 1 if failed or (cov is not None and not cov.complete) else 0
+    return 1 if failed or bad_checks or (cov is not None and not cov.complete) else 0

@@ -819,14 +819,8 @@ def validate_op(op: Op | str, sizes: dict | None = None, source: str | None = No
             continue
         results = result if isinstance(result, tuple) else (result,)
         expected = _Expected(inputs, scalars)
-        fwd = forward_scope(op, when)
-        for o, got in zip(op.outputs, results):
-            check = Check(op.name, f"forward {o.name}", flags_on, by_name)
-            shape = inputs.shape(o)
-            want = expected.values(fwd[o], shape)
-            _compare(check, got, want, _stored_shape(shape))
-            check.seconds = time.perf_counter() - t0
-            out.append(check)
+        out += _checks(op.name, "forward", flags_on, by_name, op.outputs, results,
+                       forward_scope(op, when), inputs, expected, t0)
         t1 = time.perf_counter()
         ups = [inputs.float_array(grad_of(o)) for o in op.outputs]
         try:
@@ -839,14 +833,20 @@ def validate_op(op: Op | str, sizes: dict | None = None, source: str | None = No
             out.append(Check(op.name, "backward", flags_on, by_name,
                              error=f"{len(grads)} gradients returned, {len(op.grads)} declared"))
             continue
-        bwd = backward_scope(op, when)
-        for g, got in zip(op.grads, grads):
-            check = Check(op.name, f"backward {g.name}", flags_on, by_name)
-            shape = inputs.shape(g)
-            want = expected.values(bwd[g], shape)
-            _compare(check, got, want, _stored_shape(shape))
-            check.seconds = time.perf_counter() - t1
-            out.append(check)
+        out += _checks(op.name, "backward", flags_on, by_name, op.grads, grads,
+                       backward_scope(op, when), inputs, expected, t1)
+    return out
+
+
+def _checks(kernel, what, flags_on, sizes, targets, results, scope, inputs, expected, t0) -> list:
+    """One Check per returned array: its entries against the proved expression in `scope`."""
+    out = []
+    for a, got in zip(targets, results):
+        check = Check(kernel, f"{what} {a.name}", flags_on, sizes)
+        shape = inputs.shape(a)
+        _compare(check, got, expected.values(scope[a], shape), _stored_shape(shape))
+        check.seconds = time.perf_counter() - t0
+        out.append(check)
     return out
 
 
