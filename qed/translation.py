@@ -925,9 +925,91 @@ def validate_table(table: Table | str, sizes: dict | None = None,
     return out
 
 
+def _symbols(name: str, shape: tuple) -> Sym:
+    out = _np.empty(shape, dtype=object)
+    for pos in _np.ndindex(*shape):
+        out[pos] = sp.Symbol(f"{name}_{'_'.join(map(str, pos))}", real=True)
+    return out.view(Sym)
+
+
+def _compare_arrays(check: Check, got, want) -> None:
+    """Entry by entry, exactly (`residual`), two object arrays of the same shape."""
+    got, want = _np.asarray(got, dtype=object), _np.asarray(want, dtype=object)
+    if got.shape != want.shape:
+        check.error = f"shape {got.shape}, expected {want.shape}"
+        return
+    for pos in _np.ndindex(*want.shape):
+        value = _exact(got[pos])
+        d = sp.sympify(want[pos]) - sp.sympify(value)
+        if d != 0 and sp.count_ops(d) > 2000:
+            # the layout moves entries, it computes nothing: the right text gives the very same
+            # expression. A large difference is not expanded (that can take minutes); it counts
+            # as a mismatch, even where it vanishes at sample points — never as equal.
+            r = d
+        else:
+            r = residual(want[pos], value)
+        check.entries += 1
+        if r != 0:
+            check.mismatches.append((pos, want[pos], got[pos], r))
+            return            # one wrong entry fails the array; the rest need not be decided
+
+
+def validate_mha(T: int = 2, n_head: int = 2, d: int = 2, source: str | None = None) -> list[Check]:
+    """The multi-head attention template's layout, run as printed on symbolic inputs, against
+    the index map of `mha.concat` written out by hand: head η of Q, K and V is the fused
+    projection's columns η·d + c, C + η·d + c and 2C + η·d + c (c < d); the merge puts head η's
+    column c at η·d + c. Forward and backward, causal on and off; the kernels it calls are the
+    (validated) generated linear and attention, so what this checks is the template's text."""
+    C = n_head * d
+    mod = load("mha", source)
+    lin, att = load("linear"), load("attention")
+    sizes = {"T": T, "C": C, "n_head": n_head, "d": d}
+    out = []
+    for causal in (False, True):
+        flags = ("causal",) if causal else ()
+        x, w_qkv, b_qkv = _symbols("x", (T, C)), _symbols("w_qkv", (3 * C, C)), _symbols("b_qkv", (3 * C,))
+        w_o, b_o, dout = _symbols("w_o", (C, C)), _symbols("b_o", (C,)), _symbols("dout", (T, C))
+        got, cache = mod.mha_forward(x, w_qkv, b_qkv, w_o, b_o, n_head=n_head, causal=causal)
+        got_grads = mod.mha_backward(dout, cache)
+        # the same computation with the index map of mha.concat in explicit loops
+        qkv, c_qkv = lin.linear_forward(x, w_qkv, b_qkv)
+        heads = _np.empty((n_head, 3, T, d), dtype=object)
+        for eta, part, t, c in _np.ndindex(n_head, 3, T, d):
+            heads[eta, part, t, c] = qkv[t, part * C + eta * d + c]
+        y = _np.empty((T, C), dtype=object)
+        c_att = []
+        for eta in range(n_head):
+            q, k, v = (heads[eta, part].view(Sym) for part in range(3))
+            y_eta, cache_eta = att.attention_forward(q, k, v, causal=causal)
+            c_att.append(cache_eta)
+            for t, c in _np.ndindex(T, d):
+                y[t, eta * d + c] = y_eta[t, c]
+        want, c_o = lin.linear_forward(y.view(Sym), w_o, b_o)
+        check = Check("mha", "forward out", flags, sizes)
+        _compare_arrays(check, got, want)
+        out.append(check)
+        dy, dw_o, db_o = lin.linear_backward(dout, c_o)
+        dqkv = _np.empty((T, 3 * C), dtype=object)
+        for eta in range(n_head):
+            dy_eta = _np.empty((T, d), dtype=object)
+            for t, c in _np.ndindex(T, d):
+                dy_eta[t, c] = dy[t, eta * d + c]
+            for part, g in enumerate(att.attention_backward(dy_eta.view(Sym), c_att[eta])):
+                for t, c in _np.ndindex(T, d):
+                    dqkv[t, part * C + eta * d + c] = g[t, c]
+        dx, dw_qkv, db_qkv = lin.linear_backward(dqkv.view(Sym), c_qkv)
+        for name, g, w in zip(("dx", "dw_qkv", "db_qkv", "dw_o", "db_o"), got_grads,
+                              (dx, dw_qkv, db_qkv, dw_o, db_o)):
+            check = Check("mha", f"backward {name}", flags, sizes)
+            _compare_arrays(check, g, w)
+            out.append(check)
+    return out
+
+
 def validate_all() -> list[Check]:
-    """Every op of the registry, every step and every table."""
+    """Every op of the registry, every step and every table, and the mha template's layout."""
     out: list[Check] = []
+    out.extend(validate_mha())
     for op in registry.ops():
         out.extend(validate_op(op))
     for name in STEP_NAMES:

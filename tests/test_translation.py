@@ -137,3 +137,23 @@ def test_an_inexact_value_is_an_error():
     check = tv.Check("x", "forward y")
     tv._compare(check, np.array([0.5], dtype=object), {(0,): 0}, (1,))
     assert not check.ok
+
+
+# ------------------------------------------------------------------------------ the mha layout
+def test_mha_layout_equals_the_head_index_map():
+    checks = tv.validate_mha()
+    assert len(checks) == 12 and all(c.ok for c in checks), [str(c) for c in checks if not c.ok]
+
+
+@pytest.mark.parametrize("line, wrong", [
+    ("q, k, v = (_split_heads(t, n_head)", "k, q, v = (_split_heads(t, n_head)"),
+    ("return np.swapaxes(t.reshape(*lead, T, n_head, C // n_head), -2, -3)",
+     "return t.reshape(*lead, n_head, T, C // n_head)"),
+    ("dqkv = np.concatenate([_merge_heads(t) for t in (dq, dk, dv)], axis=-1)",
+     "dqkv = np.concatenate([_merge_heads(t) for t in (dq, dv, dk)], axis=-1)"),
+])
+def test_a_wrong_mha_layout_is_reported(line, wrong):
+    text = (tv.GENERATED / "mha.py").read_text()
+    assert line in text
+    checks = tv.validate_mha(source=text.replace(line, wrong))
+    assert any(not c.ok for c in checks)
