@@ -606,7 +606,6 @@ def _order_limits(limits: list) -> list:
     pending = list(limits)
     while pending:
         for lim in pending:
-            others = {v for v, _, _ in pending if v != lim[0]}
             # innermost first: a limit may go next only if no pending limit's bounds mention it
             if not any(lim[0] in (a.free_symbols | b.free_symbols) for v, a, b in pending if v != lim[0]):
                 ordered.append(lim)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from .arrays import Array, ArrayError, Assign, entry, index, shape_of
+from .arrays import Array, ArrayError, entry, index
 from . import numeric
 from .core import Claim, Mutant, Proof, Setting, prove_index_identity
 from .ops import Op, grad_of
@@ -46,7 +46,7 @@ def arrays_in(expr) -> set:
     return {s for s in sp.sympify(expr).free_symbols if isinstance(s, Array)}
 
 
-def close(assigns, start: dict | None = None, when=frozenset(), scope: str = "") -> dict:
+def close(assigns, start: dict | None = None, when=frozenset()) -> dict:
     """The assignments' values with every earlier target substituted: each value is an
     expression in the scope's free arrays only. A redefinition (S = mask(S)) reads the
     previous value. `start` seeds the scope (the backward's cache)."""
@@ -116,12 +116,6 @@ def check_scopes(op: Op) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Index forms of the obligations.
-
-
-def _entry_index(a: Array, row, col) -> tuple:
-    """The free indices that an entry of `a` depends on (a row vector only on its column)."""
-    r, c = a.shape
-    return tuple(x for x, size in ((row, r), (col, c)) if size != 1)
 
 
 def _ranges(a: Array, row, col) -> dict:

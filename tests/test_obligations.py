@@ -11,10 +11,9 @@ import subprocess
 import sys
 
 import pytest
-import sympy as sp
 
 from derivations import coverage, mutation, obligations, registry
-from derivations.arrays import Array, ArrayError, Assign, ColSum, RowMean
+from derivations.arrays import Array, ArrayError, Assign, ColSum
 from derivations.ops import Op, grad_of
 
 OPS = [o for o in registry.ops() if o.spec]
@@ -112,29 +111,34 @@ def test_audit_sample_kills_every_wrong_edit(op):
     assert sum(r.outcome == "killed" for r in results) >= 1
 
 
-def test_the_audit_would_see_a_surviving_mutant():
-    """Against an op whose spec is its own printed forward and whose backward claim is absent,
-    a wrong backward line survives: the audit can fail."""
+def test_a_claim_off_the_mutated_lines_path_refutes_nothing():
+    """Which claim reads which line matters: the forward claim does not read the backward, so
+    it refutes none of the backward's mutants (the audit asks the claims on the line's path)."""
     op = registry.op("rmsnorm")
-    m = mutation.op_mutants(op)
-    backward = [x for x in m if x.scope == "backward"]
+    backward = [x for x in mutation.op_mutants(op) if x.scope == "backward"]
     assert backward
-    ob = [o for o in obligations.obligations(op) if o.kind == "forward"][0]
-    # the forward claim does not read the backward: it refutes none of the backward mutants
-    assert all(ob.refute(x.apply(op)) is None for x in backward[:5])
+    forward = next(o for o in obligations.obligations(op) if o.kind == "forward")
+    assert all(forward.refute(x.apply(op)) is None for x in backward[:5])
+    assert all((x.scope, x.position) not in mutation.path(op, forward) for x in backward)
 
 
-def test_equivalent_mutants_are_decided_by_the_normaliser():
-    """2·(a/2) written for a: the audit's verdict is 'equivalent', not 'killed'."""
+def test_an_equivalent_mutant_is_not_counted_as_killed_or_survived(monkeypatch):
+    """2·ColSum(dy/2) written for ColSum(dy): no counterexample exists, the claim still proves,
+    and the audit's verdict is 'equivalent'."""
+    from derivations.core import prove_index_identity
+
     op = registry.op("layernorm")
-    beta = next(p for p in op.params if p.name == "beta")
     dy = grad_of(op.outputs[0])
     pos = next(k for k, a in enumerate(op.backward) if a.target.name == "dbeta")
     same = mutation.PrintedMutant("same", "ColSum(dy) written as 2·ColSum(dy/2)", "backward", pos,
                                   2 * ColSum(dy / 2))
     ob = next(o for o in obligations.obligations(op) if o.id == "layernorm.backward.dbeta")
     assert ob.refute(same.apply(op)) is None
-    assert beta in op.params
+    assert prove_index_identity(ob.printed(same.apply(op)), ob.required(), ob.setting).status == \
+        "proved-general"
+    monkeypatch.setattr(mutation, "op_mutants", lambda o: [same])
+    (result,) = mutation.audit_op(op)
+    assert result.outcome == "equivalent"
 
 
 def test_qed_audit_cli_json():
