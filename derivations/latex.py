@@ -58,42 +58,28 @@ class ArrayLatexPrinter(LatexPrinter):
     def _print_T(self, e):
         return f"{{{self._arg(e.args[0])}}}^{{T}}"
 
-    def _op(self, name, e):
-        return rf"\operatorname{{{name}}}\left({self._print(e.args[0])}\right)"
-
-    def _print_RowSum(self, e):
-        return self._op("rowsum", e)
-
-    def _print_RowMean(self, e):
-        return self._op("mean", e)
-
-    def _print_RowMax(self, e):
-        return self._op("rowmax", e)
-
     def _print_ColSum(self, e):
         return rf"\sum_{{\text{{rows}}}} {self._arg(e.args[0])}"
 
     def _print_Contract(self, e):
         return rf"\sum_{{\text{{rows}}}} {{{self._arg(e.args[0])}}}^{{T}} {self._arg(e.args[1])}"
 
-    def _print_CausalMask(self, e):
-        return self._op("mask", e)
+    def _named(self, e):
+        """A node written as a named function of its first argument: rowsum(A), σ(u), …"""
+        return rf"{NAMED[type(e).__name__]}\left({self._print(e.args[0])}\right)"
 
-    def _print_Gather(self, e):
+    def _indexed(self, e):
+        """A gather: the table's rows (or entries) picked by integer ids, E[ids]."""
         return rf"{self._arg(e.args[0])}\left[{self._print(e.args[1])}\right]"
 
-    def _print_Take(self, e):
-        return rf"{self._arg(e.args[0])}\left[{self._print(e.args[1])}\right]"
 
-    def _print_OneHot(self, e):
-        return self._op("onehot", e)
-
-    def _print_Sigmoid(self, e):
-        return rf"\sigma\left({self._print(e.args[0])}\right)"
-
-    def _print_NormalCDF(self, e):
-        return rf"\Phi\left({self._print(e.args[0])}\right)"
-
+NAMED = {"RowSum": r"\operatorname{rowsum}", "RowMean": r"\operatorname{mean}",
+         "RowMax": r"\operatorname{rowmax}", "CausalMask": r"\operatorname{mask}",
+         "OneHot": r"\operatorname{onehot}", "Sigmoid": r"\sigma", "NormalCDF": r"\Phi"}
+for _node in NAMED:
+    setattr(ArrayLatexPrinter, f"_print_{_node}", ArrayLatexPrinter._named)
+for _node in ("Gather", "Take"):
+    setattr(ArrayLatexPrinter, f"_print_{_node}", ArrayLatexPrinter._indexed)
 
 def latex(expr) -> str:
     return ArrayLatexPrinter().doprint(sp.sympify(expr))

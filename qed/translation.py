@@ -221,30 +221,30 @@ def _apply2(f, x, y):
     return sym(out)
 
 
-def _elementwise(name, f):
-    def ufunc(x, out=None, **kwargs):
+def _ufunc(name, f, arity: int):
+    """np.<name> on object arrays: `f` entry by entry (one or two operands), `out=` in place."""
+    apply = _apply if arity == 1 else _apply2
+
+    def ufunc(*args, out=None, **kwargs):
         if kwargs:
             raise ShimError(f"np.{name}: arguments {sorted(kwargs)} are not modelled")
-        res = _apply(f, x)
+        if len(args) != arity:
+            raise ShimError(f"np.{name}: {len(args)} operands, expected {arity}")
+        res = apply(f, *args)
         if out is not None:
             out[...] = res
             return out
         return res
     ufunc.__name__ = name
     return ufunc
+
+
+def _elementwise(name, f):
+    return _ufunc(name, f, 1)
 
 
 def _binary(name, f):
-    def ufunc(x, y, out=None, **kwargs):
-        if kwargs:
-            raise ShimError(f"np.{name}: arguments {sorted(kwargs)} are not modelled")
-        res = _apply2(f, x, y)
-        if out is not None:
-            out[...] = res
-            return out
-        return res
-    ufunc.__name__ = name
-    return ufunc
+    return _ufunc(name, f, 2)
 
 
 def _np_max(a, axis=None, keepdims=False, **kwargs):
