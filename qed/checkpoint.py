@@ -6,13 +6,23 @@ A run directory holds
         step-00000300/          one complete checkpoint
             model.safetensors       the weights, by parameter name
             optimizer.safetensors   the optimizer's arrays (Adam m and v per parameter)
-            state.json              format, version, step, model config, task, training options,
-                                    optimizer scalars, RNG state, sha256 of both files
+            state.json              format, version, step, model config, task (with its vocabulary),
+                                    training options, optimizer layout, RNG state, the sha256 of
+                                    both files, and `checksum`: the sha256 of all of the above
         latest                  a one-line text file naming the newest complete checkpoint
+        best                    the same for the checkpoint with the lowest validation loss
+                                (kept however old it is)
 
 A checkpoint is written into a temporary directory beside the others, every file flushed and
 fsynced, then renamed into place (os.replace), and only then is `latest` rewritten (temp file +
 os.replace).  A crash at any moment leaves `latest` naming a whole checkpoint.
+
+Loading verifies before anything is used: the format and version; `checksum` over state.json
+(so an edited config, task, vocabulary or step is refused, not silently taken); the sha256 of
+each file; every parameter's name, shape and dtype against state.json; float32 or float64
+weights, one dtype for all; and finite values in the weights and the optimizer state (a run that
+diverged is refused by name).  What the model itself needs (every config key, the run's dtype,
+the shapes of its parameters) is checked by the trainer's loader (train.verified_run).
 """
 from __future__ import annotations
 
@@ -30,11 +40,13 @@ import numpy as np
 from .errors import CheckpointError
 
 FORMAT = "qed-checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # 2: state.json carries `checksum`; version 1 had none and is refused
 MODEL_FILE = "model.safetensors"
 OPTIM_FILE = "optimizer.safetensors"
 STATE_FILE = "state.json"
 LATEST = "latest"
+BEST = "best"
+POINTERS = (LATEST, BEST)
 CKPT_DIR = "checkpoints"
 SEP = "/"  # joins nested optimizer-state keys into flat safetensors names
 _STEP_RE = re.compile(r"^step-(\d{8})(?:-(\d+))?$")
@@ -179,6 +191,17 @@ def _read_safetensors(path: Path, what: str) -> tuple[dict[str, np.ndarray], str
     return {k: np.array(v) for k, v in arrays.items()}, digest
 
 
+# --------------------------------------------------------------------------- the state's checksum
+def _canonical(obj) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode("utf-8")
+
+
+def state_checksum(state: dict) -> str:
+    """sha256 over everything in state.json but the checksum itself (canonical JSON)."""
+    return hashlib.sha256(_canonical({k: v for k, v in state.items() if k != "checksum"})).hexdigest()
+
+
 # --------------------------------------------------------------------------- saving
 def _checkpoint_dirs(ckpt_root: Path) -> list[Path]:
     out = []
@@ -198,13 +221,19 @@ def save_checkpoint(
     optimizer: dict | None,
     meta: dict,
     keep: int = 2,
+    best: bool = False,
 ) -> Path:
-    """Write a whole checkpoint atomically and point `latest` at it; keep the newest `keep`."""
+    """Write a whole checkpoint atomically and point `latest` at it (and `best`, if `best`); keep
+    the newest `keep` and the best."""
     run_dir = Path(run_dir)
     root = run_dir / CKPT_DIR
     root.mkdir(parents=True, exist_ok=True)
 
     params = {k: np.asarray(v) for k, v in params.items()}
+    for k, v in params.items():      # what loading would refuse is never written
+        if v.dtype.kind == "f" and not np.isfinite(v).all():
+            raise CheckpointError(f"refusing to save step {step}: parameter {k} holds non-finite values "
+                                  "(the run diverged; lower --lr)")
     model_bytes = _safetensors_bytes(params)
     opt_arrays, opt_skel = _flatten(optimizer if optimizer is not None else {})
     optim_bytes = _safetensors_bytes(opt_arrays)
@@ -223,6 +252,11 @@ def save_checkpoint(
             },
         }
     )
+    try:
+        state = json.loads(json.dumps(state, allow_nan=False))   # what a reader will see
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"cannot write a checkpoint: its metadata is not JSON ({e})") from None
+    state["checksum"] = state_checksum(state)
 
     name = f"step-{int(step):08d}"
     n = 0
@@ -248,10 +282,13 @@ def save_checkpoint(
         raise
     _fsync_dir(root)
     write_bytes_atomic(root / LATEST, (name + "\n").encode())
+    if best:
+        write_bytes_atomic(root / BEST, (name + "\n").encode())
 
-    # prune: older complete checkpoints beyond `keep`, and temp dirs left by a crash
+    # prune: older complete checkpoints beyond `keep` (never the best), and temp dirs left by a crash
     if keep > 0:
-        dirs = [p for p in _checkpoint_dirs(root) if p.name != name]
+        protected = {name, _pointer(root, BEST)}
+        dirs = [p for p in _checkpoint_dirs(root) if p.name not in protected]
         for old in dirs[: max(0, len(dirs) - (keep - 1))]:
             shutil.rmtree(old, ignore_errors=True)
     for p in root.iterdir():
@@ -261,18 +298,33 @@ def save_checkpoint(
 
 
 # --------------------------------------------------------------------------- loading
-def resolve(path: str | os.PathLike) -> Path:
-    """A run directory (-> its latest checkpoint) or a checkpoint directory itself."""
+def _pointer(root: Path, which: str) -> str | None:
+    try:
+        return (root / which).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def resolve(path: str | os.PathLike, which: str = LATEST) -> Path:
+    """A run directory (-> its `latest` or `best` checkpoint) or a checkpoint directory itself."""
+    if which not in POINTERS:
+        raise ValueError(f"which must be one of {POINTERS}, got {which!r}")
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"{path}: no such run directory")
     if not path.is_dir():
         raise CheckpointError(f"{path}: not a directory (expected a run directory)")
     if (path / STATE_FILE).is_file():
+        if which == BEST:
+            raise CheckpointError(f"{path}: is a checkpoint directory; the best checkpoint is chosen in a "
+                                  "run directory")
         return path
     root = path / CKPT_DIR
-    latest = root / LATEST
+    latest = root / which
     if not latest.is_file():
+        if which == BEST and (root / LATEST).is_file():
+            raise CheckpointError(f"{path}: has no best checkpoint yet (no {CKPT_DIR}/{BEST}: it is written "
+                                  "at the first evaluation)")
         raise CheckpointError(f"{path}: no checkpoint found (no {CKPT_DIR}/{LATEST})")
     try:
         name = latest.read_text(encoding="utf-8").strip()
@@ -296,19 +348,45 @@ def read_state(ckpt: Path) -> dict:
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not a qed checkpoint (format is {state.get('format') if isinstance(state, dict) else None!r})")
     version = state.get("format_version")
+    if version == 1:
+        raise CheckpointError(f"{path}: checkpoint format version 1 has no checksum over its config, task and "
+                              f"weights, so it cannot be verified (this qed reads version {FORMAT_VERSION}); "
+                              "train the run again")
     if version != FORMAT_VERSION:
         raise CheckpointError(
             f"{path}: checkpoint format version {version!r} is not supported (this qed reads version {FORMAT_VERSION})"
         )
+    if not isinstance(state.get("checksum"), str):
+        raise CheckpointError(f"{path}: corrupted (no checksum)")
+    if state_checksum(state) != state["checksum"]:
+        raise CheckpointError(f"{path}: changed after it was written (its checksum over the config, task, "
+                              "vocabulary, options and weights' digests does not match); refusing to use it")
     for key in ("step", "config", "task", "params", "sha256"):
         if key not in state:
             raise CheckpointError(f"{path}: corrupted (missing {key!r})")
     return state
 
 
-def load_checkpoint(path: str | os.PathLike, *, with_optimizer: bool = True) -> Checkpoint:
-    """Load and verify (format, version, checksums, declared names/shapes) a checkpoint."""
-    ckpt = resolve(path)
+def _check_arrays(where: Path, what: str, arrays: dict[str, np.ndarray]) -> None:
+    """float32 or float64, one dtype for all, every value finite."""
+    dtypes = {}
+    for k, a in arrays.items():
+        if a.dtype not in (np.float32, np.float64):
+            raise CheckpointError(f"{where}: {what} {k} has dtype {a.dtype}; qed's models are float32 or "
+                                  "float64")
+        dtypes.setdefault(a.dtype, k)
+        bad = a.size - int(np.count_nonzero(np.isfinite(a)))
+        if bad:
+            raise CheckpointError(f"{where}: {what} {k} holds {bad:,} non-finite value(s) (NaN or inf): the "
+                                  "run had diverged when this was saved; refusing to use it")
+    if len(dtypes) > 1:
+        (d1, k1), (d2, k2) = list(dtypes.items())[:2]
+        raise CheckpointError(f"{where}: mixed dtypes ({what} {k1} is {d1}, {k2} is {d2})")
+
+
+def load_checkpoint(path: str | os.PathLike, *, with_optimizer: bool = True, which: str = LATEST) -> Checkpoint:
+    """Load and verify (format, version, checksums, names, shapes, dtypes, finiteness) a checkpoint."""
+    ckpt = resolve(path, which)
     state = read_state(ckpt)
     params, digest = _read_safetensors(ckpt / MODEL_FILE, "weights")
     if digest != state["sha256"].get(MODEL_FILE):
@@ -321,11 +399,16 @@ def load_checkpoint(path: str | os.PathLike, *, with_optimizer: bool = True) -> 
     for k, spec in declared.items():
         if list(params[k].shape) != list(spec["shape"]):
             raise CheckpointError(f"{ckpt / MODEL_FILE}: parameter {k} has shape {list(params[k].shape)}, state.json says {spec['shape']}")
+        if str(params[k].dtype) != spec.get("dtype"):
+            raise CheckpointError(f"{ckpt / MODEL_FILE}: parameter {k} has dtype {params[k].dtype}, state.json "
+                                  f"says {spec.get('dtype')}")
+    _check_arrays(ckpt / MODEL_FILE, "parameter", params)
     optimizer = None
     if with_optimizer and state.get("optimizer_layout") is not None:
         arrays, digest = _read_safetensors(ckpt / OPTIM_FILE, "optimizer")
         if digest != state["sha256"].get(OPTIM_FILE):
             raise CheckpointError(f"{ckpt / OPTIM_FILE}: corrupted (checksum does not match state.json)")
+        _check_arrays(ckpt / OPTIM_FILE, "optimizer array", arrays)
         optimizer = _unflatten(state["optimizer_layout"], arrays)
     return Checkpoint(path=ckpt, meta=state, params=params, optimizer=optimizer)
 

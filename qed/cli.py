@@ -21,18 +21,46 @@ _RUN_OPTIONS = ("data", "out", "backend", "batch_size", "lr", "warmup", "min_lr"
                 "norm_position", "no_bias", "no_tie", "betas", "sort_length", "sort_digits")
 
 
-def _positive_int(text: str) -> int:
+def _int_at_least(low: int, what: str):
+    """An argparse type: an integer >= low, refused in one line otherwise."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
+        return value
+    return parse
+
+
+_positive_int = _int_at_least(1, "a positive integer")
+_nonnegative_int = _int_at_least(0, "an integer >= 0")
+
+
+def _temperature(text: str) -> float:
     try:
-        value = int(text)
+        value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value >= 0 and value != float("inf")):     # refuses nan, negative and inf
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0 (0: greedy), got {text}")
     return value
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad option is one line on stderr (exit 2), not the usage block: the same
+    `qed: error: ...` form as every other expected failure."""
+
+    def error(self, message):
+        where = self.prog.removeprefix("qed").strip()
+        hint = f"qed {where} --help" if where else "qed --help"
+        self.exit(2, f"qed: error: {where + ': ' if where else ''}{' '.join(message.split())} "
+                     f"(see `{hint}`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="qed", description="Transformer formulas: proved, generated, trained.")
+    parser = OneLineParser(prog="qed", description="Transformer formulas: proved, generated, trained.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("prove", help="prove every claim of the catalogue and refute every mutant")
@@ -85,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--grad-clip", type=float, default=None, help="max global gradient norm (0: off)")
     o.add_argument("--betas", type=float, nargs=2, metavar=("B1", "B2"), default=None)
     o.add_argument("--eval-every", type=int, default=None, help="steps between evaluations/checkpoints")
-    o.add_argument("--seed", type=int, default=None)
+    o.add_argument("--seed", type=_nonnegative_int, default=None, help="model initialisation and batches (default 0)")
     m = t.add_argument_group("model")
     m.add_argument("--n-layer", type=int, default=None)
     m.add_argument("--n-head", type=int, default=None)
@@ -98,20 +126,25 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--no-bias", action="store_true", help="no biases in linear layers and norms")
     m.add_argument("--no-tie", action="store_true", help="separate lm_head instead of tied token embeddings")
 
-    s = sub.add_parser("sample", help="generate from a run's latest checkpoint")
-    s.add_argument("run_dir", metavar="RUN_DIR")
+    s = sub.add_parser("sample", help="generate from a run's latest (or best) checkpoint")
+    s.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (runs/latest: the newest run)")
     s.add_argument("--prompt", default=None, help="sort task: the digits to sort; text: the start of the text")
-    s.add_argument("--max-new-tokens", type=int, default=None, help="default: the sort length, or 200 characters")
-    s.add_argument("--temperature", type=float, default=None, help="default 1.0 (the sort task: greedy)")
-    s.add_argument("--top-k", type=int, default=None)
+    s.add_argument("--max-new-tokens", type=_nonnegative_int, default=None,
+                   help="default: the sort length, or 200 characters")
+    s.add_argument("--temperature", type=_temperature, default=None,
+                   help="divide the logits by this before sampling; 0 means greedy (the most likely "
+                        "token). Default 1.0; the sort task: greedy")
+    s.add_argument("--top-k", type=_positive_int, default=None, help="sample among the k most likely tokens")
     s.add_argument("--greedy", action="store_true", help="always take the most likely token")
-    s.add_argument("--num-samples", type=int, default=1)
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--num-samples", type=_positive_int, default=1)
+    s.add_argument("--seed", type=_nonnegative_int, default=0)
     s.add_argument("--backend", choices=("numpy", "torch"), default=None, help="default: the run's backend")
+    s.add_argument("--best", action="store_true", help="the checkpoint with the lowest validation loss")
 
-    e = sub.add_parser("eval", help="validation loss (and sort accuracy) of a run's latest checkpoint")
-    e.add_argument("run_dir", metavar="RUN_DIR")
+    e = sub.add_parser("eval", help="validation loss (and sort accuracy) of a run's latest (or best) checkpoint")
+    e.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (runs/latest: the newest run)")
     e.add_argument("--backend", choices=("numpy", "torch"), default=None, help="default: the run's backend")
+    e.add_argument("--best", action="store_true", help="the checkpoint with the lowest validation loss")
     e.add_argument("--json", action="store_true", help="print the result as JSON")
 
     from .cli_docs import add_parsers  # `qed docs`, `qed lint-latex`
@@ -191,7 +224,7 @@ def _cmd_train(args) -> int:
         msg = f"done in {time.perf_counter() - t0:.1f} s: step {rec['step']}, val_loss {fmt_loss(rec['val_loss'])}"
         if "accuracy" in rec:
             msg += f", held-out accuracy {100 * rec['accuracy']:.2f}% ({rec['correct']}/{rec['held_out']})"
-        print(msg + f" | {trainer.run_dir}", flush=True)
+        print(msg + f"; run dir: {trainer.run_dir}", flush=True)
     return rc
 
 
@@ -200,7 +233,7 @@ def _cmd_sample(args) -> int:
 
     for text in sample(args.run_dir, prompt=args.prompt, max_new_tokens=args.max_new_tokens,
                        temperature=args.temperature, top_k=args.top_k, greedy=args.greedy, seed=args.seed,
-                       backend=args.backend, num_samples=args.num_samples):
+                       backend=args.backend, num_samples=args.num_samples, best=args.best):
         print(text, flush=True)
     return 0
 
@@ -210,7 +243,7 @@ def _cmd_eval(args) -> int:
 
     from .sample import evaluate_run, format_eval
 
-    res = evaluate_run(args.run_dir, backend=args.backend)
+    res = evaluate_run(args.run_dir, backend=args.backend, best=args.best)
     print(json.dumps(res) if args.json else format_eval(res), flush=True)
     return 0
 

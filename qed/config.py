@@ -105,7 +105,9 @@ class GPTConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "GPTConfig":
+    def from_dict(cls, d: dict, complete: bool = False) -> "GPTConfig":
+        """A validated config; `complete`: every key must be given (a checkpoint's config, where a
+        missing key must not silently become the default)."""
         if not isinstance(d, dict):
             raise ConfigError(f"a config must be a dict, got {type(d).__name__}")
         known = [f.name for f in fields(cls)]
@@ -113,6 +115,10 @@ class GPTConfig:
         if unknown:
             raise ConfigError(f"unknown config key(s) {', '.join(map(repr, unknown))}: "
                               f"known keys are {', '.join(known)}")
+        missing = [k for k in known if k not in d]
+        if complete and missing:
+            raise ConfigError(f"config lacks key(s) {', '.join(map(repr, missing))} (a default would "
+                              "silently change the model)")
         cfg = cls(**d)
         cfg.validate()
         return cfg

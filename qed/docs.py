@@ -497,9 +497,40 @@ def write(pages: dict) -> list[str]:
     return changed
 
 
+def read_certificates(path: str) -> list[dict]:
+    """The certificates `qed prove --json` wrote, checked against the registry's claims (QedError
+    naming the file otherwise: unreadable, not JSON, not a list of certificates, stale)."""
+    from derivations import registry
+
+    from .errors import QedError
+
+    try:
+        certs = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise QedError(f"--certificates {path}: no such file") from None
+    except IsADirectoryError:
+        raise QedError(f"--certificates {path}: is a directory") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise QedError(f"--certificates {path}: cannot read it ({getattr(e, 'strerror', None) or e})") from None
+    except json.JSONDecodeError as e:
+        raise QedError(f"--certificates {path}: not JSON ({e.msg} at line {e.lineno}, column {e.colno}); "
+                       "write it with `qed prove --json > FILE`") from None
+    if not isinstance(certs, list) or not all(isinstance(c, dict) and isinstance(c.get("id"), str)
+                                              and isinstance(c.get("status"), str) for c in certs):
+        raise QedError(f"--certificates {path}: not the output of `qed prove --json` (a list of "
+                       "certificates, each with an id and a status)")
+    have, want = {c["id"] for c in certs}, {c.id for c in registry.claims()}
+    if have != want:
+        missing, unknown = sorted(want - have), sorted(have - want)
+        raise QedError(f"--certificates {path}: does not match the registry ({len(missing)} claim(s) "
+                       f"missing{', e.g. ' + missing[0] if missing else ''}; {len(unknown)} unknown"
+                       f"{', e.g. ' + unknown[0] if unknown else ''}): run `qed prove --json` again")
+    return certs
+
+
 def main(check_only: bool = False, workers: int | None = None, katex: bool = True,
          certs_json: str | None = None) -> int:
-    certs = json.loads(Path(certs_json).read_text()) if certs_json else certificates(workers)
+    certs = read_certificates(certs_json) if certs_json else certificates(workers)
     pages, notes = render_all(certs, workers)
     for n in notes:
         print(f"qed docs: {n}", file=sys.stderr)

@@ -630,8 +630,14 @@ class NumpyGPT:
             from concurrent.futures import ThreadPoolExecutor
             self._pool = (len(items) - 1, ThreadPoolExecutor(max_workers=len(items) - 1,
                                                              thread_name_prefix="qed-shard"))
+        errstate = np.geterr()                    # np.errstate is per thread: carry the caller's
+
+        def in_pool(x):
+            with np.errstate(**errstate):
+                return fn(x)
+
         with blas_single_thread():
-            futures = [self._pool[1].submit(fn, x) for x in items[1:]]
+            futures = [self._pool[1].submit(in_pool, x) for x in items[1:]]
             first = fn(items[0])
             return [first] + [f.result() for f in futures]
 

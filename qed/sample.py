@@ -21,19 +21,23 @@ def _task_for_sampling(info: dict):
 
 def sample(run_dir: str, prompt: str | None = None, max_new_tokens: int | None = None,
            temperature: float | None = None, top_k: int | None = None, greedy: bool = False, seed: int = 0,
-           backend: str | None = None, num_samples: int = 1) -> list[str]:
-    """Generated texts (prompt + continuation), one per sample."""
+           backend: str | None = None, num_samples: int = 1, best: bool = False) -> list[str]:
+    """Generated texts (prompt + continuation), one per sample.  temperature 0 means greedy."""
+    from .checkpoint import BEST, LATEST
     from .train import generate, load_for_inference
 
-    if temperature is not None and temperature < 0:
-        raise QedError(f"--temperature must be >= 0, got {temperature}")
+    if temperature is not None and not (0 <= temperature < float("inf")):   # nan fails too
+        raise QedError(f"--temperature must be a finite number >= 0 (0: greedy), got {temperature}")
+    if seed < 0:
+        raise QedError(f"--seed must be >= 0, got {seed}")
     if top_k is not None and top_k < 1:
         raise QedError(f"--top-k must be >= 1, got {top_k}")
     if max_new_tokens is not None and max_new_tokens < 0:
         raise QedError(f"--max-new-tokens must be >= 0, got {max_new_tokens}")
     if num_samples < 1:
         raise QedError(f"--num-samples must be >= 1, got {num_samples}")
-    runner, c = load_for_inference(run_dir, backend=backend)
+    runner, c = load_for_inference(run_dir, backend=backend, which=BEST if best else LATEST,
+                                   batch_size=num_samples)
     task = _task_for_sampling(c.meta["task"])
     block = runner.config.block_size
     rng = np.random.default_rng(seed)
@@ -71,16 +75,17 @@ def sample(run_dir: str, prompt: str | None = None, max_new_tokens: int | None =
     return out
 
 
-def evaluate_run(run_dir: str, backend: str | None = None) -> dict:
-    """Validation loss (and held-out accuracy for the sort task) of the latest checkpoint."""
+def evaluate_run(run_dir: str, backend: str | None = None, best: bool = False) -> dict:
+    """Validation loss (and held-out accuracy for the sort task) of the latest (or best) checkpoint."""
+    from .checkpoint import BEST, LATEST
     from .train import TrainSettings, evaluate, load_for_inference
 
-    runner, c = load_for_inference(run_dir, backend=backend)
+    runner, c = load_for_inference(run_dir, backend=backend, which=BEST if best else LATEST, batch_size=256)
     try:
         task = task_from_info(c.meta["task"])
     except DataError as e:
         raise QedError(f"cannot evaluate: {e}") from None
-    settings = TrainSettings.from_dict(c.meta.get("train", {}))
+    settings = TrainSettings.from_dict(c.meta["train"])
     if task.kind == "text":
         task.check_block_size(runner.config.block_size)
     res = evaluate(runner, task, settings, runner.config.block_size)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import sys
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -24,6 +23,9 @@ import numpy as np
 from generated.numpy.softmax import softmax_forward
 
 from . import checkpoint as ckpt
+from . import run_dir as rundir
+from .interrupt import StopRequest
+from .run_dir import read_metrics
 from .data import IGNORE, SortTask, TextTask, load_text, task_from_info
 from .errors import CheckpointError, QedError
 
@@ -66,12 +68,27 @@ class TrainSettings:
     keep: int = 2                  # checkpoints kept on disk
 
     def validate(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.type == "int" and (isinstance(v, bool) or not isinstance(v, int)):
+                raise QedError(f"--{f.name.replace('_', '-')} must be an integer, got {v!r}")
+            if f.type == "float" and (isinstance(v, bool) or not isinstance(v, (int, float))
+                                      or not math.isfinite(v)):
+                raise QedError(f"--{f.name.replace('_', '-')} must be a finite number, got {v!r}")
+        if not 0 <= self.seed < 2**63:
+            raise QedError(f"--seed must lie in [0, 2**63), got {self.seed}")
+        if not isinstance(self.torch_compile, bool):
+            raise QedError(f"torch_compile must be true or false, got {self.torch_compile!r}")
+        if (not isinstance(self.betas, (tuple, list)) or len(self.betas) != 2
+                or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in self.betas)):
+            raise QedError(f"--betas must be two numbers, got {self.betas!r}")
+
         def positive(name, allow_zero=False):
             v = getattr(self, name)
             if not (v >= 0 if allow_zero else v > 0) or (isinstance(v, float) and not math.isfinite(v)):
                 raise QedError(f"--{name.replace('_', '-')} must be {'>= 0' if allow_zero else '> 0'}, got {v}")
 
-        for n in ("steps", "batch_size", "lr", "eval_every", "eval_batches", "max_eval_examples"):
+        for n in ("steps", "batch_size", "lr", "eval_every", "eval_batches", "max_eval_examples", "eps", "keep"):
             positive(n)
         for n in ("warmup", "min_lr", "weight_decay", "grad_clip"):
             positive(n, allow_zero=True)
@@ -97,11 +114,22 @@ class TrainSettings:
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainSettings":
-        known = {f.name for f in fields(cls)}
-        d = {k: v for k, v in d.items() if k in known}
-        if "betas" in d:
+        """Validated settings from a checkpoint: every key present, none unknown."""
+        if not isinstance(d, dict):
+            raise QedError(f"training settings must be a dict, got {type(d).__name__}")
+        known = [f.name for f in fields(cls)]
+        missing = [k for k in known if k not in d]
+        unknown = sorted(set(d) - set(known))
+        if missing or unknown:
+            raise QedError("training settings " + "; ".join(
+                part for part in (missing and f"lack {', '.join(map(repr, missing))}",
+                                  unknown and f"have unknown key(s) {', '.join(map(repr, unknown))}") if part))
+        d = dict(d)
+        if isinstance(d["betas"], list):
             d["betas"] = tuple(d["betas"])
-        return cls(**d)
+        settings = cls(**d)
+        settings.validate()
+        return settings
 
 
 # --------------------------------------------------------------------------- backends
@@ -253,7 +281,10 @@ def generate(runner, idx: np.ndarray, max_new_tokens: int, block_size: int, *, t
         if greedy or temperature == 0:
             nxt = logits.argmax(axis=-1)
         else:
-            logits = logits / temperature
+            # (z - max z)/τ: the largest logit is 0 and the rest ≤ 0, so a tiny τ gives −∞ (probability
+            # 0) where z/τ alone would give ∞ − ∞ = NaN in the softmax
+            with np.errstate(over="ignore"):
+                logits = (logits - logits.max(axis=-1, keepdims=True)) / temperature
             if top_k is not None and top_k < logits.shape[-1]:
                 kth = np.sort(logits, axis=-1)[:, -top_k][:, None]
                 logits = np.where(logits < kth, -np.inf, logits)
@@ -309,38 +340,7 @@ def fmt_loss(x) -> str:
 
 
 # --------------------------------------------------------------------------- run directory
-def new_run_dir(task_name: str, out: str | None) -> Path:
-    if out is not None:
-        path = Path(out)
-        if path.exists() and not path.is_dir():
-            raise QedError(f"--out {out}: exists and is not a directory")
-        if path.is_dir() and any(path.iterdir()):
-            if (path / ckpt.CKPT_DIR).exists() or (path / "metrics.jsonl").exists():
-                raise QedError(f"--out {out}: already holds a run; continue it with --resume {out} or pick another --out")
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-    base = Path("runs") / f"{task_name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    path, n = base, 1
-    while path.exists():
-        path = Path(f"{base}-{n}")
-        n += 1
-    path.mkdir(parents=True)
-    return path
-
-
-def read_metrics(run_dir: str | os.PathLike) -> list[dict]:
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if line:
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                break  # a torn last line from a crash
-    return out
+# (qed/run_dir.py: claiming one, runs/latest, metrics.jsonl, the config copy)
 
 
 def plot_losses(run_dir: Path, records: list[dict], title: str) -> None:
@@ -378,29 +378,66 @@ def plot_losses(run_dir: Path, records: list[dict], title: str) -> None:
 
 
 # --------------------------------------------------------------------------- the trainer
-class _Interrupt:
-    """First Ctrl-C: finish the current step, save, exit 130.  Second Ctrl-C: stop at once."""
+def _seq_len(task, config) -> int:
+    return task.block_size if task.kind == "sort" else config.block_size
 
-    def __init__(self):
-        self.requested = False
-        self._old = None
 
-    def __enter__(self):
+def check_memory(config, settings: TrainSettings, task) -> dict:
+    """Refuse, before anything is allocated, a run whose estimated memory exceeds the machine's."""
+    from .memory import check_fits
+
+    return check_fits(config, batch_size=settings.batch_size, seq_len=_seq_len(task, config),
+                      itemsize=np.dtype(np_dtype(settings.dtype)).itemsize, backend=settings.backend)
+
+
+def verified_run(c: "ckpt.Checkpoint"):
+    """(config, settings, task info) of a loaded checkpoint, each complete and valid, and consistent
+    with each other and with the weights; CheckpointError naming what is wrong otherwise."""
+    from .config import GPTConfig
+
+    meta = c.meta
+    try:
+        config = GPTConfig.from_dict(meta["config"], complete=True)
+        settings = TrainSettings.from_dict(meta.get("train"))
+    except QedError as e:
+        raise CheckpointError(f"{c.path}: {e}") from None
+    info = meta["task"]
+    if not isinstance(info, dict):
+        raise CheckpointError(f"{c.path}: the task is not a record")
+    kind = info.get("kind")
+    if kind == "sort":
+        need = {"kind", "length", "num_digits", "test_fraction", "split_seed"}
+        vocab_size = info.get("num_digits")
+    elif kind == "text":
+        need = {"kind", "path", "vocab"}
+        vocab = info.get("vocab")
+        if (not isinstance(vocab, list) or not all(isinstance(t, str) and len(t) == 1 for t in vocab)
+                or len(set(vocab)) != len(vocab)):
+            raise CheckpointError(f"{c.path}: the text task's vocabulary is not a list of distinct characters")
+        vocab_size = len(vocab)
+    else:
+        raise CheckpointError(f"{c.path}: unknown task kind {kind!r}")
+    if set(info) != need:
+        raise CheckpointError(f"{c.path}: the {kind} task record has keys {sorted(info)}, expected {sorted(need)}")
+    if vocab_size != config.vocab_size:
+        raise CheckpointError(f"{c.path}: the task's vocabulary has {vocab_size} tokens but the model's "
+                              f"vocab_size is {config.vocab_size}")
+    if kind == "sort":
         try:
-            self._old = signal.signal(signal.SIGINT, self._handler)
-        except ValueError:  # not the main thread
-            self._old = None
-        return self
+            task = task_from_info(info)
+        except (QedError, TypeError, ValueError) as e:
+            raise CheckpointError(f"{c.path}: bad sort task ({e})") from None
+        if config.block_size < task.block_size:
+            raise CheckpointError(f"{c.path}: block_size {config.block_size} is below the sort task's "
+                                  f"{task.block_size}")
+    dtypes = {str(a.dtype) for a in c.params.values()}
+    if dtypes != {settings.dtype}:
+        raise CheckpointError(f"{c.path}: the weights are {', '.join(sorted(dtypes))} but the run's dtype is "
+                              f"{settings.dtype}")
+    from .model_numpy import param_shapes
 
-    def _handler(self, signum, frame):
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-
-    def __exit__(self, *exc):
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
-        return False
+    ckpt.check_params(c.params, param_shapes(config), where=str(c.path))
+    return config, settings, info
 
 
 @dataclass
@@ -417,33 +454,50 @@ class Trainer:
     progress: bool = True
     on_step: object = None                        # callback(step, loss), for tests
     console: object = None
+    best_val_loss: float | None = None            # the lowest validation loss checkpointed so far
+    claimed: object = None                        # run_dir.RunDir of a new run (removed if it fails at once)
 
     # -- construction
     @classmethod
     def new(cls, config, settings: TrainSettings, task, out: str | None = None, **kw) -> "Trainer":
+        """Check everything that can be checked, build the model, and only then claim a run
+        directory: a start that fails leaves none behind."""
         settings.validate()
         config.validate()
         if task.kind == "text":
             task.check_block_size(config.block_size)
-        run_dir = new_run_dir(task.name, out)
+        rundir.check_out(out)
+        check_memory(config, settings, task)
         runner = make_runner(config, settings.backend, settings.dtype, settings.seed, settings)
-        rng = np.random.default_rng(np.random.SeedSequence([settings.seed, 0xDA7A]))
-        t = cls(run_dir=run_dir, config=config, settings=settings, task=task, runner=runner, rng=rng, **kw)
-        ckpt.write_json_atomic(run_dir / "config.json", t._describe())
-        (run_dir / "metrics.jsonl").touch()
+        claimed = None
+        try:
+            claimed = rundir.claim(task.name, out)
+            rng = np.random.default_rng(np.random.SeedSequence([settings.seed, 0xDA7A]))
+            t = cls(run_dir=claimed.path, config=config, settings=settings, task=task, runner=runner, rng=rng,
+                    claimed=claimed, **kw)
+            rundir.write_config_copy(t.run_dir, t._describe())
+            (t.run_dir / rundir.METRICS).touch()
+        except BaseException:
+            runner.close()
+            if claimed is not None:
+                claimed.remove_if_unused()
+            raise
         return t
 
     @classmethod
     def resume(cls, run_dir: str | os.PathLike, steps: int | None = None, eval_every: int | None = None,
                numpy_parallel: str | None = None, torch_compile: bool | None = None, **kw) -> "Trainer":
-        from .config import GPTConfig
-
         if ckpt.resolve(run_dir) == Path(run_dir):
             raise QedError(f"--resume takes a run directory, not a checkpoint directory: {run_dir}")
         c = ckpt.load_checkpoint(run_dir)
+        config, settings, info = verified_run(c)
         meta = c.meta
-        config = GPTConfig.from_dict(meta["config"])
-        settings = TrainSettings.from_dict(meta.get("train", {}))
+        if steps is not None and steps <= c.step:
+            raise QedError(f"--steps {steps}: the run is already at step {c.step}; pass --steps N with "
+                           f"N > {c.step} to train further")
+        if steps is None and c.step >= settings.steps:
+            raise QedError(f"{run_dir}: the run is complete (step {c.step} of {settings.steps}); pass "
+                           f"--steps N with N > {c.step} to train further")
         if steps is not None:
             settings.steps = steps
         if eval_every is not None:
@@ -453,9 +507,10 @@ class Trainer:
         if torch_compile is not None:
             settings.torch_compile = torch_compile
         settings.validate()
-        task = task_from_info(meta["task"])
+        task = task_from_info(info)
         if c.optimizer is None:
             raise CheckpointError(f"{c.path}: has no optimizer state; cannot resume training")
+        check_memory(config, settings, task)
         runner = make_runner(config, settings.backend, settings.dtype, settings.seed, settings)
         runner.load_params(c.params)
         try:
@@ -468,20 +523,22 @@ class Trainer:
         except (KeyError, TypeError, ValueError):
             raise CheckpointError(f"{c.path}: corrupted RNG state") from None
         t = cls(run_dir=Path(run_dir), config=config, settings=settings, task=task, runner=runner, rng=rng,
-                step=c.step, pending=list(meta.get("pending_losses", [])), **kw)
+                step=c.step, pending=list(meta.get("pending_losses", [])),
+                best_val_loss=meta.get("best_val_loss"), **kw)
         # drop metrics a crash may have logged after this checkpoint
         records = [r for r in read_metrics(run_dir) if r.get("step", 0) <= c.step]
-        ckpt.write_bytes_atomic(Path(run_dir) / "metrics.jsonl",
+        ckpt.write_bytes_atomic(Path(run_dir) / rundir.METRICS,
                                 "".join(json.dumps(r) + "\n" for r in records).encode())
-        ckpt.write_json_atomic(Path(run_dir) / "config.json", t._describe())
+        rundir.write_config_copy(Path(run_dir), t._describe())
         return t
 
     def _describe(self) -> dict:
+        """Everything that defines the run; the checkpoints' state.json holds it under its checksum."""
         from . import __version__
 
         return {
             "qed_version": __version__,
-            "model": self.config.to_dict(),
+            "config": self.config.to_dict(),
             "train": self.settings.to_dict(),
             "task": self.task.info(),
         }
@@ -492,17 +549,17 @@ class Trainer:
             return self.task.batch("train", self.settings.batch_size, self.rng)
         return self.task.batch("train", self.settings.batch_size, self.rng, self.config.block_size)
 
-    def save(self) -> Path:
+    def save(self, val_loss: float | None = None) -> Path:
+        """A checkpoint of this step; also the best one if `val_loss` is the lowest so far."""
+        best = val_loss is not None and (self.best_val_loss is None or val_loss < self.best_val_loss)
+        if best:
+            self.best_val_loss = val_loss
         meta = self._describe()
-        meta.update(
-            config=self.config.to_dict(),
-            backend=self.settings.backend,
-            dtype=self.settings.dtype,
-            rng=self.rng.bit_generator.state,
-            pending_losses=list(self.pending),
-        )
+        meta.update(rng=self.rng.bit_generator.state, pending_losses=list(self.pending),
+                    val_loss=val_loss, best_val_loss=self.best_val_loss)
         return ckpt.save_checkpoint(self.run_dir, step=self.step, params=self.runner.params(),
-                                    optimizer=self.runner.optimizer_state(), meta=meta, keep=self.settings.keep)
+                                    optimizer=self.runner.optimizer_state(), meta=meta, keep=self.settings.keep,
+                                    best=best)
 
     def _print(self, msg: str) -> None:
         if self.console is not None:
@@ -522,7 +579,7 @@ class Trainer:
         }
         if "accuracy" in ev:
             rec.update(accuracy=ev["accuracy"], correct=ev["correct"], held_out=ev["held_out"])
-        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
+        with open(self.run_dir / rundir.METRICS, "a", encoding="utf-8") as f:
             f.write(json.dumps(rec) + "\n")
         self.pending = []
         return rec
@@ -537,27 +594,43 @@ class Trainer:
 
     # -- the loop
     def run(self) -> int:
+        """Train to settings.steps: 0, or 130 after SIGINT/SIGTERM with a checkpoint of the step
+        reached. A run that fails before its first checkpoint removes the directory it claimed."""
+        try:
+            return self._run()
+        except QedError as e:
+            if self.claimed is not None and self.claimed.remove_if_unused():
+                raise type(e)(f"{e} (nothing was saved yet: removed {self.run_dir})") from None
+            raise
+        except BaseException:
+            if self.claimed is not None and self.claimed.remove_if_unused():
+                print(f"qed: the run failed before its first checkpoint; removed {self.run_dir}",
+                      file=sys.stderr, flush=True)
+            raise
+
+    def _run(self) -> int:
         s = self.settings
-        if self.step >= s.steps:
-            self._print(f"{self.run_dir}: already at step {self.step} of {s.steps}; pass --steps N to train further")
-            return 0
-        tokens_per_step = s.batch_size * (self.task.block_size if self.task.kind == "sort" else self.config.block_size)
+        tokens_per_step = s.batch_size * _seq_len(self.task, self.config)
         records = read_metrics(self.run_dir)
         t_start = time.perf_counter()
         steps_window, train_time = 0, 0.0
         bar = _Progress(self, enabled=self.progress)
-        interrupted = False
         consistent = True   # False while a step is half done (batch drawn, parameters being updated)
         saved_step = None
-        with _Interrupt() as intr, bar:
+        stop = StopRequest(on_first="qed: stopping: finishing this step, then saving a checkpoint "
+                                    "(further Ctrl-C's are ignored until it is saved)",
+                           on_more="qed: still saving the checkpoint; it is kept whatever you press "
+                                   "(Ctrl-\\ quits without it)")
+        with stop, bar:
             self.console = bar.console
             try:
-                while self.step < s.steps:
+                while self.step < s.steps and not stop.requested:
                     lr = cosine_lr(self.step, s)
                     consistent = False
                     x, y = self.batch()
                     t0 = time.perf_counter()
-                    loss = self.runner.train_step(x, y, lr, s.grad_clip)
+                    with np.errstate(all="ignore"):  # a diverging run is caught below, in one line
+                        loss = self.runner.train_step(x, y, lr, s.grad_clip)
                     train_time += time.perf_counter() - t0
                     if not math.isfinite(loss):
                         raise QedError(f"loss became {loss} at step {self.step + 1}; lower --lr (now {s.lr:g})")
@@ -572,31 +645,32 @@ class Trainer:
                         rec = self._record(lr, tok_s, time.perf_counter() - t_start)
                         records.append(rec)
                         self._print(self._log_line(rec))
-                        self.save()
+                        self.save(val_loss=rec["val_loss"])
                         saved_step = self.step
                         plot_losses(self.run_dir, records, f"qed {self.task.name} ({s.backend}, {s.dtype})")
                         steps_window, train_time = 0, 0.0
                     if self.on_step is not None:
                         self.on_step(self.step, loss)
-                    if intr.requested:
-                        raise KeyboardInterrupt
-            except KeyboardInterrupt:
-                interrupted = True
+            except KeyboardInterrupt:        # only where no handler could be installed (a thread)
+                stop.requested = True
             finally:
+                self.console = None
                 self.runner.close()                    # worker processes, if any (restart on demand)
-        self.console = None
-        if interrupted:
-            # the SIGINT handler is restored: a further Ctrl-C stops the save below, which is
-            # atomic, so `latest` stays whole either way
+            if not stop.requested:
+                return 0
+            # still inside `stop`: a further signal cannot cut this save short
             if not consistent:
                 print(f"interrupted in the middle of step {self.step + 1}; the last checkpoint is kept; "
                       f"continue with: qed train --resume {self.run_dir}", file=sys.stderr, flush=True)
                 return 130
             where = ckpt.resolve(self.run_dir) if saved_step == self.step else self.save()
-            print(f"interrupted at step {self.step}; checkpoint saved to {where}; continue with: "
-                  f"qed train --resume {self.run_dir}", file=sys.stderr, flush=True)
-            return 130
-        return 0
+        ignored = f" ({stop.extra} further interrupt{'s' * (stop.extra != 1)} ignored while saving)" if stop.extra else ""
+        best = ""
+        if self.best_val_loss is not None:
+            best = f"; best (val_loss {fmt_loss(self.best_val_loss)}): {ckpt.resolve(self.run_dir, ckpt.BEST).name}"
+        print(f"interrupted at step {self.step} of {s.steps}: checkpoint saved to {where}{best}{ignored}; "
+              f"continue with: qed train --resume {self.run_dir}", file=sys.stderr, flush=True)
+        return 130
 
     @property
     def last_record(self) -> dict | None:
@@ -640,17 +714,18 @@ class _Progress:
 
 
 # --------------------------------------------------------------------------- entry points
-def load_for_inference(run_dir: str | os.PathLike, backend: str | None = None, dtype: str | None = None):
-    """(runner, task, checkpoint) for sampling and evaluation from a run's latest checkpoint."""
-    from .config import GPTConfig
+def load_for_inference(run_dir: str | os.PathLike, backend: str | None = None, dtype: str | None = None,
+                       which: str = ckpt.LATEST, batch_size: int = 1):
+    """(runner, checkpoint) for sampling and evaluation from a run's latest (or best) checkpoint,
+    verified (train.verified_run) before the model is built."""
+    from .memory import check_fits
 
-    c = ckpt.load_checkpoint(run_dir, with_optimizer=False)
-    try:
-        config = GPTConfig.from_dict(c.meta["config"])
-    except QedError as e:
-        raise CheckpointError(f"{c.path}: bad model config ({e})") from None
-    backend = backend or c.meta.get("backend", "numpy")
-    dtype = dtype or c.meta.get("dtype", "float32")
+    c = ckpt.load_checkpoint(run_dir, with_optimizer=False, which=which)
+    config, settings, _ = verified_run(c)
+    backend = backend or settings.backend
+    dtype = dtype or settings.dtype
+    check_fits(config, batch_size=batch_size, seq_len=config.block_size, itemsize=np.dtype(np_dtype(dtype)).itemsize,
+               backend=backend, training=False, what="--num-samples")
     runner = make_runner(config, backend, dtype, seed=0)
     runner.load_params(c.params)
     return runner, c

@@ -175,6 +175,7 @@ class ShardWorkers:
 
     # ------------------------------------------------------------------ protocol
     def _send(self, w: int, msg: dict) -> None:
+        msg = dict(msg, errstate=np.geterr())   # the worker computes under the caller's np.errstate
         try:
             self.chans[w][0].write(json.dumps(msg) + "\n")
         except (BrokenPipeError, OSError) as e:
@@ -267,13 +268,15 @@ def _shutdown(procs, chans) -> None:
 
 # --------------------------------------------------------------------------- worker side
 def _serve(fd_in: int, fd_out: int) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C and SIGTERM are the parent's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     with os.fdopen(fd_in, "r", encoding="utf-8") as rd, os.fdopen(fd_out, "w", buffering=1, encoding="utf-8") as wr:
         state: dict = {}
         for line in rd:
             msg = json.loads(line)
             try:
-                reply = _handle(state, msg)
+                with np.errstate(**msg.get("errstate", {})):
+                    reply = _handle(state, msg)
             except Exception:                              # reported to the parent, which raises
                 reply = {"error": traceback.format_exc()}
             wr.write(json.dumps(reply) + "\n")

@@ -135,10 +135,87 @@ def test_pickle_is_never_loaded(tmp_path):
     assert not (tmp_path / "pwned").exists()
 
 
-def _rewrite_state(path, **changes):
+def _rewrite_state(path, resign=True, **changes):
+    """Edit state.json; `resign`: recompute its checksum too (a forger who knows the scheme), so
+    that the checks behind the checksum are what is tested."""
     s = json.loads((path / "state.json").read_text())
     s.update(changes)
+    if resign:
+        s["checksum"] = ckpt.state_checksum(s)
     (path / "state.json").write_text(json.dumps(s))
+
+
+@pytest.mark.parametrize("edit", [{"config": {"n_layer": 2}}, {"task": {"kind": "sort", "length": 4}},
+                                  {"step": 4}, {"pending_losses": [0.1]}, {"extra": 1}])
+def test_any_edit_of_the_state_is_refused(tmp_path, edit):
+    """The checksum covers config, task (vocabulary), step, options: an edit is refused, not taken."""
+    _, path = _save(tmp_path)
+    _rewrite_state(path, resign=False, **edit)
+    with pytest.raises(CheckpointError, match="changed after it was written"):
+        ckpt.load_checkpoint(tmp_path)
+    s = json.loads((path / "state.json").read_text())
+    del s["checksum"]
+    (path / "state.json").write_text(json.dumps(s))
+    with pytest.raises(CheckpointError, match="no checksum"):
+        ckpt.load_checkpoint(tmp_path)
+
+
+@pytest.mark.parametrize("weights, message", [
+    ({"w": np.ones(3, np.float16)}, "dtype float16"),
+    ({"w": np.arange(3)}, "dtype int64"),
+    ({"w": np.array([1.0, np.nan, 2.0])}, "1 non-finite"),
+    ({"w": np.array([np.inf, -np.inf])}, "2 non-finite"),
+    ({"w": np.ones(2, np.float32), "b": np.ones(2, np.float64)}, "mixed dtypes"),
+])
+def test_weights_of_a_wrong_dtype_or_not_finite_are_refused(tmp_path, weights, message):
+    """Weights swapped in by hand, with every digest and the checksum made to match."""
+    import hashlib
+
+    from safetensors.numpy import save
+
+    path = ckpt.save_checkpoint(tmp_path, step=1, params={k: np.zeros(v.shape) for k, v in weights.items()},
+                                optimizer=None, meta=_meta())
+    data = save(weights)
+    (path / "model.safetensors").write_bytes(data)
+    s = json.loads((path / "state.json").read_text())
+    _rewrite_state(path, sha256=dict(s["sha256"], **{"model.safetensors": hashlib.sha256(data).hexdigest()}),
+                   params={k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in weights.items()})
+    with pytest.raises(CheckpointError, match=message):
+        ckpt.load_checkpoint(tmp_path)
+    if "non-finite" in message:                  # and saving such weights is refused in the first place
+        with pytest.raises(CheckpointError, match="refusing to save step 2: parameter w holds non-finite"):
+            ckpt.save_checkpoint(tmp_path, step=2, params=weights, optimizer=None, meta=_meta())
+
+
+def test_non_finite_optimizer_state_is_refused(tmp_path):
+    p = _params(np.random.default_rng(0))
+    opt = _opt(p)
+    opt["v"]["wte.weight"][0, 0] = np.inf
+    ckpt.save_checkpoint(tmp_path, step=1, params=p, optimizer=opt, meta=_meta())
+    assert ckpt.load_checkpoint(tmp_path, with_optimizer=False).step == 1   # the weights are fine
+    with pytest.raises(CheckpointError, match="optimizer array v/wte.weight holds 1 non-finite"):
+        ckpt.load_checkpoint(tmp_path)
+
+
+def test_best_is_kept_beside_latest(tmp_path):
+    rng = np.random.default_rng(0)
+    p = _params(rng)
+    for step, best in ((1, False), (2, True), (3, False), (4, False), (5, False)):
+        ckpt.save_checkpoint(tmp_path, step=step, params=p, optimizer=None, meta=_meta(), keep=2, best=best)
+    names = sorted(d.name for d in (tmp_path / "checkpoints").iterdir() if d.is_dir())
+    assert names == ["step-00000002", "step-00000004", "step-00000005"]   # the newest 2 and the best
+    assert ckpt.resolve(tmp_path).name == "step-00000005"
+    assert ckpt.resolve(tmp_path, ckpt.BEST).name == "step-00000002"
+    assert ckpt.load_checkpoint(tmp_path, which=ckpt.BEST).step == 2
+    ckpt.save_checkpoint(tmp_path, step=6, params=p, optimizer=None, meta=_meta(), keep=2, best=True)
+    names = sorted(d.name for d in (tmp_path / "checkpoints").iterdir() if d.is_dir())
+    assert names == ["step-00000005", "step-00000006"]                  # the old best is released
+
+
+def test_no_best_yet(tmp_path):
+    _save(tmp_path)
+    with pytest.raises(CheckpointError, match="no best checkpoint yet"):
+        ckpt.load_checkpoint(tmp_path, which=ckpt.BEST)
 
 
 def test_foreign_format_or_version_is_refused(tmp_path):
@@ -146,7 +223,10 @@ def test_foreign_format_or_version_is_refused(tmp_path):
     _rewrite_state(path, format_version=99)
     with pytest.raises(CheckpointError, match="version 99"):
         ckpt.load_checkpoint(tmp_path)
-    _rewrite_state(path, format_version=1, format="someone-else")
+    _rewrite_state(path, format_version=1)
+    with pytest.raises(CheckpointError, match="version 1 .*no checksum"):
+        ckpt.load_checkpoint(tmp_path)
+    _rewrite_state(path, format_version=2, format="someone-else")
     with pytest.raises(CheckpointError, match="not a qed checkpoint"):
         ckpt.load_checkpoint(tmp_path)
 
@@ -161,8 +241,7 @@ def test_foreign_weights_are_refused(tmp_path):
     save_file({"transformer.wte.weight": np.zeros((5, 4))}, str(path / "model.safetensors"))
     digest = hashlib.sha256((path / "model.safetensors").read_bytes()).hexdigest()
     s = json.loads((path / "state.json").read_text())
-    s["sha256"]["model.safetensors"] = digest
-    (path / "state.json").write_text(json.dumps(s))
+    _rewrite_state(path, sha256=dict(s["sha256"], **{"model.safetensors": digest}))
     with pytest.raises(CheckpointError, match="names do not match"):
         ckpt.load_checkpoint(tmp_path)
     # and a model refuses weights that do not fit it

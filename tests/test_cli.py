@@ -6,29 +6,10 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-TINY = ["--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--batch-size", "16", "--no-progress"]
-SORT_TINY = TINY + ["--sort-digits", "3"]  # 729 inputs: evaluation stays cheap
-
-
-def qed(*args, timeout=300, cwd=None):
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "qed", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=cwd or ROOT)
-
-
-def assert_one_line_error(r, *fragments):
-    assert r.returncode != 0, r.stdout
-    assert "Traceback" not in r.stderr, r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1, r.stderr
-    assert lines[0].startswith("qed: error: "), lines[0]
-    for f in fragments:
-        assert f.lower() in lines[0].lower(), lines[0]
+from cli_helpers import ROOT, SORT_TINY, TINY, assert_one_line_error, qed
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +31,7 @@ def test_train_writes_run_directory(sort_run):
         assert rec["tokens_per_s"] > 0 and 0 <= rec["accuracy"] <= 1
     assert (out / "loss.png").stat().st_size > 1000
     cfg = json.loads((out / "config.json").read_text())
-    assert cfg["model"]["n_layer"] == 1 and cfg["train"]["steps"] == 20
+    assert cfg["config"]["n_layer"] == 1 and "never reads" in cfg["about"] and cfg["train"]["steps"] == 20
     latest = (out / "checkpoints" / "latest").read_text().strip()
     assert latest == "step-00000020"
     assert sorted(os.listdir(out / "checkpoints" / latest)) == [

@@ -6,6 +6,7 @@ import pytest
 
 from qed.config import GPTConfig
 from qed.data import SortTask, load_text
+from qed.errors import QedError
 from qed.train import Trainer, TrainSettings, generate, load_for_inference, make_runner, read_metrics
 
 TASK = SortTask(length=4, num_digits=3)
@@ -79,8 +80,11 @@ def test_resume_gives_identical_losses(tmp_path, backend, interrupt_at):
 def test_resume_can_extend_a_finished_run(tmp_path):
     t = Trainer.new(tiny_config(), settings(steps=4), TASK, out=str(tmp_path / "r"), progress=False)
     assert t.run() == 0
-    again = Trainer.resume(tmp_path / "r", progress=False)
-    assert again.run() == 0 and again.losses == {}  # nothing left to do
+    with pytest.raises(QedError, match=r"complete \(step 4 of 4\); pass --steps N with N > 4"):
+        Trainer.resume(tmp_path / "r", progress=False)            # nothing left to do: said, not exit 0
+    for below in (2, 4):
+        with pytest.raises(QedError, match=f"--steps {below}: the run is already at step 4"):
+            Trainer.resume(tmp_path / "r", steps=below, progress=False)
     more = Trainer.resume(tmp_path / "r", steps=8, progress=False)
     assert more.run() == 0
     assert sorted(more.losses) == [5, 6, 7, 8]
@@ -99,7 +103,7 @@ def test_short_run_learns_and_writes_everything(tmp_path):
     assert recs[-1]["val_loss"] < np.log(3)  # better than guessing
     assert (tmp_path / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     cfg = json.loads((tmp_path / "config.json").read_text())
-    assert cfg["task"]["kind"] == "sort" and cfg["model"]["n_embd"] == 32
+    assert cfg["task"]["kind"] == "sort" and cfg["config"]["n_embd"] == 32
     runner, c = load_for_inference(tmp_path)
     assert c.step == 60
 
@@ -110,7 +114,7 @@ def test_numpy_checkpoint_loads_in_torch_with_same_logits(tmp_path):
     assert t.run() == 0
     np_runner, c = load_for_inference(tmp_path, backend="numpy")
     torch_runner, _ = load_for_inference(tmp_path, backend="torch")
-    assert c.meta["backend"] == "numpy"
+    assert c.meta["train"]["backend"] == "numpy"
     idx = np.random.default_rng(0).integers(0, 3, size=(5, TASK.block_size))
     a, b = np_runner.logits(idx), torch_runner.logits(idx)
     assert a.dtype == b.dtype == np.float64
