@@ -23,6 +23,8 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict
 
+from .errors import QedError
+
 
 def units(prefixes: list[str] | None) -> list[tuple[str, str]]:
     """(kind, name) of every op, table and step whose name starts with one of the prefixes."""
@@ -79,8 +81,8 @@ def main(prefixes: list[str] | None, as_json: bool, limit: int | None, workers: 
 
     err = Console(stderr=True)
     if not units(prefixes):
-        err.print(f"[red]no op, table or step matches {prefixes}[/red]")
-        return 2
+        raise QedError(f"no op, table or step matches {' '.join(prefixes)} (names or their prefixes, e.g. "
+                       "attention or adam)")
     start = time.perf_counter()
     results = run(prefixes, limit, workers)
     wall = time.perf_counter() - start

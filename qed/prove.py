@@ -8,6 +8,8 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
+from .errors import QedError
+
 
 def selected(claim, selectors: list[str] | None) -> bool:
     """A selector is a claim id, an id prefix (`attention`) or a module name (`loss`)."""
@@ -63,8 +65,8 @@ def main(ids: list[str] | None, as_json: bool, workers: int | None) -> int:
     err = Console(stderr=True)
     total = len([c for c in registry.claims() if selected(c, ids)])
     if total == 0:
-        err.print(f"[red]no claim matches {ids}[/red]")
-        return 2
+        raise QedError(f"no claim matches {' '.join(ids)} (claim ids or their prefixes, e.g. attention or "
+                       "softmax.forward)")
     with Progress(TextColumn("proving"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
                   TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task("", total=total)

@@ -168,6 +168,9 @@ def test_resume_below_or_at_the_checkpoint_step_says_so(run, tmp_path):
     (["prove", "-j", "-1"], "-j"),
     (["docs", "-j", "0"], "-j"),
     (["audit", "--limit", "0"], "--limit"),
+    (["audit", "nope"], "no op, table or step matches nope"),
+    (["bench", "--steps", "0"], "--steps"),
+    (["bench", "--config", f"n_embd={2**20}", "--no-proofs", "--no-codegen"], "needs an estimated"),
 ])
 def test_bad_start_is_one_line_and_leaves_no_run_directory(tmp_path, args, fragment):
     t0 = time.perf_counter()
