@@ -773,7 +773,7 @@ class _ArrayPrinter(Printer):
             return None
         a = self._atomic(left)
         b = self._paren(self._print(right), ATOM - 1)
-        return (f"{self.addmm}({self._print(bias)}, {a}.reshape(-1, {a}.shape[-1]), {b})"
+        return (f"{self.addmm}({self._print(bias)}, {self._rows(a)}, {b})"
                 f".reshape(*{a}.shape[:-1], {b}.shape[-1])")
 
     def _matrix(self, expr) -> bool:
@@ -787,7 +787,7 @@ class _ArrayPrinter(Printer):
         the same sums, one BLAS call instead of one per leading index."""
         a = self._atomic(left)
         b = self._paren(self._print(right), ATOM - 1)
-        return Code(f"({a}.reshape(-1, {a}.shape[-1]) @ {b}).reshape(*{a}.shape[:-1], {b}.shape[-1])", ATOM)
+        return Code(f"({self._rows(a)} @ {b}).reshape(*{a}.shape[:-1], {b}.shape[-1])", ATOM)
 
     def _print_T(self, expr):
         (a,) = expr.args
@@ -820,11 +820,17 @@ class _ArrayPrinter(Printer):
         return Code(self._colsum(self._atomic(expr.args[0])), ATOM)
 
     def _colsum(self, a: str) -> str:
-        return f"{a}.reshape(-1, {a}.shape[-1]).sum(0)"
+        return f"{self._rows(a)}.sum(0)"
+
+    def _rows(self, a: str) -> str:
+        """`a` as the matrix of its rows of every leading axis, (Π leading·rows, c): the row
+        count spelled out, as -1 is ambiguous for an empty array with c = 0 (a reshaped view)."""
+        self._need("math")
+        return f"{a}.reshape(math.prod({a}.shape[:-1]), {a}.shape[-1])"
 
     def _print_Contract(self, expr):
         a, b = (self._atomic(x) for x in expr.args)
-        return Code(f"({a}.reshape(-1, {a}.shape[-1]).T @ {b}.reshape(-1, {b}.shape[-1]))", ATOM)
+        return Code(f"({self._rows(a)}.T @ {self._rows(b)})", ATOM)
 
     def _print_CausalMask(self, expr):
         return Code(self._causal(self._atomic(expr.args[0])), ATOM)
@@ -929,8 +935,7 @@ class NumpyPrinter(_ArrayPrinter):
             return super()._colsum(a)
         self._need("np")
         self._need("math")
-        return (f"(np.ones(math.prod({a}.shape[:-1]), dtype={a}.dtype) @ "
-                f"{a}.reshape(-1, {a}.shape[-1]))")
+        return f"(np.ones(math.prod({a}.shape[:-1]), dtype={a}.dtype) @ {self._rows(a)})"
 
     def _pair(self, which, a, b):
         return self._call(f"np.{which}imum", a, b)

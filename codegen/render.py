@@ -24,7 +24,9 @@ from pathlib import Path
 import jinja2
 import sympy as sp
 
-from derivations.arrays import Array, CausalMask, ColSum, Contract, Gather, OneHot, T, Take, shape_of
+from derivations.arrays import (Array, CausalMask, ColSum, Contract, Gather, MatMul, OneHot, RowMax, RowMean,
+                               RowSum, T, Take, shape_of)
+from derivations.arrays import DOCUMENT_NODES
 from derivations.ops import Op
 
 from .printers import PrinterError, check_name, printer_for
@@ -50,6 +52,7 @@ class Arg:
     role: str                    # "input" or "param"
     integer: bool
     constant: bool = False       # a float input without a gradient (Op.constant_inputs)
+    optional: int = 0            # leading declared axes that may be absent (Op.optional_axes)
 
     @property
     def differentiable(self) -> bool:
@@ -75,8 +78,14 @@ class Arg:
 
     @property
     def ndim(self) -> tuple[int, bool]:
-        """(number of axes, exact?) that the stored array must have."""
-        return self.trailing, not self.batched
+        """(number of axes, exact?) that the stored array must have (at least, for an input:
+        its optional axes may be absent)."""
+        return self.trailing - self.optional, not self.batched
+
+    def storage_dims(self) -> tuple:
+        """The declared sizes of the stored trailing axes, in storage order."""
+        rows, cols = self.array.shape
+        return (rows,) if self.integer else ((cols,) if self.row_vector else (rows, cols))
 
     def axis(self, a: int) -> int | None:
         """Storage index (negative) of declared axis `a`, or None if it is not stored."""
@@ -133,6 +142,8 @@ class Analysis:
     id_bounds: list                  # (Arg, bound expr)
     batched: dict                    # Array -> has leading axes (for shape comments)
     grad_of_arg: dict = field(default_factory=dict)   # differentiable arg name -> grad Array
+    zero_sizes: list = field(default_factory=list)    # (size, why): must be >= 1 (a denominator)
+    data_denominators: list = field(default_factory=list)   # (expr of inputs, why): checked != 0
 
 
 def _size_symbols(expr, option_symbols) -> set:
@@ -174,6 +185,9 @@ def analyse(op: Op) -> Analysis:
     for a in args:
         if a.integer != a.array.integer_valued and a.role == "input":
             raise CodegenError(f"{where}: {a.name} is integer-valued iff it is in integer_inputs")
+    for a in args:
+        if a.batched:
+            a.optional = min(op.optional_axes, a.trailing)
     float_args = [a for a in args if not a.integer]
     int_args = [a for a in args if a.integer]
     option_symbols = {o.symbol: o.name for o in op.options if o.symbol is not None}
@@ -330,14 +344,159 @@ def analyse(op: Op) -> Analysis:
         except PrinterError as e:
             raise CodegenError(f"{where}: {e}") from None
 
+    _check_optional_axes(op, args, flags, where)
     cache_scalars = [o.name for o in op.options if o.name in bwd_options] + \
                     sorted(s.name for s in bwd_sizes)
+    zero_sizes, data_dens = _denominator_guards(op, set(option_symbols), where)
     return Analysis(op=op, args=args, float_args=float_args, int_args=int_args,
                     option_names=option_symbols, bindings=bindings,
                     forward_sizes=sorted(needed, key=lambda s: s.name),
                     cache_arrays=list(op.saved), cache_scalars=cache_scalars,
                     same_size=same_size, size_is=size_is, id_bounds=id_bounds, batched=flags,
-                    grad_of_arg=grad_of_arg)
+                    grad_of_arg=grad_of_arg, zero_sizes=zero_sizes, data_denominators=data_dens)
+
+
+def _check_optional_axes(op: Op, args: list, flags: dict, where: str) -> None:
+    """The outputs drop the axes that promotion put in front of the inputs (`_v.restored`): so
+    each batched output must begin with the optional axes of every batched input (softmax's
+    y (r, n) with x (r, n); linear's y (r, n_out) with x (r, n_in))."""
+    if not op.optional_axes:
+        return
+    batched = [a for a in args if a.batched]
+    for out in op.outputs:
+        if not flags[out]:
+            continue
+        dims = Arg(out, "input", out.integer_valued).storage_dims()
+        for a in batched:
+            lead = a.storage_dims()[:a.optional]
+            if tuple(dims[:len(lead)]) != tuple(lead):
+                raise CodegenError(f"{where}: optional_axes={op.optional_axes}: output {out.name} "
+                                   f"{tuple(out.shape)} does not begin with the optional axes "
+                                   f"{tuple(lead)} of {a.name} {tuple(a.array.shape)}")
+
+
+# ------------------------------------------------------------------ what must not be 0
+# Every denominator of the printed formulas (a negative power's base, a log's argument, a mean's
+# row length) is sorted into one of three kinds, from the expressions alone:
+#   * it is 0 when a size is 0 (1/√d_k; a row sum over n keys; a mean over n): that size must be
+#     ≥ 1, checked from the shapes (`_v.nonzero_size`), unless every output is empty (then the
+#     kernel computes nothing);
+#   * it is provably positive (a sum of exps; √(σ² + ε) with ε > 0, the option's domain): nothing;
+#   * neither (Σ mask, a count of the inputs): it is computed from the inputs and checked at run
+#     time (`_v.nonzero`).
+_SUMS = {RowSum: 1, RowMean: 1, RowMax: 1, ColSum: 0, Contract: 0}
+
+
+def _denominators(expr) -> list:
+    """The denominators of `expr`: bases of negative powers, log arguments, each mean's count;
+    as (denominator, the node that divides by it or takes its log, as text)."""
+    out = []
+    for node in sp.preorder_traversal(sp.sympify(expr)):
+        if isinstance(node, sp.Pow) and node.exp.is_negative:
+            out.append((node.base, sp.sstr(node)))
+        elif isinstance(node, sp.log):
+            out.append((node.args[0], sp.sstr(node)))
+        elif isinstance(node, RowMean):                 # RowMean(A) = RowSum(A)/cols
+            out.append((shape_of(node.args[0])[1], sp.sstr(node)))
+    return out
+
+
+def _zero_when(den, options: set) -> set:
+    """The sizes s such that `den` is 0 when s is 0: a size itself, a sum over an axis of length
+    s, a product with such a factor, a sum of terms that all are."""
+    den = sp.sympify(den)
+    if isinstance(den, Array):
+        return set()
+    if isinstance(den, sp.Symbol):
+        return {den} if den not in options else set()
+    if type(den) in _SUMS:
+        return _size_symbols(shape_of(den.args[0])[_SUMS[type(den)]], options)
+    if isinstance(den, MatMul):
+        return _size_symbols(shape_of(den.args[0])[1], options)
+    if isinstance(den, sp.Mul):
+        return set().union(*(_zero_when(a, options) for a in den.args))
+    if isinstance(den, sp.Pow) and den.exp.is_positive:
+        return _zero_when(den.base, options)
+    if isinstance(den, sp.Add):
+        return set.intersection(*(_zero_when(a, options) for a in den.args))
+    return set()
+
+
+def _sign(expr, positive_symbols: set, memo: dict) -> str | None:
+    """"+" if `expr` is provably > 0, "0+" if provably ≥ 0, else None (for every value of the
+    inputs, with every size ≥ 1 and every option in its domain). Intermediates are expanded."""
+    if expr in memo:
+        return memo[expr]
+    e, out = expr, None
+    if not e.free_symbols:                                 # 2, π, √2: SymPy decides
+        out = "+" if e.is_positive else "0+" if e.is_zero else None
+    elif isinstance(e, Array):
+        out = None                                         # an input's values: anything
+    elif isinstance(e, sp.Symbol):
+        out = "+" if e in positive_symbols else "0+" if e.is_nonnegative else None
+    elif isinstance(e, (sp.exp,)) or isinstance(e, DOCUMENT_NODES):
+        out = "+"
+    elif isinstance(e, sp.Pow):
+        b = _sign(e.base, positive_symbols, memo)
+        out = b if b == "+" else "0+" if (b == "0+" and e.exp.is_positive) or \
+            (e.exp.is_integer and e.exp.is_even) else None
+    elif isinstance(e, (sp.Add, sp.Mul, MatMul, Contract)) or type(e) in _SUMS:
+        signs = [_sign(a, positive_symbols, memo) for a in e.args]
+        if all(x is not None for x in signs):
+            strict = all(x == "+" for x in signs) if not isinstance(e, sp.Add) else "+" in signs
+            out = "+" if strict else "0+"
+    elif isinstance(e, sp.Max):
+        signs = [_sign(a, positive_symbols, memo) for a in e.args]
+        out = "+" if "+" in signs else "0+" if "0+" in signs else None
+    memo[expr] = out
+    return out
+
+
+def _expanded(expr, env: dict, memo: dict):
+    """`expr` with every intermediate array replaced by its definition, recursively; a causal
+    mask read as its argument (no row is fully masked: key 0 is always seen, attention.causal)."""
+    expr = sp.sympify(expr)
+    if expr in memo:
+        return memo[expr]
+    if isinstance(expr, Array):
+        out = _expanded(env[expr], env, memo) if expr in env else expr
+    elif isinstance(expr, CausalMask):
+        out = _expanded(expr.args[0], env, memo)
+    elif expr.args:
+        out = expr.func(*[_expanded(a, env, memo) for a in expr.args])
+    else:
+        out = expr
+    memo[expr] = out
+    return out
+
+
+def _denominator_guards(op: Op, options: set, where: str):
+    """(zero_sizes, data_denominators): [(size, why)], [(expanded denominator, why)], from every
+    forward and backward line with every flag on."""
+    env = op.env(frozenset(o.name for o in op.options))
+    positive = {o.symbol for o in op.options if o.symbol is not None
+                and o.allowed().is_subset(sp.Interval.open(0, sp.oo))}
+    inputs = set(op.inputs) | set(op.params)
+    zero: dict = {}
+    data: dict = {}
+    memo: dict = {}
+    signs: dict = {}
+    for asg in op.forward + op.backward:
+        for den, shown in _denominators(asg.expr):
+            full = _expanded(den, env, memo)
+            for s in sorted(_zero_when(full, options), key=lambda s: s.name):
+                zero.setdefault(s, shown)
+            if _sign(full, positive | (_size_symbols(full, options)), signs) == "+":
+                continue
+            if _size_symbols(full, options) and not _arrays(full):
+                continue                                   # sizes alone: the size checks
+            if not _arrays(full) <= inputs:
+                raise CodegenError(f"{where}: the denominator {sp.sstr(den)} of line "
+                                   f"{asg.target.name} is not provably nonzero and is not a "
+                                   "function of the inputs alone (it cannot be checked before "
+                                   "the forward runs)")
+            data.setdefault(sp.sstr(full), (full, shown))
+    return sorted(zero.items(), key=lambda kv: kv[0].name), list(data.values())
 
 
 # ----------------------------------------------------------------------------------- printing
@@ -522,9 +681,13 @@ def op_context(op: Op, backend: str, tables=()) -> dict:
     if an.int_args:
         checks.append(_call("_v.integers", [qn] + [arr_text(a) for a in an.int_args]))
     batched = [a for a in an.args if a.batched]
+    shapes = _shape_context(op, an, fwd, qn)
     if len(batched) > 1:
-        checks.append(_call("_v.same_leading", [qn] + [
-            f"({_q(a.name)}, {a.name}, {a.trailing})" for a in batched]))
+        lead_check = "_v.broadcast_leading" if op.broadcast else "_v.same_leading"
+        call = _call(lead_check, [qn] + [f"({_q(a.name)}, {a.name}, {a.trailing})" for a in batched])
+        if shapes["vacuous"]:                            # the empty-output path needs the axes
+            call[0] = "lead = " + call[0]
+        checks.append(call)
     for sym, occ in an.same_size:
         checks.append(_call("_v.same_size", [qn, _q(sym.name)] + [
             f"({_q(a.name)}, {a.name}, {ax})" for a, ax in occ]))
@@ -542,8 +705,12 @@ def op_context(op: Op, backend: str, tables=()) -> dict:
         forward_lines = _body(op.forward, fwd, an.batched, keep=set(op.outputs) | set(op.saved))
         bwd = printer_for(backend, names=an.option_names, matrices=matrices)
         backward_lines = _body(op.backward, bwd, an.batched, keep=set(op.grads))
+        guard = printer_for(backend, names=an.option_names, matrices=matrices)
+        guard_lines = _guard_lines(an, guard, qn)
     except PrinterError as e:
         raise CodegenError(f"op {name} ({op.module}), {backend}: {e}") from None
+    fwd.modules |= guard.modules
+    fwd.uses_dtype = fwd.uses_dtype or guard.uses_dtype
 
     if fwd.uses_dtype:
         if not an.float_args:
@@ -568,7 +735,8 @@ def op_context(op: Op, backend: str, tables=()) -> dict:
     third_imports = [i for i in imports if i != "import math"]
     import_lines = _import_block(std_imports, third_imports)
 
-    cache_names = [a.name for a in an.cache_arrays] + an.cache_scalars
+    cache_names = [a.name for a in an.cache_arrays] + an.cache_scalars + \
+        (["layout"] if shapes["layout"] else [])
     outputs = [o.name for o in op.outputs]
     upstream = [u.name for u in op.upstream]
     grads = [g.name for g in op.grads]
@@ -580,7 +748,7 @@ def op_context(op: Op, backend: str, tables=()) -> dict:
                                                  "constant input (no gradient)" if a.constant else "input")
         arg_docs.append(f"{a.name}: {a.storage(fwd)} {kind}")
     for o in op.options:
-        arg_docs.extend(_wrap(f"{o.name}: option, default {_option_default(o)}" +
+        arg_docs.extend(_wrap(f"{o.name}: option, default {_option_default(o)}" + _domain_doc(o) +
                               (f"; {o.doc}" if o.doc else ""), 84))
 
     # torch extras
@@ -611,6 +779,9 @@ def op_context(op: Op, backend: str, tables=()) -> dict:
         "coercions": [o["coerce"] for o in options if o["coerce"]],
         "checks": [line for c in checks for line in c], "size_lines": size_lines,
         "late_checks": [line for c in late_checks for line in c],
+        "option_checks": _option_checks(op.options, qn), "guard_lines": guard_lines,
+        **shapes,
+        "vacuous_cache": f"(None,) * {len(cache_names) - 1} + ((layout[0], layout[1], True),)",
         "forward_lines": forward_lines, "backward_lines": backward_lines,
         "backward_pre": backward_pre,
         "outputs": outputs,
@@ -631,6 +802,176 @@ def op_context(op: Op, backend: str, tables=()) -> dict:
                             [t["name"] for t in table_ctx]),
         "tables": table_ctx,
     }
+
+
+def _domain_text(o) -> str:
+    """An option's allowed values in words ("eps > 0", "0 <= beta1 < 1"), "" if any real."""
+    bounds = _domain_bounds(o)
+    if bounds is None:
+        return ""
+    lo, hi, lo_open, hi_open = bounds
+    if hi is None:
+        return f"{o.name} {'>' if lo_open else '>='} {lo}"
+    left = "" if lo is None else f"{lo} {'<' if lo_open else '<='} "
+    return f"{left}{o.name} {'<' if hi_open else '<='} {hi}"
+
+
+def _domain_bounds(o):
+    """(lo, hi, lo_open, hi_open) of an option's allowed interval (None: unbounded), or None."""
+    if o.symbol is None:
+        return None
+    dom = o.allowed()
+    if dom == sp.S.Reals or dom == sp.S.Integers:
+        return None
+    if isinstance(dom, sp.Range):                      # integers lo, lo + 1, ...: [lo, ∞)
+        dom = sp.Interval(dom.inf, sp.oo)
+    if not isinstance(dom, sp.Interval):
+        raise CodegenError(f"option {o.name}: domain {dom} is not an interval")
+
+    def end(x):
+        return None if x.is_infinite else repr(int(x) if x.is_integer else float(x))
+    return end(dom.left), end(dom.right), bool(dom.left_open), bool(dom.right_open)
+
+
+def _domain_doc(o) -> str:
+    text = _domain_text(o)
+    return f" ({text})" if text else ""
+
+
+def _option_checks(options, qn: str) -> list[str]:
+    """`_v.in_domain` for every option whose allowed set is not all of ℝ (Option.allowed: the
+    proofs' assumptions or a narrower `domain`): eps > 0, t >= 1, 0 <= beta1 < 1."""
+    lines = []
+    for o in options:
+        bounds = _domain_bounds(o)
+        if bounds is not None:
+            lo, hi, lo_open, hi_open = bounds
+            lines += _call("_v.in_domain", [qn, _q(o.name), o.name, str(lo), str(hi),
+                                            str(lo_open), str(hi_open)])
+    return lines
+
+
+def _size_text(sym, an: Analysis, printer) -> str:
+    """A size as the generated code reads it: its variable if bound, else its axis."""
+    if sym in an.forward_sizes:
+        return printer.doprint(sym)
+    arg, idx = an.bindings[sym]
+    return f"{arg.name}.shape[{idx}]"
+
+
+def _output_shape(out: Array, an: Analysis, printer, lead: str) -> str | None:
+    """The stored shape of an output as code (after promotion), or None if it is never empty."""
+    dims = []
+    for d in Arg(out, "input", out.integer_valued).storage_dims():
+        d = sp.sympify(d)
+        if d.is_Integer:
+            dims.append(str(d))
+        elif isinstance(d, sp.Symbol) and d in an.bindings:
+            dims.append(_size_text(d, an, printer))
+        else:
+            raise CodegenError(f"op {an.op.name}: output {out.name} has the axis {d}, neither a "
+                               "number nor a size read off an argument")
+    leading = an.batched[out] and out.shape[0] != 1
+    if not leading and all(x.isdigit() and x != "0" for x in dims):
+        return None
+    return "(" + ", ".join(([f"*{lead}"] if leading else []) + dims) + ("," if len(dims) == 1 and not leading else "") + ")"
+
+
+def _shape_context(op: Op, an: Analysis, printer, qn: str) -> dict:
+    """The shape handling of `<op>_forward`/`_backward`, from Op.optional_axes and
+    Op.broadcast alone (the same for every op; `_validate`'s helpers do the work):
+
+        layout = (k, (shapes of the differentiable arguments), False)   # k: axes promotion adds
+        x = _v.promoted(x, 2)                 # an absent optional axis: a length-1 view
+        if _v.empty(<output shapes>): ...     # every output empty: zeros, nothing computed
+        y = _v.restored(y, layout)            # the outputs drop the promoted axes again
+    backward:
+        if layout[2]: return zeros            # the forward was empty: every gradient is 0
+        dy = _v.promoted_like(dy, layout)
+        dx = _v.sum_to(dx, layout[1][0])      # un-broadcast, un-promote (a view if only 1s)
+    """
+    batched = [a for a in an.args if a.batched]
+    lead = "lead" if len(batched) > 1 else f"{batched[0].name}.shape[:-{batched[0].trailing}]"
+    out_shapes = [_output_shape(o, an, printer, lead) for o in op.outputs]
+    vacuous = all(s is not None for s in out_shapes)
+    promote = [a for a in batched if a.optional]
+    layout = vacuous or bool(promote) or op.broadcast
+    arg_of_grad = {g.name: n for n, g in an.grad_of_arg.items()}
+    k = _call("_v.missing", [f"({a.name}, {a.trailing})" for a in batched])[0] if promote else "0"
+    grad_shapes = [f"{arg_of_grad[g.name]}.shape" for g in op.grads]
+    like = an.float_args[0].name
+    restore = [f"{o.name} = _v.restored({o.name}, layout)" for o in op.outputs
+               if promote and an.batched[o]]
+    by_name = {a.name: a for a in an.args}
+    grad_lines = [f"{g.name} = _v.sum_to({g.name}, layout[1][{i}])" for i, g in enumerate(op.grads)
+                  if (promote or op.broadcast) and by_name[arg_of_grad[g.name]].batched]
+    one = len(op.grads) == 1
+    return {
+        "layout": layout,
+        "layout_lines": ([f"layout = ({k}, {_tuple(grad_shapes)}, False)  "
+                          "# promoted axes, the arguments' shapes, empty?"] if layout else []) +
+                        [f"{a.name} = _v.promoted({a.name}, {a.trailing})" for a in promote],
+        "vacuous": {"test": "_v.empty(" + ", ".join(out_shapes) + ")",
+                    "outputs": [f"{o.name} = _v.zeros({s}, {like})" for o, s in zip(op.outputs, out_shapes)]
+                    } if vacuous else None,
+        "restore_lines": restore,
+        "upstream_lines": [f"{u.name} = _v.promoted_like({u.name}, layout)"
+                           for u, o in zip(op.upstream, op.outputs) if promote and an.batched[o]],
+        "grad_lines": grad_lines,
+        "vacuous_return": f"_v.zero_grads(layout, {op.upstream[0].name})" + ("[0]" if one else ""),
+        "shape_docs": _shape_docs(op, an, promote, vacuous),
+    }
+
+
+def _shape_docs(op: Op, an: Analysis, promote: list, vacuous: bool) -> list[str]:
+    """What the forward accepts beyond the declared shapes, in words (its docstring)."""
+    docs = []
+    by_dims: dict = {}
+    for a in promote:
+        by_dims.setdefault(", ".join(sp.sstr(d) for d in a.storage_dims()[:a.optional]), []).append(a.name)
+    outputs = any(an.batched[o] for o in op.outputs)
+    for dims, names in by_dims.items():
+        docs.append(f"{', '.join(names)} may lack {'the axes' if ',' in dims else 'the axis'} {dims} "
+                    "(read as length 1, as torch does)" +
+                    (f"; the outputs lack {'them' if ',' in dims else 'it'} too." if outputs else "."))
+    batched = [a.name for a in an.args if a.batched]
+    if op.broadcast and len(batched) > 1:
+        docs.append(f"The leading axes of {', '.join(batched)} broadcast against each other; each "
+                    "gradient is summed back to its argument's shape.")
+    if vacuous:
+        docs.append("Where every output is empty, nothing is computed: empty outputs, zero gradients.")
+    for sym, why in an.zero_sizes:
+        docs.append(f"Otherwise {sym.name} >= 1 is required (a denominator: {why}).")
+    for _, why in an.data_denominators:
+        docs.append(f"Refused where a denominator computed from the inputs is 0 ({why}).")
+    return [line for d in docs for line in _wrap(d, 84)]
+
+
+def _guard_lines(an: Analysis, printer, qn: str) -> list[str]:
+    """The checks of the sizes and input counts that denominators need (after the empty-output
+    path): `_v.nonzero_size` for each size, `_v.nonzero` for each denominator of the inputs."""
+    lines = []
+    for sym, why in an.zero_sizes:
+        text = _size_text(sym, an, printer)
+        arg, idx = an.bindings[sym]
+        lines += _call("_v.nonzero_size", [qn, _q(sym.name), text, _q(f"{arg.name}.shape[{idx}]"), _q(why)])
+    for k, (den, why) in enumerate(an.data_denominators):
+        name = f"_den{k}"
+        printed = printer.print_assign(name, den, full=_full_shape(an.batched))
+        lines += printed
+        temps = [m.group(1) for line in printed for m in [_TEMP.match(line)] if m]
+        lines += _call("_v.nonzero", [qn, _q(sp.sstr(den)), name, _q(_gloss(den)), _q(why)])
+        lines.append("del " + ", ".join(temps + [name]))
+    return lines
+
+
+def _gloss(den) -> str:
+    """A denominator in words, for the message that says it is 0."""
+    if isinstance(den, ColSum):
+        return f"{sp.sstr(den.args[0])} summed over every row and leading axis: nothing is counted"
+    if isinstance(den, (RowSum, RowMean)):
+        return f"{sp.sstr(den.args[0])} summed over a row"
+    return "computed from the inputs"
 
 
 def _op_claims(op: Op) -> list[str]:
@@ -736,6 +1077,7 @@ def step_context(step, backend: str) -> dict:
                                         for a in step.inputs])
     if printer.uses_dtype:
         checks[0] = "dtype = " + checks[0]
+    checks = _option_checks(step.options, qn) + checks       # t >= 1, 0 <= beta < 1, eps > 0
     if len(step.inputs) > 1:
         checks += _call("_v.same_shape", [qn] + [f"({_q(a.name)}, {a.name})" for a in step.inputs])
     used = set(printer.modules)
@@ -758,7 +1100,7 @@ def step_context(step, backend: str) -> dict:
         "arg_docs": [f"{a.name}: float array (any shape, all alike)" for a in step.inputs] +
                     [line for o in step.options for line in
                      _wrap(f"{o.name}: option" + ("" if o.default is None else
-                                                  f", default {_option_default(o)}") +
+                                                  f", default {_option_default(o)}") + _domain_doc(o) +
                            (f"; {o.doc}" if o.doc else ""), 84)],
         "coercions": [c for c in (_coerce(o) for o in step.options) if c],
         "checks": checks, "body": body,
@@ -817,6 +1159,7 @@ def table_context(table, backend: str) -> dict:
     qn = _q(table.name)
     checks = [f"{s.name} = _v.size({qn}, {_q(s.name)}, {s.name})" for s in table.sizes]
     checks += [c for c in (_coerce(o) for o in table.options) if c]
+    checks += _option_checks(table.options, qn)
     checks.append(f"dtype = _v.float_dtype({qn}, dtype)")
     extra = list(printer.table_params)
     names = [a.name for a in table.arrays]
@@ -835,7 +1178,7 @@ def table_context(table, backend: str) -> dict:
                                [_option_param(o) for o in table.options] + ["dtype=None"] + extra),
         "arg_docs": [f"{s.name}: int >= 0 (a size)" for s in table.sizes] +
                     [line for o in table.options for line in
-                     _wrap(f"{o.name}: option, default {_option_default(o)}" +
+                     _wrap(f"{o.name}: option, default {_option_default(o)}" + _domain_doc(o) +
                            (f"; {o.doc}" if o.doc else ""), 84)] +
                     [f"dtype: the floating dtype of the result (default: {printer.default_dtype_doc})"] +
                     [f"{e.split('=')[0]}: {printer.table_param_docs[e]}" for e in extra],

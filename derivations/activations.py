@@ -116,6 +116,7 @@ def _elementwise_op(name, title, claims, f, f_grad, *, module, spec, source, mis
         claims=claims,
         inputs=[EX], forward=[Assign(EY, f(EX))], outputs=[EY], saved=[EX],
         backward=[Assign(EDX, EDY * f_grad(EX))], grads=[EDX],
+        optional_axes=2,                                   # elementwise: any shape, 0-D too
         cache_doc="x, the input (the backward evaluates the derivative at x).")
 
 
@@ -164,6 +165,7 @@ def _gelu_op() -> Op:
         claims=["gelu.exact.derivative", "gelu.exact.vjp"],
         inputs=[x], forward=[Assign(cdf, NormalCDF(x)), Assign(y, x * cdf)], outputs=[y], saved=[x, cdf],
         backward=[Assign(dx, dy * (cdf + x * phi(x)))], grads=[dx],
+        optional_axes=2,                                   # elementwise: any shape, 0-D too
         cache_doc="x and cdf = Φ(x), the forward's normal CDF: the backward's Φ(x) + xφ(x) reuses it "
                   "(one erf per element and step; φ needs only an exp).")
 
@@ -281,6 +283,7 @@ FFN_RELU = Op(
     outputs=[FY], saved=[FX, W1, FZ, FH, W2],
     backward=_bwd2 + _bwd_act + _bwd1,
     grads=[grad_of(FX), grad_of(W1), grad_of(B1), grad_of(W2), grad_of(B2)],
+    optional_axes=1,                                       # x: any shape with at least one axis
     cache_doc="x, w1, the pre-activation z (for the ReLU mask), h = max(0, z) (for dw2) and w2.")
 
 OPS = [RELU, GELU, GELU_TANH, SILU, FFN_RELU]

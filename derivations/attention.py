@@ -54,7 +54,7 @@ _unmasked = MatMul(q, T(k)) / sp.sqrt(d_k)
 ATTENTION = Op(
     name="attention", module=__name__, title="Scaled dot-product attention",
     spec=ATTENTION_SPEC, source="seed A §1 and §6, seed B §3 and §5",
-    check={"sizes": {"m": 3, "n": 3}},    # causal attention is square: every row sees a different count
+    check={"sizes": {"m": 3, "n": 3}},    # causal: every row sees a different count of keys
     mistakes={
         "no-scale": ("the 1/√d_k scale dropped (softmax of Q Kᵀ)", "forward", "att",
                      softmax_stable(s * sp.sqrt(d_k))),
@@ -76,7 +76,7 @@ ATTENTION = Op(
             "attention.backward.dv", "attention.index_form", "softmax.shift", "attention.causal", "attention.dV",
             "attention.dA", "attention.dS", "attention.delta", "attention.dQ", "attention.dK"],
     inputs=[q, k, v],
-    options=[Option(None, "causal", False, "mask keys after the query position (needs m == n)")],
+    options=[Option(None, "causal", False, "mask keys after the query position: query i sees keys j ≤ i (top-left aligned when m ≠ n, as torch's is_causal)")],
     sizes={d_k: (q, 1)},
     forward=[
         Assign(s, MatMul(q, T(k)) / sp.sqrt(d_k)),          # scores, scaled by 1/√d_k
@@ -88,6 +88,7 @@ ATTENTION = Op(
     saved=[q, k, v, att, o],
     backward=BACKWARD_FROM_WEIGHTS,
     grads=[dq, dk, dv],
+    broadcast=True,          # leading axes broadcast between q, k, v (torch's scaled_dot_product_attention)
     cache_doc="q, k, v, the attention weights att = softmax(s) (m×n) and the output o; "
               "o is kept so that the backward forms rowsum(dO ⊙ O) instead of rowsum(dA ⊙ A).",
 )
@@ -195,18 +196,27 @@ dK = index_claim(
              "no-scale": ("the 1/√d_k dropped", entry(MatMul(T(ds), q), (e, f), code))})
 
 # ------------------------------------------------------------------------------- causal mask
+# Top-left alignment, any m and n (torch's is_causal: the mask is tril(ones(m, n))): query i sees
+# the keys j ≤ i. A query i ≤ n − 1 has keys after it, j = i + 1 + r; a query past the last key
+# (i = n + u, only when m > n) sees every key. No row is ever fully masked (key 0 is always seen).
 r_ = sp.Symbol("r", integer=True, nonnegative=True)      # j = i + 1 + r is a position after i
 later = i + 1 + r_
-causal_setting = Setting(sizes={m: 3, n: 3, d_k: 2, d_v: 2},
+u_ = sp.Symbol("u", integer=True, nonnegative=True)      # i = n + u is a query past the last key
+past = n + u_
+causal_setting = Setting(sizes={m: 2, n: 3, d_k: 2, d_v: 2},      # m < n: a rectangular mask
                          indices={i: (0, 1), j: (0, n - 1), f: (0, d_v - 1)}, scalars={r_: 0},
-                         # the symbolic claim: any query i, any later position i + 1 + r in the sequence
+                         # the symbolic claim: any query i with a later key i + 1 + r in the sequence
                          domain={i: (0, n - 1), r_: (0, n - 2 - i)})
+past_setting = Setting(sizes={m: 4, n: 2, d_k: 2, d_v: 2},        # m > n: queries past the keys
+                       indices={j: (0, n - 1), f: (0, d_v - 1)}, scalars={u_: 0},
+                       domain={u_: (0, m - 1 - n)})
 
 
 def _causal() -> Proof:
-    """Four facts, each an exact residual of 0 for symbolic n and i:
+    """Five facts, each an exact residual of 0 for symbolic m, n and i:
     (1) masked weights are exactly 0, (2) rows still sum to 1, (3) masked scores get zero
-    gradient, (4) output row i does not depend on any V row after i."""
+    gradient, (4) output row i does not depend on any V row after i, (5) a query past the last
+    key (m > n) gets the unmasked attention: its output row is O_i of softmax(S) V."""
     parts = []
     weight_after = entry(att, (i, later), causal_code)                       # (1)
     parts.append(("masked weight A_{i,i+1+r}", weight_after, sp.Integer(0), None))
@@ -216,25 +226,29 @@ def _causal() -> Proof:
     parts.append(("dS_{i,i+1+r}", grad_after, sp.Integer(0), None))
     dO_dV = sp.diff(entry(o, (i, j), causal_code), v.base[later, f])           # (4)
     parts.append(("∂O_ij/∂V_{i+1+r,f}", dO_dV, sp.Integer(0), "normaliser"))
+    parts.append(("O_{n+u,f} = unmasked O_{n+u,f}", entry(o, (past, f), causal_code),      # (5)
+                  entry(o, (past, f), code), past_setting))
     return causal_parts(parts, "exp(−∞) = 0 by evaluation for (1), (3); index normaliser with a causal "
-                               "range split for (2), (4)")
+                               "range split for (2), (4) and the mask's whole-range case for (5)")
 
 
 CAUSAL_ASSUMPTIONS = ("0 ≤ r ≤ n - 2 - i (position i+1+r lies after i, in the sequence)",
-                      "m = n (causal attention is square)")
+                      "top-left alignment, any m and n: query i sees the keys j ≤ i (tril(ones(m, n)), "
+                      "torch's is_causal)")
 
 
 def causal_parts(parts, method: str) -> Proof:
     """A proof made of facts (label, lhs, rhs, how) about causal attention, each exact: `how`
-    None means SymPy's own evaluation must give rhs (exp(−∞) = 0 kills a masked entry), and
-    "normaliser" means the index normaliser's residual lhs − rhs must be 0."""
+    None means SymPy's own evaluation must give rhs (exp(−∞) = 0 kills a masked entry),
+    "normaliser" means the index normaliser's residual lhs − rhs must be 0 on causal_setting's
+    domain, and a Setting means the same on that setting's domain (past_setting: i = n + u)."""
     assumptions = list(CAUSAL_ASSUMPTIONS)
     for label, lhs, rhs, how in parts:
         if how is None:
             if lhs != rhs:
                 return Proof("unproven", f"{label} did not evaluate to {rhs}", assumptions, sp.sstr(lhs))
-        else:   # the gate every index proof passes: goals from causal_setting's domain, spot-check
-            proof = decide(lhs, rhs, causal_setting, label)
+        else:   # the gate every index proof passes: goals from the setting's domain, spot-check
+            proof = decide(lhs, rhs, causal_setting if how == "normaliser" else how, label)
             assumptions += [a for a in proof.assumptions if a not in assumptions]
             if proof.status != "proved-general":
                 return Proof("unproven", f"{label}: {proof.status}, {proof.method}", assumptions, proof.residual)
@@ -249,19 +263,34 @@ def refute_causal(env: dict, weights_expr) -> dict | None:
     return cx or counterexample(sp.Sum(entry(att, (i, j), env), (j, 0, n - 1)), sp.Integer(1), causal_setting)
 
 
+def _bottom_right(row, col):
+    """The other alignment (FlashAttention's for m ≠ n): query i sees keys j ≤ i + n − m."""
+    def masked(key):
+        return sp.Piecewise((entry(S_raw, (row, key)), sp.Le(key, row + n - m)), (-sp.oo, True))
+    return sp.exp(masked(col)) / sp.Sum(sp.exp(masked(p)), (p, 0, n - 1))
+
+
+def refute_bottom_right():
+    """Bottom-right alignment: at m < n query 0 sees key 1 (torch's top-left mask hides it)."""
+    return counterexample(_bottom_right(i, later), sp.Integer(0), causal_setting)
+
+
 S_raw = MatMul(q, T(k)) / sqrt_dk   # unmasked scores, for the mutants
 causal = Claim(
     id="attention.causal", title="Causal mask: no attention to, and no gradient from, the future",
     source="seed B §5",
     latex=r"M_{ij} = \begin{cases} 0 & j \leq i \\ -\infty & j > i \end{cases}: \quad A_{ij} = 0 \ (j > i), \quad "
           r"\sum_{j} A_{ij} = 1, \quad \frac{\partial \mathcal{L}}{\partial S_{ij}} = 0 \ (j > i), \quad "
-          r"\frac{\partial O_{i}}{\partial V_{j}} = 0 \ (j > i)",
+          r"\frac{\partial O_{i}}{\partial V_{j}} = 0 \ (j > i), \quad O_{i} = \left(\mathrm{softmax}(S) V\right)_{i} "
+          r"\ (i \geq n) \quad \text{(any } m \times n\text{, top-left aligned)}",
     prove=_causal,
     mutants=[
         Mutant("mask-after-softmax", "future weights zeroed after the softmax, not renormalised",
                lambda: refute_causal(causal_code, softmax_math(S_raw) * sp.exp(CausalMask(S_raw) - S_raw))),
         Mutant("no-mask", "mask forgotten: later keys get weight",
                lambda: refute_causal(causal_code, softmax_stable(S_raw))),
+        Mutant("bottom-right", "mask aligned bottom-right (query i sees keys j ≤ i + n − m) instead of "
+               "top-left", refute_bottom_right),
     ])
 
 

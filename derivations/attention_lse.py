@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .attention import BACKWARD_FROM_WEIGHTS, causal_parts, later, refute_causal
+from .attention import BACKWARD_FROM_WEIGHTS, causal_parts, later, past, past_setting, refute_causal
 from .arrays import Array, Assign, CausalMask, MatMul, RowMax, RowSum, T, entry, index, size
 from .core import Claim, Mutant, Proof, Setting, index_claim
 from .ops import Op, Option, grad_of
@@ -59,7 +59,7 @@ ATTENTION_LSE = Op(
     name="attention_lse", module=__name__,
     title="Scaled dot-product attention, weights recomputed from the log-sum-exp",
     spec=ATTENTION_LSE_SPEC, source="seed A §1 and §6, seed B §3–§5; FlashAttention",
-    check={"sizes": {"m": 3, "n": 3}},    # causal attention is square: every row sees a different count
+    check={"sizes": {"m": 3, "n": 3}},    # causal: every row sees a different count of keys
     mistakes={
         "no-scale": ("the 1/√d_k scale dropped from the forward's scores", "forward", "ex",
                      sp.exp(s * sp.sqrt(d_k) - mx)),
@@ -84,7 +84,7 @@ ATTENTION_LSE = Op(
             "attention_lse.backward.dv", "attention_lse.recompute", "attention_lse.output", "attention_lse.causal",
             "attention_lse.dV", "attention_lse.dQ", "attention_lse.dK", "attention.delta"],
     inputs=[q, k, v],
-    options=[Option(None, "causal", False, "mask keys after the query position (needs m == n)")],
+    options=[Option(None, "causal", False, "mask keys after the query position: query i sees keys j ≤ i (top-left aligned when m ≠ n, as torch's is_causal)")],
     sizes={d_k: (q, 1)},
     forward=[
         Assign(s, SCORES),                                   # scores, scaled by 1/√d_k
@@ -103,6 +103,7 @@ ATTENTION_LSE = Op(
         Assign(att, sp.exp(s - lse)),                        # attention_lse.recompute
     ] + BACKWARD_FROM_WEIGHTS,                               # then attention's: dV, dA, δ, dS, dQ, dK
     grads=[dq, dk, dv],
+    broadcast=True,          # leading axes broadcast between q, k, v (torch's scaled_dot_product_attention)
     cache_doc="q, k, v, the output o and lse (m×1), the log-sum-exp of each row of scores; no "
               "m×n array: the backward recomputes the scores and A = exp(S − lse) from them.",
 )
@@ -220,19 +221,25 @@ dK = index_claim(
 def _causal() -> Proof:
     """(1) a recomputed weight after position i is exactly 0; (2) the recomputed weights equal
     the masked softmax the forward used (index normaliser, causal range split); (3) so the
-    masked scores get zero gradient."""
+    masked scores get zero gradient; (4) a query past the last key (m > n, top-left alignment)
+    recomputes the unmasked softmax."""
     return causal_parts([
         ("recomputed weight after i", entry(recomputed, (i, later), backward_causal), sp.Integer(0), None),  # (1)
         ("recomputed weights vs masked softmax", entry(recomputed, (i, j), backward_causal),                  # (2)
          entry(softmax_stable(CausalMask(SCORES)), (i, j)), "normaliser"),
         ("dS after i", entry(ds, (i, later), backward_causal), sp.Integer(0), None),                         # (3)
-    ], "exp(−∞) = 0 by evaluation for (1), (3); index normaliser with a causal range split for (2)")
+        ("recomputed weights past the last key vs the unmasked softmax, against any V",                     # (4)
+         sp.Sum(entry(recomputed, (past, j), backward_causal) * v.base[j, f], (j, 0, n - 1)),
+         sp.Sum(entry(softmax_stable(SCORES), (past, j)) * v.base[j, f], (j, 0, n - 1)), past_setting),
+    ], "exp(−∞) = 0 by evaluation for (1), (3); index normaliser with a causal range split for (2) "
+       "and the mask's whole-range case for (4)")
 
 
 causal = Claim(
     id="attention_lse.causal", title="Causal mask: recomputed weights are 0 after the query and a softmax before it",
     source="seed B §5; FlashAttention",
-    latex=r"e^{S_{ij} - \ell_{i}} = 0 \ (j > i), \quad e^{S_{ij} - \ell_{i}} = \mathrm{softmax}(S + M)_{ij}",
+    latex=r"e^{S_{ij} - \ell_{i}} = 0 \ (j > i), \quad e^{S_{ij} - \ell_{i}} = \mathrm{softmax}(S + M)_{ij}, \quad "
+          r"e^{S_{ij} - \ell_{i}} = \mathrm{softmax}(S)_{ij} \ (i \geq n)",
     prove=_causal,
     mutants=[
         Mutant("unmasked-recompute", "scores recomputed without the mask (future keys get weight)",

@@ -43,6 +43,7 @@ EMBEDDING = Op(
     outputs=[x], saved=[ids],
     backward=[Assign(dweight, Contract(OneHot(ids, V), dx))],   # dE = onehot(ids)ᵀ dX
     grads=[dweight],
+    optional_axes=1,         # ids: any shape, 0-D too (one id: one row)
     cache_doc="the token ids (and the vocabulary size V, read off the weight).",
 )
 OPS = [EMBEDDING]

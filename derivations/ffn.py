@@ -73,6 +73,7 @@ SWIGLU = Op(
         Assign(dx, MatMul(dg, w_gate) + MatMul(du, w_up)),
     ],
     grads=[dx, dw_gate, dw_up, dw_down],
+    optional_axes=1,         # x: any shape with at least one axis
     cache_doc="x, the pre-activations g and u, the gated hidden h, and the three weights.",
 )
 OPS = [SWIGLU]

@@ -60,6 +60,7 @@ LINEAR = Op(
     outputs=[y], saved=[x, weight],
     backward=_backward_x_w + [Assign(dbias, ColSum(dy))],   # db = Σ_rows dY
     grads=[dx, dweight, dbias],
+    optional_axes=1,         # x: any shape with at least one axis (torch's F.linear)
     cache_doc="x and weight (the bias gradient needs only dy).",
 )
 LINEAR_NOBIAS = Op(
@@ -72,6 +73,7 @@ LINEAR_NOBIAS = Op(
     outputs=[y], saved=[x, weight],
     backward=_backward_x_w,
     grads=[dx, dweight],
+    optional_axes=1,         # x: any shape with at least one axis (torch's F.linear)
     cache_doc="x and weight.",
 )
 OPS = [LINEAR, LINEAR_NOBIAS]

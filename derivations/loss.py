@@ -101,6 +101,7 @@ CROSS_ENTROPY = Op(
     saved=[PROBS, TGT, MASK],
     backward=[Assign(dZ, cross_entropy_vjp(dLOSS, PROBS, TGT, MASK, V))],
     grads=[dZ],
+    optional_axes=1,         # logits (V,) with 0-D targets and mask: one row
     cache_doc="probs (softmax of the logits), targets, mask. The runtime builds mask = "
               "(targets != ignore_index) as 0/1 and replaces ignored targets by 0 (any valid id: "
               "their rows are multiplied by 0); Σ mask must be > 0.",

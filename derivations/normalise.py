@@ -461,6 +461,10 @@ class Normaliser:
                     ctx = self._context(limits, exclude={var} | _dependents(var, limits))
                     low, high = (lo - 1, hi) if upper else (lo, hi + 1)
                     integer = self._is_integer(at)
+                    whole = self._whole_range(upper, at, lo, hi, ctx, integer)
+                    if whole is not None:     # the condition holds on all of [lo, hi]: no split
+                        new_factors = [g.xreplace({pw: yes}) for g in factors]
+                        return [(new_factors, limits)]
                     if integer and self.in_range(at, lo, hi, ctx):
                         self._goal(f"{_show(lo)} ≤ {_show(at)} ≤ {_show(hi)}", True)
                     elif not self._goal(f"{_show(low)} ≤ {_show(at)} ≤ {_show(high)}",
@@ -477,6 +481,20 @@ class Normaliser:
                         out.append((new_factors, new_limits))
                     return out
         return None
+
+    def _whole_range(self, upper: bool, at, lo, hi, ctx: dict, integer: bool):
+        """`var ≤ at` on all of [lo, hi] when hi ≤ at (`var ≥ at` when at ≤ lo), at an integer,
+        proved from the ranges: then the Piecewise is its first branch on the whole range (a
+        causal mask's query after the last key sees every key). None when not proved; a failed
+        attempt is no goal (the split below is tried next)."""
+        if not (integer and self.checked):
+            return None
+        holds = self._nonneg(at - hi, ctx, 0) if upper else self._nonneg(lo - at, ctx, 0)
+        if not holds:
+            return None
+        text = f"{_show(hi)} ≤ {_show(at)}" if upper else f"{_show(at)} ≤ {_show(lo)}"
+        self._goal(text + " (the condition holds on the whole range)", True)
+        return True
 
     def _rename(self, factors: list, limits: list) -> sp.Expr:
         coeff = sp.Integer(1)

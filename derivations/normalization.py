@@ -98,6 +98,7 @@ LAYERNORM = Op(
         Assign(dx, layernorm_dx(xhat, dxhat, rstd)),               # dx = rstd(dx̂ − mean dx̂ − x̂ mean(dx̂ x̂))
     ],
     grads=[dx, dgamma, dbeta],
+    optional_axes=1,         # x: any shape with at least one axis
     cache_doc="x, gamma and the per-row statistics mean (μ) and rstd = 1/√(σ²+ε), each r×1 "
               "(llm.c style: x̂ is rebuilt from them in the backward instead of being stored).",
 )
@@ -153,6 +154,7 @@ RMSNORM = Op(
         Assign(rdx, rmsnorm_dx(rxhat, rdxhat, rrms)),              # dx = rrms(dx̂ − x̂ mean(dx̂ x̂))
     ],
     grads=[rdx, rdgamma],
+    optional_axes=1,         # x: any shape with at least one axis
     cache_doc="x, gamma and rrms = 1/√(mean(x²)+ε), r×1 (x̂ = x·rrms is rebuilt in the backward).",
 )
 OPS = [LAYERNORM, RMSNORM]

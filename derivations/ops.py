@@ -28,12 +28,39 @@ from .arrays import Array, ArrayError, Assign, shape_of
 
 @dataclass(frozen=True)
 class Option:
-    """A keyword-only argument: a flag (`causal`) or a scalar hyperparameter (`eps`)."""
+    """A keyword-only argument: a flag (`causal`) or a scalar hyperparameter (`eps`).
+
+    The generated code refuses a value outside `domain()`: `domain` if given, else what the
+    symbol's assumptions say (the proofs' domain: `eps` positive is ε > 0, `t` a positive
+    integer is t ≥ 1). A `domain` given must lie inside the assumptions' set (it only narrows
+    what the proofs cover: 0 ≤ β < 1, where 1 − β^t is a denominator).
+    """
 
     symbol: sp.Symbol | None
     name: str
     default: object
     doc: str = ""
+    domain: sp.Set | None = None
+
+    def __post_init__(self):
+        if self.domain is not None and not self.domain.is_subset(assumed_set(self.symbol)):
+            raise ArrayError(f"option {self.name}: domain {self.domain} is not inside what the "
+                             f"symbol's assumptions allow ({assumed_set(self.symbol)})")
+
+    def allowed(self) -> sp.Set:
+        """The values the generated code accepts."""
+        return self.domain if self.domain is not None else assumed_set(self.symbol)
+
+
+def assumed_set(symbol) -> sp.Set:
+    """The set of real values a symbol's assumptions allow (all reals without assumptions)."""
+    if symbol is None:
+        return sp.S.Reals
+    lo = sp.Interval.open(0, sp.oo) if symbol.is_positive else \
+        sp.Interval(0, sp.oo) if symbol.is_nonnegative else sp.S.Reals
+    if symbol.is_integer:
+        return sp.Range(1 if symbol.is_positive else 0, sp.oo) if lo != sp.S.Reals else sp.S.Integers
+    return lo
 
 
 @dataclass
@@ -73,6 +100,17 @@ class Op:
     # default: "normal" for matrices, "zeros" for row vectors.
     module_params: dict = field(default_factory=dict)
     param_init: dict = field(default_factory=dict)
+    # Shapes beyond the declared (rows, cols) (codegen does the rest, the same for every op):
+    # `optional_axes`: how many of the declared axes of every batched input, from the first, may
+    # be absent; an absent axis is read as one of length 1 (a reshaped view, torch's convention)
+    # and the outputs drop it again. 0: both axes required; 1: rows may be absent (a row op or a
+    # linear map takes any shape with at least one axis; integer ids (T, 1) may then be 0-D);
+    # 2: both (elementwise: any shape, 0-D included).
+    optional_axes: int = 0
+    # `broadcast`: the inputs' leading axes broadcast against each other (torch's matmul and
+    # scaled_dot_product_attention); the backward sums each gradient back to its input's shape.
+    # Otherwise the batched inputs must have identical leading axes.
+    broadcast: bool = False
 
     def __post_init__(self):
         if not self.spec:
@@ -102,6 +140,9 @@ class Op:
         if len(self.grads) != expected:
             raise ArrayError(f"op {self.name}: one gradient per float input and parameter that "
                              f"is not a constant input: expected {expected}, got {len(self.grads)}")
+        if self.optional_axes not in (0, 1, 2):
+            raise ArrayError(f"op {self.name}: optional_axes is 0, 1 or 2 (of the declared (rows, "
+                             f"cols)), got {self.optional_axes!r}")
         check_scopes(self)
 
     @property

@@ -161,14 +161,17 @@ P_new, M_new, V_new = (Array(nm, (r_, n_)) for nm in ("p_new", "m_new", "v_new")
 
 t_s = sp.Symbol("t", integer=True, positive=True)
 lr_s = sp.Symbol("lr", positive=True)
-beta1_s, beta2_s = sp.Symbol("beta1", positive=True), sp.Symbol("beta2", positive=True)
+beta1_s, beta2_s = sp.Symbol("beta1", nonnegative=True), sp.Symbol("beta2", nonnegative=True)
 eps_s = sp.Symbol("eps", positive=True)
 wd_s = sp.Symbol("weight_decay", nonnegative=True)
 
 _T = Option(t_s, "t", None, "1-based number of this step (incremented before the call)")
 _LR = Option(lr_s, "lr", 1e-3, "learning rate η")
-_B1 = Option(beta1_s, "beta1", 0.9, "decay of the first moment β₁")
-_B2 = Option(beta2_s, "beta2", 0.999, "decay of the second moment β₂")
+# 0 ≤ β < 1 (torch.optim's range): with t ≥ 1 the bias corrections' 1 − β^t lie in (0, 1], so no
+# denominator of the update is 0 (β = 1 would divide by 0, β > 1 take the root of a negative v̂)
+_BETA = sp.Interval.Ropen(0, 1)
+_B1 = Option(beta1_s, "beta1", 0.9, "decay of the first moment β₁", domain=_BETA)
+_B2 = Option(beta2_s, "beta2", 0.999, "decay of the second moment β₂", domain=_BETA)
 _EPS = Option(eps_s, "eps", 1e-8, "ε added to √v̂")
 _WD = Option(wd_s, "weight_decay", 1e-2, "decoupled weight decay λ")
 

@@ -136,6 +136,7 @@ ROPE = Op(
     outputs=[Y], saved=[COS, SIN, ROT],
     backward=[Assign(dX, rope_backward(dY, COS, SIN, ROT))],
     grads=[dX],
+    broadcast=True,          # the tables broadcast against x's leading (batch, head) axes
     cache_doc="the tables cos, sin, rot (constant inputs: no gradient is computed for them; they are "
               "expected expanded to x's leading axes, broadcast views will do). The backward does not need x.")
 OPS = [ROPE]

@@ -61,6 +61,7 @@ SOFTMAX = Op(
     outputs=[Y], saved=[Y],
     backward=[Assign(dX, softmax_vjp(Y, dY))],
     grads=[dX],
+    optional_axes=2,         # any shape; a 0-D x is a row of one (torch's convention)
     cache_doc="y, the probabilities (the backward needs nothing else).",
 )
 OPS = [SOFTMAX]

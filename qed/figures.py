@@ -170,14 +170,14 @@ def training(run_dir: Path | None, out: Path = OUT / "training.png") -> Path | N
 
 # ------------------------------------------------------------------------------ (c) attention
 def _attention_caches(tree, found=None) -> list:
-    """The generated attention kernel's caches `(q, k, v, att, o, d_k)` inside a model's tape,
-    in the order the layers ran."""
+    """The generated attention kernel's caches `(q, k, v, att, o, d_k, layout)` inside a model's
+    tape, in the order the layers ran."""
     found = [] if found is None else found
     if isinstance(tree, dict):
         for key in tree:
             _attention_caches(tree[key], found)
     elif isinstance(tree, (list, tuple)):
-        if (len(tree) == 6 and all(isinstance(a, np.ndarray) for a in tree[:5])
+        if (len(tree) in (6, 7) and all(isinstance(a, np.ndarray) for a in tree[:5])
                 and isinstance(tree[5], (int, np.integer)) and tree[3].ndim >= 2
                 and tree[3].shape[-1] == tree[1].shape[-2] and tree[3].shape[-2] == tree[0].shape[-2]):
             found.append(tree)

@@ -106,8 +106,12 @@ TRUSTED = (
     "blocks): object arrays take the SciPy branch; the float32 erf's accuracy is the "
     "measured evidence of the special.* claims",
     "the dtype checks of generated/numpy/_validate.py (`floats`, `float_dtype` accept object "
-    "arrays here)",
-    "leading batch/head axes: kernels are validated on 2-D slices (the proofs' form)",
+    "arrays here), and its option-domain checks on a symbolic option where its assumptions "
+    "leave a bound open (β₁ < 1 of a non-negative β₁: the run holds under that hypothesis)",
+    "leading batch/head axes, absent optional axes, broadcasting and empty outputs: kernels "
+    "are validated on 2-D slices (the proofs' form), where `_validate`'s shape handling "
+    "(`promoted`, `restored`, `sum_to`) is the identity; it runs as printed, and "
+    "tests/test_kernel_edges.py checks it numerically against torch",
     "the torch kernels (generated/torch/): only their numeric agreement with NumPy "
     "(tests/test_kernels.py)",
     "the mha template (head split and merge, the fused QKV projection): not executed here",
@@ -375,8 +379,23 @@ def _validate_shim():
     def float_dtype(op, dtype):
         return _np.dtype(object)
 
+    def in_domain(op, name, value, lo, hi, lo_open, hi_open):
+        """The real check for a number; for a symbol (every value of it at once), each bound its
+        assumptions decide must hold, and one they leave open (β₁ < 1 of a non-negative β₁) is
+        the hypothesis the run is made under (TRUSTED)."""
+        if not isinstance(value, sp.Basic) or value.is_number:
+            return real.in_domain(op, name, value, lo, hi, lo_open, hi_open)
+        holds = []
+        if lo is not None:
+            holds.append(value > lo if lo_open else value >= lo)
+        if hi is not None:
+            holds.append(value < hi if hi_open else value <= hi)
+        if any(h is sp.false for h in holds):
+            raise ValueError(f"{op}: the symbol {name} lies outside its domain")
+        return None
+
     ns = {k: getattr(real, k) for k in dir(real) if not k.startswith("__")}
-    ns.update(floats=floats, float_dtype=float_dtype, _label="_v")
+    ns.update(floats=floats, float_dtype=float_dtype, in_domain=in_domain, _label="_v")
     return _Namespace(**ns)
 
 

@@ -126,12 +126,12 @@ CASES = [
      "torch.mean(x, dim=-1, keepdim=True)"),
     ("shift", x - RowMax(x), "x - np.max(x, axis=-1, keepdims=True)",
      "x - torch.amax(x, dim=-1, keepdim=True)"),
-    ("colsum", ColSum(x), "(np.ones(math.prod(x.shape[:-1]), dtype=x.dtype) @ x.reshape(-1, x.shape[-1]))",
-     "x.reshape(-1, x.shape[-1]).sum(0)"),
-    ("colsum-of-product", ColSum(x * y), "(x*y).reshape(-1, (x*y).shape[-1]).sum(0)",
-     "(x*y).reshape(-1, (x*y).shape[-1]).sum(0)"),
-    ("contract", Contract(x, y), "(x.reshape(-1, x.shape[-1]).T @ y.reshape(-1, y.shape[-1]))",
-     "(x.reshape(-1, x.shape[-1]).T @ y.reshape(-1, y.shape[-1]))"),
+    ("colsum", ColSum(x), "(np.ones(math.prod(x.shape[:-1]), dtype=x.dtype) @ x.reshape(math.prod(x.shape[:-1]), x.shape[-1]))",
+     "x.reshape(math.prod(x.shape[:-1]), x.shape[-1]).sum(0)"),
+    ("colsum-of-product", ColSum(x * y), "(x*y).reshape(math.prod((x*y).shape[:-1]), (x*y).shape[-1]).sum(0)",
+     "(x*y).reshape(math.prod((x*y).shape[:-1]), (x*y).shape[-1]).sum(0)"),
+    ("contract", Contract(x, y), "(x.reshape(math.prod(x.shape[:-1]), x.shape[-1]).T @ y.reshape(math.prod(y.shape[:-1]), y.shape[-1]))",
+     "(x.reshape(math.prod(x.shape[:-1]), x.shape[-1]).T @ y.reshape(math.prod(y.shape[:-1]), y.shape[-1]))"),
     ("causal-mask", CausalMask(s_),
      "np.where(np.tri(s.shape[-2], s.shape[-1], dtype=bool), s, -math.inf)",
      "s.masked_fill(torch.ones(s.shape[-2], s.shape[-1], dtype=torch.bool, device=s.device)"
@@ -159,8 +159,8 @@ ASSIGN_CASES = [
     ("square-hoisted", sp.Pow(a * b, 2, evaluate=False), ["_t0 = a*b", "z = _t0*_t0"],
      ["_t0 = a*b", "z = _t0*_t0"]),
     ("colsum-hoisted", ColSum(x * y),
-     ["_t0 = x*y", "z = (np.ones(math.prod(_t0.shape[:-1]), dtype=_t0.dtype) @ _t0.reshape(-1, _t0.shape[-1]))"],
-     ["_t0 = x*y", "z = _t0.reshape(-1, _t0.shape[-1]).sum(0)"]),
+     ["_t0 = x*y", "z = (np.ones(math.prod(_t0.shape[:-1]), dtype=_t0.dtype) @ _t0.reshape(math.prod(_t0.shape[:-1]), _t0.shape[-1]))"],
+     ["_t0 = x*y", "z = _t0.reshape(math.prod(_t0.shape[:-1]), _t0.shape[-1]).sum(0)"]),
     ("softmax-shares-exp", sp.exp(x - RowMax(x)) / RowSum(sp.exp(x - RowMax(x))),
      ["_t0 = np.exp(x - np.max(x, axis=-1, keepdims=True))",
       "z = _t0/(_t0 @ np.ones(_t0.shape[-1], dtype=_t0.dtype))[..., None]"],
@@ -176,9 +176,9 @@ ASSIGN_CASES = [
       "dtype=torch.bool, device=_t0.device).triu(1), -math.inf)"]),
     ("contract-one-hot", Contract(OneHot(ids, V), x),
      ["_t0 = (ids[..., None] == np.arange(V)).astype(dtype)",
-      "z = (_t0.reshape(-1, _t0.shape[-1]).T @ x.reshape(-1, x.shape[-1]))"],
+      "z = (_t0.reshape(math.prod(_t0.shape[:-1]), _t0.shape[-1]).T @ x.reshape(math.prod(x.shape[:-1]), x.shape[-1]))"],
      ["_t0 = torch.nn.functional.one_hot(ids.long(), V).to(dtype)",
-      "z = (_t0.reshape(-1, _t0.shape[-1]).T @ x.reshape(-1, x.shape[-1]))"]),
+      "z = (_t0.reshape(math.prod(_t0.shape[:-1]), _t0.shape[-1]).T @ x.reshape(math.prod(x.shape[:-1]), x.shape[-1]))"]),
     ("no-temporary-needed", x * y, ["z = x*y"], ["z = x*y"]),
     ("silu-grad-shares-sigmoid", Sigmoid(x) * (1 + x * (1 - Sigmoid(x))),
      ["_t0 = scipy.special.expit(x)", "z = (x*(1 - _t0) + 1)*_t0"],
@@ -438,8 +438,8 @@ W = Array("weight", (n, n))
 
 @pytest.mark.parametrize("expr, numpy_text", [
     # a batched operand times a weight matrix (or its transpose): one 2-D product over all rows
-    (MatMul(x, T(W)), "(x.reshape(-1, x.shape[-1]) @ weight.mT).reshape(*x.shape[:-1], weight.mT.shape[-1])"),
-    (MatMul(x, W), "(x.reshape(-1, x.shape[-1]) @ weight).reshape(*x.shape[:-1], weight.shape[-1])"),
+    (MatMul(x, T(W)), "(x.reshape(math.prod(x.shape[:-1]), x.shape[-1]) @ weight.mT).reshape(*x.shape[:-1], weight.mT.shape[-1])"),
+    (MatMul(x, W), "(x.reshape(math.prod(x.shape[:-1]), x.shape[-1]) @ weight).reshape(*x.shape[:-1], weight.shape[-1])"),
     # two batched operands (attention's scores), or a matrix on the left: as written
     (MatMul(q, T(k)), "(q @ k.mT)"),
     (MatMul(W, T(x)), "(weight @ x.mT)"),
@@ -455,7 +455,7 @@ def test_folded_matmul_values():
     """The folded product equals the batched one, for contiguous and strided operands."""
     rng = np.random.default_rng(1)
     w = rng.standard_normal((4, 4))
-    scope = {"weight": w}
+    scope = {"weight": w, "math": math}
     for xv in (rng.standard_normal((2, 3, 5, 4)), rng.standard_normal((2, 5, 3, 4)).transpose(0, 2, 1, 3),
                rng.standard_normal((5, 4)), np.zeros((2, 0, 4))):
         scope["x"] = xv
@@ -555,13 +555,13 @@ def test_torch_bias_matmul_is_one_addmm():
     bias = Array("bias", (1, n))
     expr = MatMul(x, T(W)) + bias
     lines = TorchPrinter({"matrices": frozenset({W})}).print_assign("y", expr, full=_full)
-    assert lines == ["y = torch.addmm(bias, x.reshape(-1, x.shape[-1]), weight.mT)"
+    assert lines == ["y = torch.addmm(bias, x.reshape(math.prod(x.shape[:-1]), x.shape[-1]), weight.mT)"
                      ".reshape(*x.shape[:-1], weight.mT.shape[-1])"]
     assert NumpyPrinter({"matrices": frozenset({W})}).print_assign("y", expr, full=_full)[-1] == "y += bias"
     assert TorchPrinter().print_assign("y", expr, full=_full)[-1] == "y += bias"   # W not a known matrix
     rng = np.random.default_rng(4)
     for xv in (rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 3, 2)).transpose(2, 1, 0), np.zeros((2, 0, 4))):
-        scope = {"torch": torch, "x": torch.tensor(xv), "weight": torch.tensor(rng.standard_normal((4, 4))),
+        scope = {"torch": torch, "math": math, "x": torch.tensor(xv), "weight": torch.tensor(rng.standard_normal((4, 4))),
                  "bias": torch.tensor(rng.standard_normal(4))}
         want = scope["x"] @ scope["weight"].mT + scope["bias"]
         exec("\n".join(lines), scope)
