@@ -9,10 +9,9 @@ with `t` the 1-based number of the step being taken (incremented before the call
 starting at zero — PyTorch's convention. Weight decay applies to 2-D matrices only (embeddings
 and linear weights); biases and norm gains (everything 1-D) get weight_decay = 0, as nanoGPT.
 
-If the generated step kernel is missing, both optimisers fall back to PyTorch's own AdamW
-(`torch.optim.adamw.adamw` on zero-copy views of the NumPy arrays for the numpy backend,
-`torch.optim.AdamW` with the same two parameter groups for the torch backend) — never to a
-hand-written update; `.impl` says which one runs.
+If the generated step kernel is missing, building an optimiser raises MissingKernelError (one
+line from the command line: run `make codegen`): no other update ever runs in its place, since
+any other would be unproven code.
 
 `clip_grad_norm` and `cosine_lr` are bookkeeping around the update, not layer formulas.
 torch is imported only where a torch object is handled: NumPy training never loads it.
@@ -27,16 +26,12 @@ import numpy as np
 
 from .model_numpy import MissingKernelError, default_threads, flat_layout, kernel
 
-GENERATED = "generated adamw_step"
-TORCH_FALLBACK = "torch.optim AdamW (generated adamw_step missing)"
-
-
 def _step_kernel(backend: str):
-    """generated/<backend>/adamw.py's `adamw_step`, or None if that kernel is not generated."""
-    try:
-        return getattr(kernel(backend, "adamw"), "adamw_step")
-    except (MissingKernelError, AttributeError):
-        return None
+    """generated/<backend>/adamw.py's `adamw_step` (MissingKernelError if it is not generated)."""
+    fn = getattr(kernel(backend, "adamw"), "adamw_step", None)
+    if fn is None:
+        raise MissingKernelError(f"generated/{backend}/adamw.py has no adamw_step: run `make codegen`")
+    return fn
 
 
 def _init_step(opt, backend: str, lr, betas, eps, weight_decay) -> None:
@@ -47,7 +42,6 @@ def _init_step(opt, backend: str, lr, betas, eps, weight_decay) -> None:
     opt.weight_decay = float(weight_decay)
     opt.t = 0
     opt._kernel = _step_kernel(backend)
-    opt.impl = GENERATED if opt._kernel is not None else TORCH_FALLBACK
 
 
 def _chunks(runs, size: int) -> list[tuple[int, int, bool]]:
@@ -81,7 +75,7 @@ class AdamW:
         _init_step(self, "numpy", lr, betas, eps, weight_decay)
         # Parameters that tile one flat buffer (NumpyGPT's do) are updated with one kernel call
         # per run of equal weight decay, on slices of flat p, g, m, v; otherwise one per parameter.
-        layout = flat_layout(params) if self._kernel is not None else None
+        layout = flat_layout(params)
         self._runs = None
         if layout is not None:
             base, offsets = layout
@@ -114,14 +108,11 @@ class AdamW:
         for name in self.m:
             p, g = self.params[name], np.asarray(grads[name], dtype=self.params[name].dtype)
             wd = self.weight_decay if decays(name, p.shape) else 0.0
-            if self._kernel is not None:
-                p_new, m_new, v_new = self._kernel(p, g, self.m[name], self.v[name], t=self.t, lr=lr,
-                                                   beta1=self.beta1, beta2=self.beta2,
-                                                   eps=self.eps, weight_decay=wd)
-                p[...] = p_new
-                self.m[name], self.v[name] = m_new, v_new
-            else:
-                self._torch_step(p, g, name, lr, wd)
+            p_new, m_new, v_new = self._kernel(p, g, self.m[name], self.v[name], t=self.t, lr=lr,
+                                               beta1=self.beta1, beta2=self.beta2,
+                                               eps=self.eps, weight_decay=wd)
+            p[...] = p_new
+            self.m[name], self.v[name] = m_new, v_new
 
     def _flat_step(self, grads: dict, lr: float) -> None:
         base, offsets, m_flat, v_flat, g_flat = self._flat
@@ -152,20 +143,6 @@ class AdamW:
         update(chunks[0::n])
         for f in futures:
             f.result()
-
-    def _torch_step(self, p, g, name, lr, wd):
-        if not (p.flags.writeable and p.flags.c_contiguous):
-            raise ValueError(f"AdamW: parameter {name} must be a writeable contiguous array")
-        import torch
-        from torch.optim.adamw import adamw as torch_adamw
-
-        with torch.no_grad():
-            torch_adamw(
-                [torch.from_numpy(p)], [torch.from_numpy(np.ascontiguousarray(g))],
-                [torch.from_numpy(self.m[name])], [torch.from_numpy(self.v[name])], [],
-                [torch.tensor(float(self.t - 1))], foreach=False, amsgrad=False,
-                beta1=self.beta1, beta2=self.beta2, lr=lr, weight_decay=wd, eps=self.eps,
-                maximize=False)
 
     def state_dict(self) -> dict:
         """Flat: hyperparameters, the step count t, and m.<name>, v.<name> arrays."""
@@ -241,7 +218,7 @@ def cosine_lr(step, *, lr, warmup, max_steps, min_lr) -> float:
 # --------------------------------------------------------------------------- torch AdamW
 class TorchAdamW:
     """AdamW for TorchGPT: the generated torch `adamw_step` on every parameter (weight decay on
-    2-D matrices only), or torch.optim.AdamW with the same two groups if the kernel is missing.
+    2-D matrices only).
 
     `params`: an nn.Module, a dict {name: Parameter}, or an iterable of (name, Parameter).
     """
@@ -261,25 +238,16 @@ class TorchAdamW:
             raise ValueError("TorchAdamW needs at least one parameter")
         self.named = named
         _init_step(self, "torch", lr, betas, eps, weight_decay)
-        self._flat = _torch_flat(named) if self._kernel is not None else None
+        self._flat = _torch_flat(named)
         if self._flat is not None:         # TorchGPT's parameters tile one buffer: flat m, v, one call per run
             buf, offsets, self._runs = self._flat
             m_flat, v_flat = torch.zeros_like(buf), torch.zeros_like(buf)
             self._flat = (buf, offsets, m_flat, v_flat)
             self.m = {k: m_flat[offsets[k]:offsets[k] + p.numel()].view(p.shape) for k, p in named}
             self.v = {k: v_flat[offsets[k]:offsets[k] + p.numel()].view(p.shape) for k, p in named}
-            self._opt = None
-        elif self._kernel is not None:
+        else:
             self.m = {k: torch.zeros_like(p) for k, p in named}
             self.v = {k: torch.zeros_like(p) for k, p in named}
-            self._opt = None
-        else:
-            decay = [p for k, p in named if decays(k, p.shape)]
-            rest = [p for k, p in named if not decays(k, p.shape)]
-            groups = [{"params": decay, "weight_decay": self.weight_decay},
-                      {"params": rest, "weight_decay": 0.0}]
-            self._opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=self.lr,
-                                          betas=(self.beta1, self.beta2), eps=self.eps)
 
     def zero_grad(self) -> None:
         for _, p in self.named:
@@ -296,11 +264,6 @@ class TorchAdamW:
 
         lr = self.lr if lr is None else float(lr)
         self.t += 1
-        if self._opt is not None:
-            for group in self._opt.param_groups:
-                group["lr"] = lr
-            self._opt.step()
-            return
         if self._flat is not None and all(p.grad is not None for _, p in self.named):
             buf, offsets, m_flat, v_flat = self._flat
             order = sorted(self.named, key=lambda kp: offsets[kp[0]])
@@ -329,23 +292,14 @@ class TorchAdamW:
             self.v[name].copy_(v_new)
 
     def state_dict(self) -> dict:
-        """The same flat layout as AdamW.state_dict (NumPy arrays), whichever impl runs."""
+        """The same flat layout as AdamW.state_dict (NumPy arrays)."""
         d: dict = {"t": self.t, "lr": self.lr, "beta1": self.beta1, "beta2": self.beta2,
                    "eps": self.eps, "weight_decay": self.weight_decay}
         for name, p in self.named:
-            m, v = self._moments(name, p)
+            m, v = self.m[name], self.v[name]
             d[f"m.{name}"] = m.detach().cpu().numpy().copy()
             d[f"v.{name}"] = v.detach().cpu().numpy().copy()
         return d
-
-    def _moments(self, name, p):
-        if self._opt is None:
-            return self.m[name], self.v[name]
-        import torch
-
-        st = self._opt.state.get(p, {})
-        z = torch.zeros_like(p)
-        return st.get("exp_avg", z), st.get("exp_avg_sq", z)
 
     def load_state_dict(self, d: dict) -> None:
         import torch
@@ -359,18 +313,8 @@ class TorchAdamW:
             v = torch.as_tensor(np.asarray(d[f"v.{name}"])).to(device=p.device, dtype=p.dtype)
             if m.shape != p.shape or v.shape != p.shape:
                 raise ValueError(f"optimizer state for {name}: shape {tuple(m.shape)}, expected {tuple(p.shape)}")
-            if self._opt is None:
-                self.m[name].copy_(m)                  # in place: m, v may be views of one buffer
-                self.v[name].copy_(v)
-            else:
-                self._opt.state[p] = {"step": torch.tensor(float(self.t)), "exp_avg": m.clone(),
-                                      "exp_avg_sq": v.clone()}
-        if self._opt is not None:
-            for group in self._opt.param_groups:
-                group["betas"] = (self.beta1, self.beta2)
-                group["eps"] = self.eps
-            self._opt.param_groups[0]["weight_decay"] = self.weight_decay if any(
-                decays(k, p.shape) for k, p in self.named) else 0.0
+            self.m[name].copy_(m)                      # in place: m, v may be views of one buffer
+            self.v[name].copy_(v)
 
 
 def _torch_flat(named):
