@@ -1,4 +1,5 @@
-"""`qed bench` runs at a tiny size and prints valid JSON with the expected keys.
+"""`qed bench` runs at a tiny size and prints valid JSON: the expected keys, the FLOPs of the config
+counted by hand, and derived columns (tokens/s, GFLOP/s, ratios) consistent with the medians.
 
 No timing is asserted: benchmarks are measured side by side by `qed bench`, not by tests
 (DESIGN.md). The attention_lse kernel is checked with every other op by tests/test_kernels.py
@@ -33,7 +34,14 @@ def test_bench_json():
         assert key in out, key
     assert out["config"]["n_embd"] == 8 and out["batch_size"] == 2
     assert out["codegen_check"]["returncode"] == 0
-    assert out["flops"]["flops"] == out["flops"]["flops_matmul"] + out["flops"]["flops_attention"] > 0
+    # the FLOPs of the tiny config, counted here by hand: per layer the four linear weights hold
+    # 3C² + C² + 4C² + 4C² = 12C² = 768 multiply-adds per token, the lm_head V·C = 65·8 = 520;
+    # 6 FLOPs per weight and token (forward 2, backward 4) over B·T = 16 tokens; attention
+    # 12·L·T·C per token (QKᵀ and AV, forward and backward)
+    assert out["config"]["vocab_size"] == 65
+    assert out["flops"] == {"params": 1472, "matmul_params": 1288, "tokens": 16,
+                            "flops_matmul": 6 * 1288 * 16, "flops_attention": 12 * 1 * 8 * 8 * 16,
+                            "flops": 6 * 1288 * 16 + 12 * 8 * 8 * 16}
     assert set(out["results"]) == set(IMPLS) and out["impls"] == list(IMPLS)   # --no-compile: no row (b′)
     for name in IMPLS:
         r = out["results"][name]
@@ -42,7 +50,10 @@ def test_bench_json():
             assert key in r, (name, key)
         assert r["steps"] == 2 and r["min_ms"] <= r["median_ms"] <= r["max_ms"]
         assert r["memory"]["peak_rss_mb"] > 0 and "method" in r["memory"]
-    assert out["results"]["eager"]["ratio_to_eager"] == pytest.approx(1.0)
+        # the derived columns are what the median says
+        assert r["tokens_per_s"] == pytest.approx(16 / (r["median_ms"] / 1e3), rel=1e-9)
+        assert r["gflops"] == pytest.approx(out["flops"]["flops"] / (r["median_ms"] / 1e3) / 1e9, rel=1e-9)
+        assert r["ratio_to_eager"] == pytest.approx(r["median_ms"] / out["results"]["eager"]["median_ms"], rel=1e-9)
 
 
 def test_bench_numpy_worker_processes():

@@ -155,9 +155,10 @@ def test_bad_prompt_and_bad_checkpoints(sort_run, tmp_path):
 
 
 def test_prove_does_not_import_torch():
-    code = ("import sys; from qed.cli import build_parser; import qed.cli as c; "
-            "c.build_parser().parse_args(['prove', '--json']); "
-            "assert 'torch' not in sys.modules and 'numpy' not in sys.modules, sorted(sys.modules)")
+    """`qed prove` (here on the softmax claims, in-process) proves without ever loading torch."""
+    code = ("import sys; from qed.cli import main; rc = main(['prove', 'softmax', '-j', '1']); "
+            "assert rc == 0, rc; assert 'torch' not in sys.modules, sorted(m for m in sys.modules if 'torch' in m)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
     assert r.returncode == 0, r.stderr
+    assert "proved-general" in r.stdout
