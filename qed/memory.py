@@ -99,7 +99,9 @@ def available_bytes() -> int | None:
 def fmt_bytes(n: int) -> str:
     if n >= GIB:
         return f"{n / GIB:,.1f} GiB"
-    return f"{n / (1 << 20):,.0f} MiB"
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):,.0f} MiB"
+    return f"{n / 1024:,.0f} KiB"
 
 
 def check_fits(config, *, batch_size: int, seq_len: int, itemsize: int, backend: str,
