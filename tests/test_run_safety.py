@@ -249,3 +249,20 @@ def test_repeated_interrupts_never_lose_the_save(tmp_path, signals):
         assert f"{n} further interrupt{'s' * (n != 1)} ignored while saving" in stderr, stderr
     r = qed("train", "--resume", out, "--steps", int(m.group(1)) + 2)
     assert r.returncode == 0, r.stderr
+
+
+# --------------------------------------------------------------------------- the memory estimate
+def test_memory_estimate_refuses_only_what_cannot_fit():
+    from qed.config import GPTConfig
+    from qed.memory import MemoryEstimateError, check_fits, estimate
+
+    cfg = GPTConfig(n_layer=2, n_head=4, n_embd=48, block_size=11, vocab_size=10)
+    args = dict(batch_size=64, seq_len=11, itemsize=4, backend="numpy")
+    est = check_fits(cfg, available=1 << 30, **args)                    # the default run: fits in 1 GiB
+    assert est["params"] == 57_648 and est["parameter state"] == 57_648 * 4 * 5
+    with pytest.raises(MemoryEstimateError, match=r"needs an estimated .* has 1 KiB available"):
+        check_fits(cfg, available=1024, **args)
+    huge = GPTConfig(n_layer=2, n_head=4, n_embd=2**40, block_size=11, vocab_size=10)
+    assert estimate(huge, **args)["params"] > 2**80                     # Python integers: no overflow
+    bigger = estimate(cfg, **dict(args, batch_size=128))
+    assert bigger["activations"] == 2 * estimate(cfg, **args)["activations"]
