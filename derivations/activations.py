@@ -143,6 +143,7 @@ def _gelu_op() -> Op:
     x·Φ(x) and Φ(x) + xφ(x), exactly as `gelu` and `gelu_grad` write them. Φ is the array
     language's `NormalCDF` node, which the proofs read as (1 + erf(x/√2))/2."""
     x, y, cdf = EX, EY, Array("cdf", (r, n))
+    ax, gauss = Array("ax", (r, n), latex="|x|"), Array("gauss", (r, n), latex=r"e^{-|x|/2}")
     dy, dx = EDY, EDX
     assert sp.expand(document_form(NormalCDF(x)) - Phi(x)) == 0
     assert sp.expand(gelu(x) - x * Phi(x)) == 0 and sp.expand(gelu_grad(x) - (Phi(x) + x * phi(x))) == 0
@@ -164,7 +165,10 @@ def _gelu_op() -> Op:
         },
         claims=["gelu.exact.derivative", "gelu.exact.vjp"],
         inputs=[x], forward=[Assign(cdf, NormalCDF(x)), Assign(y, x * cdf)], outputs=[y], saved=[x, cdf],
-        backward=[Assign(dx, dy * (cdf + x * phi(x)))], grads=[dx],
+        # e^{−x²/2} as (e^{−|x|/2})^{|x|}: x·x overflows for |x| > 1.8e19 (float32) although
+        # e^{−x²/2} is then 0; the power underflows to 0 instead (no floating-point exception)
+        backward=[Assign(ax, sp.Abs(x)), Assign(gauss, sp.exp(-ax / 2)),
+                  Assign(dx, dy * (cdf + x * gauss ** ax / sp.sqrt(2 * sp.pi)))], grads=[dx],
         optional_axes=2,                                   # elementwise: any shape, 0-D too
         cache_doc="x and cdf = Φ(x), the forward's normal CDF: the backward's Φ(x) + xφ(x) reuses it "
                   "(one erf per element and step; φ needs only an exp).")

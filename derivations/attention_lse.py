@@ -2,17 +2,21 @@
 
 The standard op (`derivations/attention.py`) saves A = softmax(S), an m×n matrix per batch and
 head, from the forward to the backward: at T = 1024 that is the largest thing a GPT keeps. This
-op saves instead one number per row, FlashAttention's log-sum-exp
+op saves instead two numbers per row, FlashAttention's log-sum-exp in two parts, the row max
+and the log-sum of the shifted scores,
 
-    lse_i = max_k S_ik + log Σ_p exp(S_ip − max_k S_ik),
+    mx_i = max_k S_ik,    lsum_i = log Σ_p exp(S_ip − mx_i)     (lse_i = mx_i + lsum_i),
 
 and the backward rebuilds the weights from the scores (Q Kᵀ/√d_k, recomputed, one matmul):
 
-    A_ij = exp(S_ij − lse_i).
+    A_ij = exp((S_ij − mx_i) − lsum_i).
 
-That identity is the claim `attention_lse.recompute` (for symbolic n, with the index normaliser;
-the row max is an arbitrary per-row number there, so it holds for whatever shift the code
-subtracts). The rest of the backward is the standard one (dV, dA, dS with rowsum(dO ⊙ O), dQ,
+The two parts are kept apart for accuracy: lse_i rounded to one number has an absolute error of
+|mx_i|·ε, which is O(1) once |S| ≳ 1/ε (2^24 in float32), and exp(S − lse) would then lose the
+normalisation (rows of A no longer summing to 1). S − mx is as accurate as S, and lsum ∈
+[0, log n]. That identity is the claim `attention_lse.recompute` (for symbolic n, with the
+index normaliser; the row max is an arbitrary per-row number there, so it holds for whatever
+shift the code subtracts). The rest of the backward is the standard one (dV, dA, dS with rowsum(dO ⊙ O), dQ,
 dK); `attention_lse.dQ`, `.dK`, `.dV` differentiate the loss through the *forward* as computed
 and compare with the backward as printed, recomputation included. `attention_lse.output` shows
 the forward computes the same O as the standard op, and `attention_lse.causal` that the
@@ -33,7 +37,9 @@ i, j, e, f, c = (index(s) for s in ("i", "j", "e", "f", "c"))
 
 q, k, v = Array("q", (m, d_k)), Array("k", (n, d_k)), Array("v", (n, d_v))
 s, att, o = Array("s", (m, n)), Array("att", (m, n)), Array("o", (m, d_v))
-mx, ex, lse = Array("mx", (m, 1)), Array("ex", (m, n)), Array("lse", (m, 1))
+mx, ex = Array("mx", (m, 1)), Array("ex", (m, n))
+lsum = Array("lsum", (m, 1))             # log Σ_p e^{S_ip − mx_i}: lse = mx + lsum, kept apart
+sm = Array("sm", (m, n))                 # the backward's shifted scores S − mx
 do, datt, ds = grad_of(o), grad_of(att), grad_of(s)
 dq, dk, dv = grad_of(q), grad_of(k), grad_of(v)
 delta = Array("delta", (m, 1))
@@ -43,7 +49,7 @@ SCORES = MatMul(q, T(k)) / sp.sqrt(d_k)
 # The document's attention (seed A §1, seed B §3 and §5) and FlashAttention's row log-sum-exp,
 # in a scope of their own: no max shift anywhere (the printed lines' shift is what the
 # generated claims prove harmless). ℓ is not an output: it is saved, and the generated backward
-# claims read the cache's lse through its forward definition.
+# claims read the cache's mx and lsum through their forward definitions.
 S_spec = Array("s", (m, n), latex="S")
 A_spec = Array("att", (m, n), latex="A")
 L_spec = Array("lse", (m, 1), latex=r"\ell")
@@ -63,18 +69,22 @@ ATTENTION_LSE = Op(
     mistakes={
         "no-scale": ("the 1/√d_k scale dropped from the forward's scores", "forward", "ex",
                      sp.exp(s * sp.sqrt(d_k) - mx)),
-        "lse-no-max": ("lse without the row max added back", "forward", "lse", sp.log(RowSum(ex))),
-        "lse-max-sign": ("lse = log Σ e^{S − max} − max (sign of the shift flipped)", "forward", "lse",
-                         sp.log(RowSum(ex)) - mx),
-        "lse-unmasked": ("lse of the unmasked scores (mask applied after the log-sum-exp)", "forward", "lse",
-                         RowMax(SCORES) + sp.log(RowSum(sp.exp(SCORES - RowMax(SCORES))))),
+        "lsum-with-max": ("the whole lse = max + log Σ e^{S − max} saved where the backward subtracts the "
+                          "max again", "forward", "lsum", mx + sp.log(RowSum(ex))),
+        "lsum-unshifted": ("log Σ e^{S} (no shift) saved with the shifted scores", "forward", "lsum",
+                           sp.log(RowSum(sp.exp(s)))),
+        "lse-unmasked": ("the log-sum of the unmasked scores (mask applied after the log-sum-exp)", "forward",
+                         "lsum", sp.log(RowSum(sp.exp(SCORES - RowMax(SCORES))))),
         "mask-after-softmax": ("future weights zeroed after the softmax of the unmasked scores, rows not "
                                "renormalised", "forward", "att",
                                sp.exp(SCORES - RowMax(SCORES)) / RowSum(sp.exp(SCORES - RowMax(SCORES)))
                                * sp.exp(s - SCORES)),
-        "recompute-unscaled": ("scores recomputed without 1/√d_k in the backward", "backward", "att",
-                               sp.exp(s * sp.sqrt(d_k) - lse)),
-        "recompute-exp-minus-lse": ("e^{S} − lse instead of e^{S − lse}", "backward", "att", sp.exp(s) - lse),
+        "recompute-unscaled": ("scores recomputed without 1/√d_k in the backward", "backward", "sm",
+                               s * sp.sqrt(d_k) - mx),
+        "recompute-no-shift": ("the max not subtracted in the backward: e^{S − lsum}", "backward", "att",
+                               sp.exp(s - lsum)),
+        "recompute-exp-minus-lse": ("e^{S − max} − lsum instead of e^{S − max − lsum}", "backward", "att",
+                                    sp.exp(sm) - lsum),
         "dq-no-scale": ("the 1/√d_k dropped from dQ", "backward", "dq", MatMul(ds, k)),
         "dA-for-dS": ("dA used in place of dS in dQ", "backward", "dq", MatMul(datt, k) / sp.sqrt(d_k)),
         "no-rowsum": ("dS = A ⊙ dA (the rowsum term dropped)", "backward", "ds", att * datt),
@@ -91,21 +101,24 @@ ATTENTION_LSE = Op(
         Assign(s, CausalMask(s), when="causal"),             # M_ij = −∞ for j > i
         Assign(mx, RowMax(s)),                               # any per-row shift: softmax.shift
         Assign(ex, sp.exp(s - mx)),
-        Assign(lse, mx + sp.log(RowSum(ex))),                # log Σ_p e^{S_ip}, computed stably
+        Assign(lsum, sp.log(RowSum(ex))),                    # lse = mx + lsum, kept as two numbers
         Assign(att, ex / RowSum(ex)),
         Assign(o, MatMul(att, v)),
     ],
     outputs=[o],
-    saved=[q, k, v, o, lse],                                 # no m×n array is kept
+    saved=[q, k, v, o, mx, lsum],                            # no m×n array is kept
     backward=[
         Assign(s, SCORES),                                   # recomputed: one matmul
         Assign(s, CausalMask(s), when="causal"),
-        Assign(att, sp.exp(s - lse)),                        # attention_lse.recompute
+        Assign(sm, s - mx),                                  # S − max: as accurate as S
+        Assign(att, sp.exp(sm - lsum)),                      # attention_lse.recompute
     ] + BACKWARD_FROM_WEIGHTS,                               # then attention's: dV, dA, δ, dS, dQ, dK
     grads=[dq, dk, dv],
     broadcast=True,          # leading axes broadcast between q, k, v (torch's scaled_dot_product_attention)
-    cache_doc="q, k, v, the output o and lse (m×1), the log-sum-exp of each row of scores; no "
-              "m×n array: the backward recomputes the scores and A = exp(S − lse) from them.",
+    cache_doc="q, k, v, the output o, and the log-sum-exp of each row of scores in two parts (m×1 "
+              "each): mx, the row max, and lsum = log Σ exp(S − mx); no m×n array: the backward "
+              "recomputes the scores and A = exp((S − mx) − lsum) from them (never S − (mx + lsum), "
+              "whose rounding loses lsum once |S| ≳ 1/ε).",
 )
 OPS = [ATTENTION_LSE]
 
@@ -124,36 +137,38 @@ def _env(assigns, when=frozenset()) -> dict:
 
 forward = _env(ATTENTION_LSE.forward)                       # the forward as it runs
 forward_causal = _env(ATTENTION_LSE.forward, {"causal"})
-# the backward's own lines (its recomputed s and att), reading the forward's saved lse and o
+# the backward's own lines (its recomputed s and att), reading the forward's saved mx, lsum and o
 backward = {**forward, **_env(ATTENTION_LSE.backward)}
-backward[att] = sp.exp(s - lse)
+backward[att] = sp.exp(s - mx - lsum)
 backward_causal = {**forward_causal, **_env(ATTENTION_LSE.backward, {"causal"})}
-recomputed = ATTENTION_LSE.backward[2].expr                 # exp(s − lse), the printed line
-assert recomputed == sp.exp(s - lse)
+backward_causal[att] = sp.exp(s - mx - lsum)
+# the printed lines sm = s − mx, att = exp(sm − lsum): A in the backward's s and the cache
+recomputed = ATTENTION_LSE.backward[3].expr.xreplace({sm: ATTENTION_LSE.backward[2].expr})
+assert recomputed == sp.exp(s - mx - lsum)
 
 setting = Setting(sizes={m: 2, n: 3, d_k: 2, d_v: 2},
                   indices={i: (0, m - 1), j: (0, n - 1), e: (0, m - 1), f: (0, d_k - 1)})
 sqrt_dk = sp.sqrt(d_k)
 
 # ------------------------------------------------------------------------------- recompute
-# exp(S_ij − lse_i) = e^{S_ij} / Σ_p e^{S_ip}, S free (any scores), the max an arbitrary per-row number.
-scores_free = {mx: RowMax(s), ex: sp.exp(s - mx), lse: mx + sp.log(RowSum(ex))}
+# exp((S_ij − mx_i) − lsum_i) = e^{S_ij} / Σ_p e^{S_ip}, S free (any scores), the max an arbitrary per-row number.
+scores_free = {mx: RowMax(s), ex: sp.exp(s - mx), lsum: sp.log(RowSum(ex))}
 lse_wrong_no_max = sp.log(RowSum(sp.exp(s - RowMax(s))))
 recompute = index_claim(
     "attention_lse.recompute",
-    "exp(S − lse) is the softmax (the backward may rebuild A from one number per row)",
+    "exp((S − max) − lsum) is the softmax (the backward may rebuild A from two numbers per row)",
     "FlashAttention (log-sum-exp recomputation); seed B §4",
-    r"e^{S_{ij} - \ell_{i}} = \frac{e^{S_{ij}}}{\sum_{p} e^{S_{ip}}}, \quad "
-    r"\ell_{i} = \max_{k} S_{ik} + \log \sum_{p} e^{S_{ip} - \max_{k} S_{ik}}",
+    r"e^{\left(S_{ij} - \mu_{i}\right) - \lambda_{i}} = \frac{e^{S_{ij}}}{\sum_{p} e^{S_{ip}}}, \quad "
+    r"\mu_{i} = \max_{k} S_{ik}, \quad \lambda_{i} = \log \sum_{p} e^{S_{ip} - \mu_{i}}",
     lhs=entry(recomputed, (i, j), scores_free), rhs=entry(softmax_math(s), (i, j)),
     setting=setting,
     mutants={
-        "max-not-added-back": ("lse without the row max added back",
+        "max-not-subtracted": ("the row max not subtracted before lsum: e^{S − lsum}",
                                entry(sp.exp(s - lse_wrong_no_max), (i, j))),
-        "log-of-max": ("lse = log Σ e^{S} − max (sign of the shift flipped)",
-                       entry(sp.exp(s - (sp.log(RowSum(sp.exp(s - RowMax(s)))) - RowMax(s))), (i, j))),
-        "exp-minus-lse": ("e^{S} − lse instead of e^{S − lse}",
-                          entry(sp.exp(s) - (RowMax(s) + lse_wrong_no_max), (i, j))),
+        "max-added": ("the row max added instead of subtracted: e^{S + max − lsum}",
+                      entry(sp.exp(s + RowMax(s) - lse_wrong_no_max), (i, j))),
+        "exp-minus-lse": ("e^{S − max} − lsum instead of e^{S − max − lsum}",
+                          entry(sp.exp(s - RowMax(s)) - lse_wrong_no_max, (i, j))),
     })
 
 # ------------------------------------------------------------------------------- forward output
@@ -177,40 +192,40 @@ def loss(out: Array, env: dict, rows, cols, upstream: Array):
 
 
 # L is differentiated through the forward as it runs (ex / rowsum(ex)); the gradients are the
-# backward's lines, whose A is the recomputed exp(S − lse).
+# backward's lines, whose A is the recomputed exp((S − mx) − lsum).
 L_forward = loss(o, forward, m, d_v, do)
-wrong_recompute = {**backward, att: sp.exp(s - lse_wrong_no_max)}
+wrong_recompute = {**backward, att: sp.exp(s - lsum)}    # the max not subtracted
 dV = index_claim(
-    "attention_lse.dV", "Gradient with respect to V, with A recomputed from lse", "seed A §6.A",
-    r"\frac{\partial \mathcal{L}}{\partial V} = \left(e^{S - \ell \mathbf{1}^{T}}\right)^{T} "
+    "attention_lse.dV", "Gradient with respect to V, with A recomputed from mx and lsum", "seed A §6.A",
+    r"\frac{\partial \mathcal{L}}{\partial V} = \left(e^{\left(S - \mu \mathbf{1}^{T}\right) - \lambda \mathbf{1}^{T}}\right)^{T} "
     r"\frac{\partial \mathcal{L}}{\partial O}",
     lhs=sp.diff(L_forward, v.base[e, f]), rhs=entry(dv, (e, f), backward),
     setting=Setting(sizes=setting.sizes, indices={e: (0, n - 1), f: (0, d_v - 1)}),
     mutants={"no-transpose": ("A used instead of Aᵀ", entry(MatMul(att, do), (e, f), backward)),
-             "recompute-no-max": ("A recomputed from an lse without the row max",
+             "recompute-no-max": ("A recomputed without the row max subtracted",
                                   entry(dv, (e, f), wrong_recompute))})
 dQ = index_claim(
-    "attention_lse.dQ", "Gradient with respect to Q, end to end, with A recomputed from lse",
+    "attention_lse.dQ", "Gradient with respect to Q, end to end, with A recomputed from mx and lsum",
     "seed A §6.D; FlashAttention",
     r"\frac{\partial \mathcal{L}}{\partial Q} = \frac{1}{\sqrt{d_{k}}} \left(A \odot \left(\frac{\partial "
     r"\mathcal{L}}{\partial O} V^{T} - \mathrm{rowsum}\left(\frac{\partial \mathcal{L}}{\partial O} \odot "
-    r"O\right)\right)\right) K, \quad A = e^{S - \ell \mathbf{1}^{T}}",
+    r"O\right)\right)\right) K, \quad A = e^{\left(S - \mu \mathbf{1}^{T}\right) - \lambda \mathbf{1}^{T}}",
     lhs=sp.diff(L_forward, q.base[e, f]), rhs=entry(dq, (e, f), backward), setting=setting,
     mutants={"no-scale": ("the 1/√d_k dropped", entry(MatMul(ds, k), (e, f), backward)),
-             "recompute-no-max": ("A recomputed from an lse without the row max",
+             "recompute-no-max": ("A recomputed without the row max subtracted",
                                   entry(dq, (e, f), wrong_recompute)),
              "recompute-unscaled": ("scores recomputed without 1/√d_k",
                                     entry(dq, (e, f), {**backward, s: MatMul(q, T(k))}))})
 dK = index_claim(
-    "attention_lse.dK", "Gradient with respect to K, end to end, with A recomputed from lse",
+    "attention_lse.dK", "Gradient with respect to K, end to end, with A recomputed from mx and lsum",
     "seed A §6.D; FlashAttention",
     r"\frac{\partial \mathcal{L}}{\partial K} = \frac{1}{\sqrt{d_{k}}} \left(\frac{\partial \mathcal{L}}"
-    r"{\partial S}\right)^{T} Q, \quad A = e^{S - \ell \mathbf{1}^{T}}",
+    r"{\partial S}\right)^{T} Q, \quad A = e^{\left(S - \mu \mathbf{1}^{T}\right) - \lambda \mathbf{1}^{T}}",
     lhs=sp.diff(L_forward, k.base[e, f]), rhs=entry(dk, (e, f), backward),
     setting=Setting(sizes=setting.sizes, indices={e: (0, n - 1), f: (0, d_k - 1)}),
     mutants={"no-transpose": ("dS used instead of dSᵀ",
                               sp.Sum(entry(ds, (e, c), backward) * q.base[c, f], (c, 0, m - 1)) / sqrt_dk),
-             "recompute-no-max": ("A recomputed from an lse without the row max",
+             "recompute-no-max": ("A recomputed without the row max subtracted",
                                   entry(dk, (e, f), wrong_recompute))})
 
 # ------------------------------------------------------------------------------- causal mask
@@ -238,13 +253,13 @@ def _causal() -> Proof:
 causal = Claim(
     id="attention_lse.causal", title="Causal mask: recomputed weights are 0 after the query and a softmax before it",
     source="seed B §5; FlashAttention",
-    latex=r"e^{S_{ij} - \ell_{i}} = 0 \ (j > i), \quad e^{S_{ij} - \ell_{i}} = \mathrm{softmax}(S + M)_{ij}, \quad "
-          r"e^{S_{ij} - \ell_{i}} = \mathrm{softmax}(S)_{ij} \ (i \geq n)",
+    latex=r"e^{\left(S_{ij} - \mu_{i}\right) - \lambda_{i}} = 0 \ (j > i), \quad e^{\left(S_{ij} - \mu_{i}\right) - \lambda_{i}} = \mathrm{softmax}(S + M)_{ij}, \quad "
+          r"e^{\left(S_{ij} - \mu_{i}\right) - \lambda_{i}} = \mathrm{softmax}(S)_{ij} \ (i \geq n)",
     prove=_causal,
     mutants=[
         Mutant("unmasked-recompute", "scores recomputed without the mask (future keys get weight)",
-               lambda: refute_causal(backward_causal, sp.exp(SCORES - lse))),
-        Mutant("unmasked-lse", "lse of the unmasked scores (rows of the masked weights do not sum to 1)",
+               lambda: refute_causal(backward_causal, sp.exp(SCORES - mx - lsum))),
+        Mutant("unmasked-lse", "lsum of the unmasked scores (rows of the masked weights do not sum to 1)",
                lambda: refute_causal(backward_causal, sp.exp(CausalMask(SCORES) - (RowMax(SCORES) + sp.log(
                    RowSum(sp.exp(SCORES - RowMax(SCORES)))))))),
     ])

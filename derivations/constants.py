@@ -345,23 +345,44 @@ STEP_METHOD = ("exact algebra, elementwise: entry (a, b) of every output of the 
                "insides in lowest terms, then expand and cancel")
 
 
+def _bias_corrections(step) -> tuple[dict, list[str]]:
+    """β^t → 1 − c with c a positive symbol, for every option β whose domain lies in [0, 1) and
+    every option t whose domain lies in the integers ≥ 1: the fact 0 < 1 − β^t ≤ 1 (β^t =
+    β·β^{t−1} ∈ [0, β] ⊂ [0, 1)), which is what lets √(v/(1 − β^t)) be √v / √(1 − β^t) (a
+    root of a quotient by a positive number splits, for any v). The domains are the options'
+    own, which the generated code checks at run time (`_validate.in_domain`)."""
+    unit = sp.Interval.Ropen(0, 1)
+    betas = [o for o in step.options if o.symbol is not None and o.allowed().is_subset(unit)]
+    steps_ = [o for o in step.options if o.symbol is not None and o.symbol.is_integer
+              and o.allowed().is_subset(sp.Range(1, sp.oo))]
+    subs, facts = {}, []
+    for b in betas:
+        for t in steps_:
+            subs[b.symbol ** t.symbol] = 1 - sp.Dummy(f"c_{b.name}", positive=True)
+            facts.append(f"1 − {b.name}^{t.name} > 0 (0 ≤ {b.name} < 1, {t.name} ≥ 1: the options' "
+                         "domain, checked at run time)")
+    return subs, facts
+
+
 def prove_update(step, assigns: list | None = None) -> Proof:
-    """Every output of the printed `assigns` (or the ones given) equals the spec's."""
+    """Every output of the printed `assigns` (or the ones given) equals the spec's, where each
+    bias correction 1 − β^t is a positive number (`_bias_corrections`)."""
     if not step.spec:
         return Proof("unproven", f"step {step.name} has no specification")
     printed = _close(step.assigns if assigns is None else assigns)
     spec = _close(step.spec)
+    corrections, facts = _bias_corrections(step)
     for o in step.outputs:
         if o not in printed:
             return Proof("unproven", STEP_METHOD, residual=f"{o.name} is never computed")
         diff = entry(printed[o], (_A, _B)) - entry(spec[o], (_A, _B))
-        if not _is_zero(diff):
+        if not _is_zero(diff.xreplace(corrections)):
             cx = _step_check(step).refute(step.assigns if assigns is None else assigns)
             return Proof("refuted" if cx else "unproven", STEP_METHOD, [],
                          f"{o.name}: {sp.sstr(diff)}", counterexample=cx)
     assumptions = ["r, n symbolic sizes (the step is elementwise: any shape)",
                    "1 − β₁^t ≠ 0, 1 − β₂^t ≠ 0, √v̂ + ε ≠ 0 where the rule divides by them"
-                   if len(step.spec) > 1 else "η, W, ∂L/∂W real"]
+                   if len(step.spec) > 1 else "η, W, ∂L/∂W real"] + facts
     return Proof("proved-general", STEP_METHOD, assumptions, "0",
                  spot_check=_step_check(step).spot_check())
 

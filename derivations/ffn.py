@@ -26,6 +26,7 @@ x = Array("x", (r, n))
 w_gate, w_up, w_down = Array("w_gate", (hid, n)), Array("w_up", (hid, n)), Array("w_down", (n, hid))
 g, u, hh, y = Array("g", (r, hid)), Array("u", (r, hid)), Array("h", (r, hid)), Array("y", (r, n))
 dy, dh, dg, du = grad_of(y), grad_of(hh), grad_of(g), grad_of(u)
+dsilu = Array("dsilu", (r, hid), latex=r"\mathrm{SiLU}'(g)")   # the backward's SiLU′(g), bounded
 dx, dw_gate, dw_up, dw_down = grad_of(x), grad_of(w_gate), grad_of(w_up), grad_of(w_down)
 
 # The document's SwiGLU (seed B §13-14), in a scope of its own, SiLU written out as
@@ -67,7 +68,10 @@ SWIGLU = Op(
         Assign(dh, MatMul(dy, w_down)),                # dh = dy W_d
         Assign(dw_down, Contract(dy, hh)),             # dW_d = Σ dyᵀ h
         Assign(du, dh * silu(g)),                      # du = dh ⊙ SiLU(g)
-        Assign(dg, dh * u * silu_grad(g)),             # dg = dh ⊙ u ⊙ SiLU′(g)
+        # SiLU′(g) = σ(g)(1 + g(1 − σ(g))) ∈ [−0.1, 1.1] first: multiplying the unbounded
+        # factors dh ⊙ u ⊙ (1 + g(1 − σ(g))) before σ(g) gives inf·0 = NaN at g ≪ 0
+        Assign(dsilu, silu_grad(g)),
+        Assign(dg, dh * u * dsilu),                    # dg = dh ⊙ u ⊙ SiLU′(g)
         Assign(dw_up, Contract(du, x)),
         Assign(dw_gate, Contract(dg, x)),
         Assign(dx, MatMul(dg, w_gate) + MatMul(du, w_up)),

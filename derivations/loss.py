@@ -32,6 +32,7 @@ MX = Array("row_max", (T, 1))
 EXPS = Array("exps", (T, V))
 SUMEXP = Array("sum_exps", (T, 1))
 PROBS = Array("probs", (T, V))
+ZT = Array("target_shifted", (T, 1))   # z_t − max: the target's logit against the row max
 LOSSES = Array("losses", (T, 1))
 LOSS = Array("loss", (1, 1), latex="L")
 dLOSS = grad_of(LOSS)
@@ -94,7 +95,10 @@ CROSS_ENTROPY = Op(
         Assign(EXPS, sp.exp(Z - MX)),
         Assign(SUMEXP, RowSum(EXPS)),
         Assign(PROBS, EXPS / SUMEXP),
-        Assign(LOSSES, MX + sp.log(SUMEXP) - Take(Z, TGT)),
+        # log Σ e^{z − m} − (z_t − m): both O(1)-accurate terms; the max is never added to the
+        # O(1) log-sum (m + log Σ … rounds the log-sum away once |m| ≫ 1/ε)
+        Assign(ZT, Take(Z, TGT) - MX),
+        Assign(LOSSES, sp.log(SUMEXP) - ZT),
         Assign(LOSS, mean_over_mask(LOSSES, MASK)),
     ],
     outputs=[LOSS],
@@ -163,7 +167,7 @@ ell_code = entry(LOSSES, (i, 0), code)
 
 def _prove_logsumexp() -> Proof:
     # the code's loss is −log p_correct, and z_t − m − log Σ e^{z−m} = log softmax(z)_t for every m
-    first = _exp_equal(-ell_code, sp.log(p_correct), "code: max + log Σ e^{z−max} − z_t")
+    first = _exp_equal(-ell_code, sp.log(p_correct), "code: log Σ e^{z−max} − (z_t − max)")
     if first.status != "proved-general":
         return first
     m = sp.IndexedBase("c", real=True)[i]      # an arbitrary real shift per row

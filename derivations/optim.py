@@ -176,9 +176,33 @@ _EPS = Option(eps_s, "eps", 1e-8, "ε added to √v̂")
 _WD = Option(wd_s, "weight_decay", 1e-2, "decoupled weight decay λ")
 
 
+G_scaled = Array("g_scaled", (r_, n_))   # (1 − β₂) g: the printed second moment's first factor
+
+
 def _moment_assigns():
+    """m_t, v_t as `adam_moments` states them, v_t printed in the order that does not overflow:
+    v_t = β₂ v_{t−1} + ((1 − β₂) g) g, never g·g first (g² is out of range for |g| > 1.8e19 in
+    float32 where (1 − β₂) g² is not). `<step>.update` proves the lines equal to the spec."""
     m_expr, v_expr = adam_moments(G, M, V, beta1_s, beta2_s)
-    return [Assign(M_new, m_expr), Assign(V_new, v_expr)]
+    assert sp.expand(v_expr - (beta2_s * V + (1 - beta2_s) * G * G)) == 0
+    return [Assign(M_new, m_expr), Assign(G_scaled, (1 - beta2_s) * G),
+            Assign(V_new, beta2_s * V + G_scaled * G)]
+
+
+def _stable_direction(m_new, v_new, t, beta1, beta2, eps):
+    """m̂ / (√v̂ + ε) as printed: √v̂ = √v_t / √(1 − β₂^t), the root taken before the division
+    by 1 − β₂^t (v_t / (1 − β₂^t) overflows first: 1 − β₂ = 1e-3 at t = 1). Equal to
+    `adam_direction` of `adam_bias_correction` for v_t ≥ 0 and 1 − β₂^t > 0 (0 ≤ β₂ < 1,
+    t ≥ 1, the options' domain); `<step>.update` proves it under exactly that."""
+    return (m_new / (1 - beta1 ** t)) / (sp.sqrt(v_new) / sp.sqrt(1 - beta2 ** t) + eps)
+
+
+def _adam_p_new(theta, m_new, v_new, t, lr, beta1, beta2, eps, weight_decay=None):
+    """θ_t of `adam_param_update` / `adamw_param_update`, with the direction as printed."""
+    direction = _stable_direction(m_new, v_new, t, beta1, beta2, eps)
+    if weight_decay is None:
+        return theta - lr * direction
+    return theta - lr * (direction + weight_decay * theta)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,7 +269,7 @@ STEPS: dict[str, Step] = {
         claims=["adam.update", "adam.geometric", "adam.bias_correction", "adam.step_bound"],
         inputs=[P, G, M, V], options=[_T, _LR, _B1, _B2, _EPS],
         assigns=_moment_assigns() + [
-            Assign(P_new, adam_param_update(P, M_new, V_new, t_s, lr_s, beta1_s, beta2_s, eps_s))],
+            Assign(P_new, _adam_p_new(P, M_new, V_new, t_s, lr_s, beta1_s, beta2_s, eps_s))],
         outputs=[P_new, M_new, V_new], state=[M, V],
         spec=ADAM_SPEC, source="seed B §20", names=ADAM_NAMES, mistakes=ADAM_MISTAKES,
         check={"nonnegative": ("v",)}),
@@ -254,7 +278,7 @@ STEPS: dict[str, Step] = {
         claims=["adamw.update", "adamw.decoupled", "adamw.vs_l2"],
         inputs=[P, G, M, V], options=[_T, _LR, _B1, _B2, _EPS, _WD],
         assigns=_moment_assigns() + [
-            Assign(P_new, adamw_param_update(P, M_new, V_new, t_s, lr_s, beta1_s, beta2_s, eps_s, wd_s))],
+            Assign(P_new, _adam_p_new(P, M_new, V_new, t_s, lr_s, beta1_s, beta2_s, eps_s, wd_s))],
         outputs=[P_new, M_new, V_new], state=[M, V],
         spec=ADAMW_SPEC, source="seed B (flow) §20; Loshchilov & Hutter (decoupled decay)",
         names=ADAM_NAMES, mistakes=ADAMW_MISTAKES, check={"nonnegative": ("v",)}),
@@ -616,13 +640,17 @@ def _prove_decoupled() -> Proof:
     step = STEPS["adamw"]
     sub = dict(zip((P, G, M, V), (theta, g, m, v)))
     sub.update({t_s: t, lr_s: eta, beta1_s: beta1, beta2_s: beta2, eps_s: eps, wd_s: lam})
-    checks["STEPS['adamw'] prints this expression"] = step.value(P_new).xreplace(sub) - w_new[0]
+    # the printed √v̂ = √v_t / √(1 − β₂^t) is √(v_t / (1 − β₂^t)) where 1 − β₂^t > 0, which
+    # 0 < β₂ < 1 and t ≥ 1 give (β₂^t ∈ (0, β₂]): 1 − β₂^t is that positive number below
+    positive = {beta2 ** t: 1 - sp.Dummy("c", positive=True)}
+    checks["STEPS['adamw'] prints this expression"] = \
+        (step.value(P_new).xreplace(sub) - w_new[0]).xreplace(positive)
     bad = {k: sp.sstr(e) for k, e in checks.items() if not _is_zero(e)}
     if bad:
         return Proof("unproven", "exact algebra", residual=str(bad))
     return Proof("proved-general",
                  "exact algebra on the update functions (symbolic θ, g, m, v, t, η, β, ε, λ): " + "; ".join(checks),
-                 ["v ≥ 0", "ε > 0", "λ ≥ 0"], "0")
+                 ["v ≥ 0", "ε > 0", "λ ≥ 0", "1 − β₂^t > 0 (0 < β₂ < 1, t ≥ 1)"], "0")
 
 
 def _refute_decoupled(wrong_update) -> dict | None:

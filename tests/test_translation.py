@@ -70,7 +70,7 @@ WRONG_LINES = [
     ("relu", "op", "    dx = (x > 0).astype(dtype)", "    dx = (x >= 0).astype(dtype)"),
     ("gelu_tanh", "op", "    y *= 0.044715", "    y *= 0.04471"),
     ("rmsnorm", "op", "[..., None]/_t0.shape[-1]))", "[..., None]/_t0.shape[-2]))"),
-    ("adam", "step", "    p_new = v_new/(1 - beta2**t)", "    p_new = v_new/(1 - beta2**(t - 1))"),
+    ("adam", "step", "    p_new /= math.sqrt(1 - beta2**t)", "    p_new /= math.sqrt(1 - beta2**(t - 1))"),
     ("sinusoidal", "table", "    _t0 = (1 - 2*(col % 2))", "    _t0 = (1 - 2*(row % 2))"),
 ]
 
