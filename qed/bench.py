@@ -718,7 +718,7 @@ def render(result: dict, console=None) -> None:
 
 # --------------------------------------------------------------------------- command line
 def add_parser(sub) -> None:
-    from .cli import _nonnegative_int, _positive_int
+    from .cli_types import nonnegative_int, positive_int
 
     b = sub.add_parser(
         "bench", help="training-step time of the NumPy and generated-PyTorch backends against PyTorch eager",
@@ -730,9 +730,9 @@ def add_parser(sub) -> None:
                    "e.g. 'n_embd=384,n_head=6,block_size=256' or a JSON object/file")
     b.add_argument("--data", metavar="FILE", help="windows of a UTF-8 text file (character vocabulary) "
                    "instead of random tokens")
-    b.add_argument("--steps", type=_positive_int, default=20, help="timed rounds (default 20)")
-    b.add_argument("--warmup", type=_nonnegative_int, default=3, help="untimed rounds first (default 3)")
-    b.add_argument("--threads", type=_positive_int, default=None, help="threads for every implementation (default: CPUs)")
+    b.add_argument("--steps", type=positive_int, default=20, help="timed rounds (default 20)")
+    b.add_argument("--warmup", type=nonnegative_int, default=3, help="untimed rounds first (default 3)")
+    b.add_argument("--threads", type=positive_int, default=None, help="threads for every implementation (default: CPUs)")
     b.add_argument("--numpy-parallel", choices=("processes", "threads"), default=NUMPY_PARALLEL,
                    help="how the NumPy backend runs its batch slices (default: %(default)s)")
     b.add_argument("--no-proofs", action="store_true", help="skip timing `python -m qed prove`")
@@ -742,11 +742,11 @@ def add_parser(sub) -> None:
                    "torch.compile (its compilation takes tens of seconds)")
     b.add_argument("--memory", action="store_true", help=f"also: attention vs attention_lse peak memory and "
                    f"time at T = {MEMORY_T}")
-    b.add_argument("--memory-T", type=_positive_int, default=MEMORY_T, metavar="T",
+    b.add_argument("--memory-T", type=positive_int, default=MEMORY_T, metavar="T",
                    help=f"--memory: the block size (default {MEMORY_T}; batch {MEMORY_BATCH} unless --config sets it)")
     b.add_argument("--sweep", nargs="?", const=SWEEP_FIGURE, default=None, metavar="PNG",
                    help=f"also: step time as T and n_embd double; plot to PNG (default {SWEEP_FIGURE})")
-    b.add_argument("--sweep-steps", type=_positive_int, default=5, help="timed rounds per sweep point (default 5)")
+    b.add_argument("--sweep-steps", type=positive_int, default=5, help="timed rounds per sweep point (default 5)")
     b.add_argument("--sweep-T", type=_int_list, default=SWEEP_T, metavar="T,T,...",
                    help="--sweep: block sizes (default " + ",".join(map(str, SWEEP_T)) + ")")
     b.add_argument("--sweep-embd", type=_int_list, default=SWEEP_C, metavar="C,C,...",

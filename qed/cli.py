@@ -11,6 +11,8 @@ import os
 import sys
 import time
 
+from .cli_types import nonnegative_int, positive_int, temperature
+
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
 
@@ -19,33 +21,6 @@ EXIT_INTERRUPTED = 130
 _RUN_OPTIONS = ("data", "out", "backend", "batch_size", "lr", "warmup", "min_lr", "weight_decay", "grad_clip",
                 "seed", "dtype", "n_layer", "n_head", "n_embd", "block_size", "norm", "ffn", "pos",
                 "norm_position", "no_bias", "no_tie", "betas", "sort_length", "sort_digits")
-
-
-def _int_at_least(low: int, what: str):
-    """An argparse type: an integer >= low, refused in one line otherwise."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
-        return value
-    return parse
-
-
-_positive_int = _int_at_least(1, "a positive integer")
-_nonnegative_int = _int_at_least(0, "an integer >= 0")
-
-
-def _temperature(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (value >= 0 and value != float("inf")):     # refuses nan, negative and inf
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0 (0: greedy), got {text}")
-    return value
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -66,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("prove", help="prove every claim of the catalogue and refute every mutant")
     p.add_argument("ids", nargs="*", help="claim ids or prefixes (default: all)")
     p.add_argument("--json", action="store_true", help="print the certificates as JSON")
-    p.add_argument("-j", "--workers", type=_positive_int, default=None,
+    p.add_argument("-j", "--workers", type=positive_int, default=None,
                    help="parallel workers (default: CPU count)")
 
     a = sub.add_parser("audit", help="mutation testing: every wrong edit of a printed expression "
@@ -76,9 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "with a counterexample. Exit 1 if any survives.")
     a.add_argument("prefixes", nargs="*", help="op, table or step names or prefixes (default: all)")
     a.add_argument("--json", action="store_true", help="print one record per mutant as JSON")
-    a.add_argument("--limit", type=_positive_int, default=None,
+    a.add_argument("--limit", type=positive_int, default=None,
                    help="at most this many mutants per op, table or step, evenly spread")
-    a.add_argument("-j", "--workers", type=_positive_int, default=None,
+    a.add_argument("-j", "--workers", type=positive_int, default=None,
                    help="parallel workers (default: CPU count)")
 
     t = sub.add_parser(
@@ -113,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--grad-clip", type=float, default=None, help="max global gradient norm (0: off)")
     o.add_argument("--betas", type=float, nargs=2, metavar=("B1", "B2"), default=None)
     o.add_argument("--eval-every", type=int, default=None, help="steps between evaluations/checkpoints")
-    o.add_argument("--seed", type=_nonnegative_int, default=None, help="model initialisation and batches (default 0)")
+    o.add_argument("--seed", type=nonnegative_int, default=None, help="model initialisation and batches (default 0)")
     m = t.add_argument_group("model")
     m.add_argument("--n-layer", type=int, default=None)
     m.add_argument("--n-head", type=int, default=None)
@@ -129,15 +104,15 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sample", help="generate from a run's latest (or best) checkpoint")
     s.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (runs/latest: the newest run)")
     s.add_argument("--prompt", default=None, help="sort task: the digits to sort; text: the start of the text")
-    s.add_argument("--max-new-tokens", type=_nonnegative_int, default=None,
+    s.add_argument("--max-new-tokens", type=nonnegative_int, default=None,
                    help="default: the sort length, or 200 characters")
-    s.add_argument("--temperature", type=_temperature, default=None,
+    s.add_argument("--temperature", type=temperature, default=None,
                    help="divide the logits by this before sampling; 0 means greedy (the most likely "
                         "token). Default 1.0; the sort task: greedy")
-    s.add_argument("--top-k", type=_positive_int, default=None, help="sample among the k most likely tokens")
+    s.add_argument("--top-k", type=positive_int, default=None, help="sample among the k most likely tokens")
     s.add_argument("--greedy", action="store_true", help="always take the most likely token")
-    s.add_argument("--num-samples", type=_positive_int, default=1)
-    s.add_argument("--seed", type=_nonnegative_int, default=0)
+    s.add_argument("--num-samples", type=positive_int, default=1)
+    s.add_argument("--seed", type=nonnegative_int, default=0)
     s.add_argument("--backend", choices=("numpy", "torch"), default=None, help="default: the run's backend")
     s.add_argument("--best", action="store_true", help="the checkpoint with the lowest validation loss")
 

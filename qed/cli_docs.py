@@ -5,7 +5,7 @@ COMMANDS = ("docs", "lint-latex")
 
 
 def add_parsers(sub) -> None:
-    from .cli import _positive_int
+    from .cli_types import positive_int
 
     d = sub.add_parser("docs", help="write docs/ pages from the registry (--check: fail on drift)",
                        description="Prove every claim and write docs/derivations/*.md, "
@@ -14,7 +14,7 @@ def add_parsers(sub) -> None:
     d.add_argument("--check", action="store_true",
                    help="render in memory; exit 1 listing every generated page that differs")
     d.add_argument("--no-katex", action="store_true", help="do not copy KaTeX into docs/assets/katex")
-    d.add_argument("-j", "--workers", type=_positive_int, default=None, help="parallel provers (default: CPU count)")
+    d.add_argument("-j", "--workers", type=positive_int, default=None, help="parallel provers (default: CPU count)")
     d.add_argument("--certificates", metavar="JSON", default=None,
                    help="use certificates from `qed prove --json` instead of proving again")
 

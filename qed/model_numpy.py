@@ -527,7 +527,7 @@ class NumpyGPT:
         if self._shared is not None and targets is not None and len(shards) > 1:
             results = self._forward_processes(idx, targets, shards)
         else:
-            results = self._map(lambda sl: self._forward_shard(idx[sl], None if targets is None else targets[sl]),
+            results = self._map(lambda sl: self.forward_slice(idx[sl], None if targets is None else targets[sl]),
                                 shards)
         logits = results[0][0] if len(results) == 1 else np.concatenate([r[0] for r in results])
         loss = None
@@ -540,7 +540,7 @@ class NumpyGPT:
             self._tape = None                                  # caches only when a backward can follow
         return logits, loss
 
-    def _forward_shard(self, idx, targets):
+    def forward_slice(self, idx, targets):
         """(logits, mean loss or None, tape) of one slice of the batch (thread-safe: no state)."""
         c, P = self.config, self.params
         B, T = idx.shape
@@ -580,7 +580,7 @@ class NumpyGPT:
         if any(isinstance(tape, int) for tape, _ in tapes):   # slices held by worker processes
             parts = self._backward_processes(tapes)
         else:
-            parts = self._map(lambda tw: self._backward_shard(*tw), tapes)
+            parts = self._map(lambda tw: self.backward_slice(*tw), tapes)
         out = self._grad_buffer()
         for k, g in out.items():                              # shard 0 + shard 1 (+ …): one pass each
             if len(parts) == 1:
@@ -598,7 +598,8 @@ class NumpyGPT:
         return OrderedDict((k, buf[offsets[k]:offsets[k] + p.size].reshape(p.shape))
                            for k, p in self._flat_views.items())
 
-    def _backward_shard(self, tape, weight):
+    def backward_slice(self, tape, weight):
+        """The gradients of one slice's loss times `weight` (n_s/N), from its forward's tape."""
         c = self.config
         grads: dict[str, np.ndarray] = {}
         dloss = np.full((1,), weight, dtype=self.dtype)                        # ∂loss/∂loss_s = n_s/N
@@ -659,14 +660,14 @@ class NumpyGPT:
                 view[...] = self.params[k]
         for w, sl in enumerate(shards[1:]):
             workers.start_forward(w, idx[sl], targets[sl])
-        return self._own_then_workers(lambda: self._forward_shard(idx[shards[0]], targets[shards[0]]),
+        return self._own_then_workers(lambda: self.forward_slice(idx[shards[0]], targets[shards[0]]),
                                       workers.finish_forward, len(shards) - 1, lambda r, w: (*r, w))
 
     def _backward_processes(self, tapes):
         workers = self._workers
         for tape, weight in tapes[1:]:
             workers.start_backward(tape, weight)
-        return self._own_then_workers(lambda: self._backward_shard(*tapes[0]), workers.finish_backward,
+        return self._own_then_workers(lambda: self.backward_slice(*tapes[0]), workers.finish_backward,
                                       len(tapes) - 1, lambda r, w: r)
 
     def _own_then_workers(self, own, finish, n, wrap):

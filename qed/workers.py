@@ -25,8 +25,10 @@ Shared memory per worker:
     grads   (N,) this worker's slice gradients, in the parameters' flat layout;
     io      idx, targets (B_s, T) int64 and logits (B_s, T, V): grown when a batch needs more.
 
-A worker ignores SIGINT (Ctrl-C stops the parent, whose exit closes the pipes) and runs BLAS on
-one thread.
+A worker (qed/shard_worker.py, the process side: it builds the model) ignores SIGINT and
+SIGTERM (the parent handles them; its exit closes the pipes) and runs BLAS on one thread. This
+module is the parent side and the shared memory, and imports no model: NumpyGPT imports it, never
+the other way round.
 """
 from __future__ import annotations
 
@@ -34,11 +36,9 @@ import json
 import math
 import mmap
 import os
-import signal
 import subprocess
 import sys
 import tempfile
-import traceback
 import weakref
 
 import numpy as np
@@ -152,7 +152,7 @@ class ShardWorkers:
         to_child_r, to_child_w = os.pipe()
         to_parent_r, to_parent_w = os.pipe()
         shared = () if self.params.fd is None else (self.params.fd,)   # the parameters' file, by descriptor
-        proc = subprocess.Popen([sys.executable, "-m", "qed.workers", str(to_child_r), str(to_parent_w)],
+        proc = subprocess.Popen([sys.executable, "-m", "qed.shard_worker", str(to_child_r), str(to_parent_w)],
                                 pass_fds=(to_child_r, to_parent_w, *shared), env=env, stdin=subprocess.DEVNULL)
         os.close(to_child_r)
         os.close(to_parent_w)
@@ -264,73 +264,3 @@ def _shutdown(procs, chans) -> None:
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
-
-
-# --------------------------------------------------------------------------- worker side
-def _serve(fd_in: int, fd_out: int) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C and SIGTERM are the parent's to handle
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    with os.fdopen(fd_in, "r", encoding="utf-8") as rd, os.fdopen(fd_out, "w", buffering=1, encoding="utf-8") as wr:
-        state: dict = {}
-        for line in rd:
-            msg = json.loads(line)
-            try:
-                with np.errstate(**msg.get("errstate", {})):
-                    reply = _handle(state, msg)
-            except Exception:                              # reported to the parent, which raises
-                reply = {"error": traceback.format_exc()}
-            wr.write(json.dumps(reply) + "\n")
-
-
-def _handle(state: dict, msg: dict) -> dict:
-    from collections import OrderedDict
-
-    from .config import GPTConfig
-    from .model_numpy import NumpyGPT
-
-    op = msg["op"]
-    if op == "attach":
-        config = GPTConfig.from_dict(msg["config"])
-        dtype = np.dtype(msg["dtype"])
-        shapes = {k: tuple(s) for k, s in msg["shapes"].items()}
-        size = sum(math.prod(s) for s in shapes.values())
-        if msg.get("params_fd") is not None:          # inherited descriptor of an unlinked file
-            params = SharedArray(size, dtype, fd=msg["params_fd"])          # (and closes it)
-        else:
-            params = SharedArray(size, dtype, msg["params"])
-        grads = SharedArray(size, dtype, msg["grads"])
-        model = NumpyGPT(config, dtype=dtype, threads=1)
-        views = _views(params.array, msg["offsets"], shapes)
-        model.params = OrderedDict((k, views[k]) for k in model.params)
-        state.update(model=model, params=params, grads=grads,
-                     grad_views=_views(grads.array, msg["offsets"], shapes), tape=None)
-        return {"ok": True}
-    model = state["model"]
-    if op == "forward":
-        if "io" in msg:
-            B, T = msg["cap"]
-            state["io"] = SharedArray(_io_layout(B, T, model.config.vocab_size, model.dtype)[0], np.uint8, msg["io"])
-        B, T = msg["B"], msg["T"]
-        views = _io_views(state["io"].array, _io_layout(B, T, model.config.vocab_size, model.dtype)[1])
-        idx = views["idx"].copy()
-        targets = views["targets"].copy() if msg["targets"] else None
-        logits, loss, tape = model._forward_shard(idx, targets)
-        views["logits"][...] = logits
-        state["tape"] = tape
-        return {"ok": True, "B": B, "T": T, "loss": loss}
-    if op == "backward":
-        tape, state["tape"] = state["tape"], None
-        if tape is None:
-            raise RuntimeError("backward before a forward with targets")
-        grads = model._backward_shard(tape, msg["weight"])
-        for k, view in state["grad_views"].items():
-            if k in grads:
-                view[...] = grads[k]
-            else:
-                view[...] = 0
-        return {"ok": True}
-    raise ValueError(f"unknown op {op!r}")
-
-
-if __name__ == "__main__":
-    _serve(int(sys.argv[1]), int(sys.argv[2]))
