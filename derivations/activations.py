@@ -700,6 +700,9 @@ gelu_tanh_bound = Claim(
                lambda: _bound_cx(_gelu_difference(), sp.Rational(1, 10**4))),
     ])
 
+# claim-id prefixes besides this module's ops, tables and steps: the feed-forward network's claims (ffn.relu.*) sit beside its activations
+TOPICS = ("ffn",)
+
 CLAIMS: list[Claim] = [relu_derivative, _relu_vjp_claim(), _ffn_claim(),
                        gelu_exact_derivative, gelu_exact_vjp,
                        gelu_tanh_derivative, gelu_tanh_vjp, gelu_tanh_bound,

@@ -367,4 +367,7 @@ argmax = Claim(
                lambda: refute_identity(_column_softmax(i, a) / _column_softmax(i, b), ratio_rhs, setting)),
     ])
 
+# claim-id prefixes besides this module's ops, tables and steps: the logits (the tied output projection) feed the loss
+TOPICS = ("logits",)
+
 CLAIMS: list[Claim] = [onehot, grad, logsumexp, nonnegative, vjp, logits_forward, argmax]

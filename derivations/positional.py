@@ -498,6 +498,9 @@ pe_table = index_claim(
     },
     method="index normaliser (symbolic i, d, pos): pair_index(2i+1) = i since (−1)^(2i) = 1 for integer i")
 
+# claim-id prefixes besides this module's ops, tables and steps: the sinusoidal encoding's own properties, beside its table
+TOPICS = ("sinusoidal",)
+
 CLAIMS: list[Claim] = [norm, relative, backward, vjp, pairs, pe_shift, pe_table]
 
 

@@ -286,5 +286,8 @@ saturation = Claim(
                _refute_no_collapse),
     ])
 
+# claim-id prefixes besides this module's ops, tables and steps: why attention divides by √d_k: attention.variance.*
+TOPICS = ("attention",)
+
 CLAIMS: list[Claim] = [term_mean, term_var, dot_mean, dot_var, scaled, general, saturation]
 OPS: list = []

@@ -41,8 +41,23 @@ def test_mutant_is_refuted(claim, mutant):
 
 
 def test_claim_ids_are_unique_and_prefixed_by_module():
+    """Unique, and each claim's first id segment names what its module declares: one of its ops,
+    tables or steps, the module itself, or one of its TOPICS."""
+    import importlib
+
     ids = [c.id for c in CLAIMS]
     assert len(ids) == len(set(ids))
+    declared: dict[str, set[str]] = {}
+    for unit in (*registry.ops(), *registry.tables(), *registry.steps()):
+        declared.setdefault(unit.module, set()).add(unit.name)
+    wrong = []
+    for c in CLAIMS:
+        module = importlib.import_module(c.module)
+        allowed = (declared.get(c.module, set()) | {c.module.rsplit(".", 1)[-1]}
+                   | set(getattr(module, "TOPICS", ())))
+        if c.id.split(".")[0] not in allowed:
+            wrong.append(f"{c.id} ({c.module}: {sorted(allowed)})")
+    assert not wrong, wrong
 
 
 def test_every_catalogue_id_has_a_claim():
