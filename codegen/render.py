@@ -29,7 +29,7 @@ from derivations.arrays import (Array, CausalMask, ColSum, Contract, Gather, Mat
 from derivations.arrays import DOCUMENT_NODES
 from derivations.ops import Op
 
-from .printers import PrinterError, check_name, printer_for
+from .printers import PrinterError, check_name, formula_comment, printer_for
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -550,6 +550,9 @@ def _body(assigns, printer, batched: dict, keep=None) -> list[str]:
             printed = printer.print_assign(asg.target.name, asg.expr, full=_full_shape(batched),
                                            dead=dead)
         printed[-1] += f"  # {_shape_comment(asg.target, batched[asg.target], printer)}"
+        # the formula of the line, printed from the same expression (FormulaPrinter)
+        printed.insert(0, formula_comment(asg.target.name, asg.expr,
+                                          indent=8 if asg.when is not None else 4))
         if keep is not None:
             temps = [m.group(1) for p in printed for m in [_TEMP.match(p)] if m]
             if temps:
@@ -1068,6 +1071,7 @@ def step_context(step, backend: str) -> dict:
     try:
         body = []
         for asg in step.assigns:       # elementwise: every array has the one shape
+            body.append(formula_comment(asg.target.name, asg.expr, indent=4))
             body.extend(printer.print_assign(asg.target.name, asg.expr,
                                              full=lambda e: None if printer._scalar(e) else "all"))
     except PrinterError as e:

@@ -470,8 +470,9 @@ k_sq = Array("k", (r, d_k))
 def _causal_body(assigns):
     from codegen.render import _body
     from derivations.arrays import Assign
-    return _body([Assign(t, e) for t, e in assigns], NumpyPrinter(),
-                 {a: True for a in (s_, q, k_sq, Array("v", (r, r)))})
+    lines = _body([Assign(t, e) for t, e in assigns], NumpyPrinter(),
+                  {a: True for a in (s_, q, k_sq, Array("v", (r, r)))})
+    return [ln for ln in lines if not ln.lstrip().startswith("# ")]    # the code, not the formulas
 
 
 def test_cached_causal_mask():
@@ -520,8 +521,9 @@ def test_causal_mask_in_place_only_on_a_fresh_array():
 def _keep_body(assigns, keep):
     from codegen.render import _body
     from derivations.arrays import Assign
-    return _body([Assign(t, e) for t, e in assigns], NumpyPrinter(),
-                 {a: True for a in (s_, q, k_sq, Array("z", (r, r)))}, keep=set(keep))
+    lines = _body([Assign(t, e) for t, e in assigns], NumpyPrinter(),
+                  {a: True for a in (s_, q, k_sq, Array("z", (r, r)))}, keep=set(keep))
+    return [ln for ln in lines if not ln.lstrip().startswith("# ")]    # the code, not the formulas
 
 
 def test_dead_array_taken_over_only_when_safe():
@@ -566,3 +568,49 @@ def test_torch_bias_matmul_is_one_addmm():
         want = scope["x"] @ scope["weight"].mT + scope["bias"]
         exec("\n".join(lines), scope)
         torch.testing.assert_close(scope["y"], want, rtol=1e-13, atol=1e-13)
+
+
+# ------------------------------------------------------------------ the formula comments
+def test_formula_printer_texts():
+    from codegen.printers import formula, formula_comment
+    xhat, dxhat = Array("xhat", (r, n)), Array("dxhat", (r, n))
+    rstd = Array("rstd", (r, 1))
+    dx = rstd * (dxhat - RowMean(dxhat) - xhat * RowMean(dxhat * xhat))
+    assert formula_comment("dx", dx) == "# dx = rstd ⊙ (dx̂ − x̂ ⊙ mean(dx̂ ⊙ x̂) − mean(dx̂))"
+    e = sp.exp(x - RowMax(x))
+    assert formula(e / RowSum(e)) == "exp(x − rowmax(x)) / rowsum(exp(x − rowmax(x)))"
+    assert formula(MatMul(q, T(k)) / sp.sqrt(d_k)) == "q @ kᵀ / √d_k"
+    assert formula(1 / sp.sqrt(RowMean(x ** 2) + eps)) == "1 / √(mean(x²) + eps)"
+    assert formula(ColSum(a * b)) == "colsum(a ⊙ b)"
+    long = formula_comment("y", sum((Array(f"a{i}", (r, n)) for i in range(40)), sp.S.Zero))
+    assert len(long) <= 100 and long.endswith("…")
+
+
+def test_every_generated_assignment_has_its_formula():
+    """Each op's forward/backward assignment, and each step's, is preceded in its generated
+    file by the comment the formula printer gives for that very expression."""
+    from pathlib import Path
+
+    from codegen.printers import formula_comment
+    from derivations.registry import ops, steps
+    root = Path(__file__).resolve().parents[1] / "generated"
+    checked = 0
+    for backend in ("numpy", "torch"):
+        texts = {p.stem: p.read_text() for p in (root / backend).glob("*.py")}
+        lines = {s: {ln.strip() for ln in t.splitlines()} for s, t in texts.items()}
+        every = set().union(*lines.values())
+        for op in ops():
+            for asg in list(op.forward or ()) + list(op.backward or ()):
+                want = formula_comment(asg.target.name, asg.expr,
+                                       indent=8 if asg.when is not None else 4)
+                assert want in lines.get(op.name, every), (backend, op.name, want)
+                checked += 1
+        for step in steps():
+            for asg in step.assigns:
+                want = formula_comment(asg.target.name, asg.expr, indent=4)
+                assert want in lines.get(step.name, every), (backend, step.name, want)
+                checked += 1
+        for stem, ls in lines.items():
+            assert all(len(ln) <= 100 for t in [texts[stem]] for ln in t.splitlines()
+                       if ln.lstrip().startswith("# ") and " = " in ln), stem
+    assert checked > 100
