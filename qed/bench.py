@@ -208,7 +208,8 @@ class Impl:
         import numpy as np
         import torch
 
-        from .model_numpy import NumpyGPT, init_params
+        from .model_numpy import NumpyGPT
+        from .params import init_params
 
         self.name = name
         self.cfg = cfg
@@ -244,7 +245,7 @@ class Impl:
         state back to where they started (so every implementation trains the same steps)."""
         if self.name != COMPILED:
             return
-        from .model_numpy import init_params
+        from .params import init_params
         from .optim import TorchAdamW
 
         t0 = time.perf_counter()
@@ -319,7 +320,7 @@ def time_interleaved(impls: list, batches: list, warmup: int, steps: int, progre
 # --------------------------------------------------------------------------- FLOPs and matmul rate
 def model_flops(cfg, batch: int) -> dict:
     """Dense model FLOPs of one training step (see the module docstring)."""
-    from .model_numpy import param_shapes
+    from .params import param_shapes
 
     shapes = param_shapes(cfg)
     n_matmul = sum(math.prod(s) for k, s in shapes.items()      # every linear weight ...

@@ -411,21 +411,3 @@ def load_checkpoint(path: str | os.PathLike, *, with_optimizer: bool = True, whi
         _check_arrays(ckpt / OPTIM_FILE, "optimizer array", arrays)
         optimizer = _unflatten(state["optimizer_layout"], arrays)
     return Checkpoint(path=ckpt, meta=state, params=params, optimizer=optimizer)
-
-
-def check_params(params: dict[str, np.ndarray], expected: dict[str, tuple], where: str = "checkpoint") -> None:
-    """Refuse weights whose names or shapes differ from the model's."""
-    if set(params) != set(expected):
-        extra = sorted(set(params) - set(expected))
-        missing = sorted(set(expected) - set(params))
-        parts = []
-        if missing:
-            parts.append(f"missing {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}")
-        if extra:
-            parts.append(f"unexpected {', '.join(extra[:3])}{' ...' if len(extra) > 3 else ''}")
-        raise CheckpointError(f"{where}: parameters do not fit the model ({'; '.join(parts)})")
-    for k, shape in expected.items():
-        if tuple(params[k].shape) != tuple(shape):
-            raise CheckpointError(
-                f"{where}: parameter {k} has shape {tuple(params[k].shape)}, the model needs {tuple(shape)}"
-            )

@@ -3,7 +3,7 @@
 A config that cannot fit is refused with both numbers (`check_fits`), instead of a MemoryError
 minutes later or the kernel's OOM killer.  The estimate counts, in the run's float size s:
 
-    parameter state   P·s·k     P parameters (model_numpy.param_shapes, no arrays made);
+    parameter state   P·s·k     P parameters (params.param_shapes, no arrays made);
                                 k = 5 for training (weights, gradients, Adam's m and v, and the
                                 worker's gradient slice), 1 for inference
     activations       B·T·s·(L·(48·C + 3·h·T) + 4·V)
@@ -38,7 +38,7 @@ class MemoryEstimateError(QedError):
 
 
 def num_params(config) -> int:
-    from .model_numpy import param_shapes
+    from .params import param_shapes
 
     return sum(math.prod(shape) for shape in param_shapes(config).values())
 

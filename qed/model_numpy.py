@@ -21,134 +21,18 @@ Shapes in comments: B batch, T time, C = n_embd, nh heads, hd = C/nh, V vocab, H
 from __future__ import annotations
 
 import contextlib
-import importlib
-import math
 import os
 from collections import OrderedDict
 
 import numpy as np
 
 from .config import GPTConfig
+from .kernels import NORM_EPS, ROPE_BASE, SINUSOID_BASE, kernel, kernels_for, table_fn
+from .params import check_params, init_params, param_shapes
 
-NORM_EPS = 1e-5          # eps of LayerNorm / RMSNorm (the generated kernels' default)
-ROPE_BASE = 10000.0      # ω_i = ROPE_BASE^(−2i/hd)
-SINUSOID_BASE = 10000.0  # PE(pos, 2i) = sin(pos / SINUSOID_BASE^(2i/C))
-INIT_STD = 0.02          # GPT-2
-
-
-class MissingKernelError(ImportError):
-    """A generated kernel the model needs is not in generated/<backend>/."""
-
-
-def kernel(backend: str, name: str):
-    """The generated module generated/<backend>/<name>.py, or MissingKernelError saying so."""
-    modname = f"generated.{backend}.{name}"
-    try:
-        return importlib.import_module(modname)
-    except ModuleNotFoundError as e:
-        if e.name not in (modname, "generated", f"generated.{backend}"):
-            raise
-        raise MissingKernelError(
-            f"the generated kernel generated/{backend}/{name}.py is missing: run "
-            f"`PYTHONPATH=. python3 -m codegen` (the op {name!r} must be in derivations/)") from None
-
-
-def table_fn(backend: str, module: str, name: str):
-    """A generated table function (RoPE's cos/sin/rot tables, the sinusoidal PE table), or
-    MissingKernelError. Expected signatures (no formula is typed in qed: the tables are the
-    formulas of derivations/positional.py, printed by codegen):
-
-        rope_tables(T, d, *, base=10000.0, dtype, [device]) -> (cos (T, d), sin (T, d), rot (d, d))
-            in generated/<backend>/rope.py
-        sinusoidal_table(T, d, *, base=10000.0, dtype, [device]) -> PE (T, d)
-            in generated/<backend>/sinusoidal.py
-    """
-    fn = getattr(kernel(backend, module), name, None)
-    if fn is None:
-        raise MissingKernelError(
-            f"the generated table function {name}() is missing from generated/{backend}/{module}.py: "
-            f"codegen must print it from derivations/positional.py")
-    return fn
 
 
 # --------------------------------------------------------------------------- parameters
-def param_shapes(config: GPTConfig) -> "OrderedDict[str, tuple[int, ...]]":
-    """Every parameter's name (nanoGPT's) and shape, in a fixed order."""
-    c = config
-    C, H, V = c.n_embd, c.ffn_hidden, c.vocab_size
-    out: OrderedDict = OrderedDict()
-    out["wte.weight"] = (V, C)
-    if c.pos == "learned":
-        out["wpe.weight"] = (c.block_size, C)
-
-    def norm(prefix):
-        out[f"{prefix}.weight"] = (C,)
-        if c.norm == "layernorm" and c.bias:
-            out[f"{prefix}.bias"] = (C,)
-
-    def lin(prefix, n_out, n_in, bias):
-        out[f"{prefix}.weight"] = (n_out, n_in)
-        if bias:
-            out[f"{prefix}.bias"] = (n_out,)
-
-    for layer in range(c.n_layer):
-        p = f"h.{layer}"
-        norm(f"{p}.ln_1")
-        lin(f"{p}.attn.c_attn", 3 * C, C, c.bias)
-        lin(f"{p}.attn.c_proj", C, C, c.bias)
-        norm(f"{p}.ln_2")
-        if c.ffn == "swiglu":
-            lin(f"{p}.mlp.w_gate", H, C, False)
-            lin(f"{p}.mlp.w_up", H, C, False)
-            lin(f"{p}.mlp.w_down", C, H, False)
-        else:
-            lin(f"{p}.mlp.c_fc", H, C, c.bias)
-            lin(f"{p}.mlp.c_proj", C, H, c.bias)
-    if c.norm_position == "pre":
-        norm("ln_f")
-    if not c.tie_weights:
-        out["lm_head.weight"] = (V, C)
-    return out
-
-
-def _is_residual_projection(name: str) -> bool:
-    return name.endswith(("attn.c_proj.weight", "mlp.c_proj.weight", "mlp.w_down.weight"))
-
-
-def init_params(config: GPTConfig, seed: int = 0) -> "OrderedDict[str, np.ndarray]":
-    """GPT-2 initialisation in float64, deterministic from `seed` (both backends use it):
-    matrices ~ N(0, 0.02²), residual projections ~ N(0, (0.02/√(2·n_layer))²), biases 0,
-    norm weights 1."""
-    rng = np.random.default_rng(seed)
-    out: OrderedDict = OrderedDict()
-    for name, shape in param_shapes(config).items():
-        if len(shape) == 2:
-            std = INIT_STD / math.sqrt(2 * config.n_layer) if _is_residual_projection(name) else INIT_STD
-            out[name] = rng.normal(0.0, std, size=shape)
-        elif name.endswith(".bias"):
-            out[name] = np.zeros(shape)
-        else:                                    # a norm's weight (gain)
-            out[name] = np.ones(shape)
-    return out
-
-
-def check_params(expected: dict, params: dict) -> None:
-    """Same names and shapes as `expected` ({name: shape}), or a ValueError listing the differences."""
-    missing = [k for k in expected if k not in params]
-    extra = [k for k in params if k not in expected]
-    wrong = [f"{k}: got {tuple(np.shape(params[k]))}, expected {tuple(expected[k])}"
-             for k in expected if k in params and tuple(np.shape(params[k])) != tuple(expected[k])]
-    if missing or extra or wrong:
-        parts = []
-        if missing:
-            parts.append("missing " + ", ".join(missing))
-        if extra:
-            parts.append("unexpected " + ", ".join(extra))
-        if wrong:
-            parts.append("wrong shape " + "; ".join(wrong))
-        raise ValueError("parameters do not fit this model's config: " + " | ".join(parts))
-
-
 def flat_params(arrays: dict, dtype, buffer: np.ndarray | None = None) -> "OrderedDict[str, np.ndarray]":
     """The same values as views of one contiguous 1-D buffer, matrices (the weight-decayed
     parameters) first, then vectors; the dict keeps the given order. An optimizer can then
@@ -242,22 +126,6 @@ def blas_single_thread():
     return contextlib.nullcontext() if ctl is None else ctl.limit(limits=1, user_api="blas")
 
 
-def kernels_for(config: GPTConfig) -> tuple[list[str], list[tuple[str, str]]]:
-    """The generated kernels a GPT with this config calls (op names), and the table functions
-    (module, function) it builds its position tables with — the same for both backends."""
-    c = config
-    names = ["embedding", c.attention, "cross_entropy", c.norm,
-             "linear" if c.bias else "linear_nobias", "linear_nobias"]
-    names += ["swiglu"] if c.ffn == "swiglu" else [c.ffn]
-    tables = []
-    if c.pos == "rope":
-        names.append("rope")
-        tables.append(("rope", "rope_tables"))
-    if c.pos == "sinusoidal":
-        tables.append(("sinusoidal", "sinusoidal_table"))
-    return names, tables
-
-
 def check_idx(config: GPTConfig, idx, targets=None) -> tuple[int, int]:
     """(B, T) of a batch of token ids, or a ValueError saying what is wrong."""
     shape = tuple(idx.shape)
@@ -342,7 +210,7 @@ class NumpyGPT:
     def load_params(self, params: dict) -> None:
         """Copy {name: array} into the parameters, in place (an optimizer holding
         `self.params` keeps seeing them); names and shapes must match the config."""
-        check_params(param_shapes(self.config), params)
+        check_params(params, param_shapes(self.config))
         for k in param_shapes(self.config):
             self.params[k][...] = np.asarray(params[k], dtype=self.dtype)
         self._tape = None

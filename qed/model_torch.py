@@ -7,7 +7,7 @@ differentiates exactly: the residual add, reshapes/transposes for head split and
 split of the fused QKV projection.
 
 Parameters have nanoGPT's names (`state_dict()` keys equal NumpyGPT's `params` keys), and with
-the same `seed` both backends start from the same weights (`qed.model_numpy.init_params`).
+the same `seed` both backends start from the same weights (`qed.params.init_params`).
 """
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import torch.nn as nn
 
 from .config import GPTConfig
 from .errors import CompileError
-from .model_numpy import (NORM_EPS, ROPE_BASE, SINUSOID_BASE, NumpyGPT, check_idx, check_params,  # noqa: F401
-                          flat_layout, flat_params, init_params, kernel, kernels_for, param_shapes,
-                          table_fn)
+from .kernels import NORM_EPS, ROPE_BASE, SINUSOID_BASE, kernel, kernels_for, table_fn
+from .model_numpy import NumpyGPT, check_idx, flat_layout, flat_params
+from .params import check_params, init_params, param_shapes
 
 
 def _fn(name: str):
@@ -82,7 +82,7 @@ class TorchGPT(nn.Module):
 
     def load_params(self, params: dict) -> None:
         """Copy {name: array or tensor} into the parameters (names and shapes checked)."""
-        check_params(param_shapes(self.config), params)
+        check_params(params, param_shapes(self.config))
         own = dict(self.named_parameters())
         with torch.no_grad():
             for k, p in own.items():

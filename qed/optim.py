@@ -24,7 +24,8 @@ import sys
 
 import numpy as np
 
-from .model_numpy import MissingKernelError, default_threads, flat_layout, kernel
+from .kernels import MissingKernelError, kernel
+from .model_numpy import default_threads, flat_layout
 
 def _step_kernel(backend: str):
     """generated/<backend>/adamw.py's `adamw_step` (MissingKernelError if it is not generated)."""

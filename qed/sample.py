@@ -1,12 +1,10 @@
 """`qed sample` and `qed eval`: generate from, and score, a run's latest checkpoint."""
 from __future__ import annotations
 
-import os
-import sys
 
 import numpy as np
 
-from .data import SortTask, VocabOnlyText, task_from_info
+from .data import VocabOnlyText, task_from_info
 from .errors import DataError, QedError
 
 

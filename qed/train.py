@@ -25,6 +25,7 @@ from generated.numpy.softmax import softmax_forward
 from . import checkpoint as ckpt
 from . import run_dir as rundir
 from .interrupt import StopRequest
+from .params import check_params
 from .run_dir import read_metrics
 from .data import IGNORE, SortTask, TextTask, load_text, task_from_info
 from .errors import CheckpointError, QedError
@@ -181,7 +182,7 @@ class NumpyRunner:
         return {k: np.array(v) for k, v in self.model.params.items()}
 
     def load_params(self, params: dict) -> None:
-        ckpt.check_params(params, self.param_shapes())
+        check_params(params, self.param_shapes(), where="checkpoint weights")
         # copy in place: the optimizer holds the model's own arrays
         for k, p in self.model.params.items():
             p[...] = np.asarray(params[k], dtype=p.dtype)
@@ -248,7 +249,7 @@ class TorchRunner:
         return {k: v.detach().cpu().numpy().copy() for k, v in self.model.state_dict().items()}
 
     def load_params(self, params: dict) -> None:
-        ckpt.check_params(params, self.param_shapes())
+        check_params(params, self.param_shapes(), where="checkpoint weights")
         self.model.load_params(params)
 
     def optimizer_state(self) -> dict:
@@ -434,9 +435,9 @@ def verified_run(c: "ckpt.Checkpoint"):
     if dtypes != {settings.dtype}:
         raise CheckpointError(f"{c.path}: the weights are {', '.join(sorted(dtypes))} but the run's dtype is "
                               f"{settings.dtype}")
-    from .model_numpy import param_shapes
+    from .params import param_shapes
 
-    ckpt.check_params(c.params, param_shapes(config), where=str(c.path))
+    check_params(c.params, param_shapes(config), where=f"{c.path}: the weights")
     return config, settings, info
 
 

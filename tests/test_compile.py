@@ -12,7 +12,7 @@ import torch
 
 from qed.config import GPTConfig
 from qed.errors import QedError
-from qed.model_numpy import kernel
+from qed.kernels import kernel
 from qed.model_torch import TorchGPT
 from qed.optim import TorchAdamW
 from qed.train import TrainSettings

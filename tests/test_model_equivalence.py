@@ -16,7 +16,9 @@ import pytest
 import torch
 
 from qed.config import ConfigError, GPTConfig
-from qed.model_numpy import NumpyGPT, init_params, kernel, param_shapes, table_fn
+from qed.kernels import kernel, table_fn
+from qed.model_numpy import NumpyGPT
+from qed.params import init_params, param_shapes
 from qed.model_torch import TorchGPT, build_model
 from qed.optim import AdamW, TorchAdamW, clip_grad_norm, cosine_lr, torch_clip_grad_norm
 from qed.reference import ReferenceGPT, decay_groups
@@ -360,7 +362,7 @@ def test_model_input_errors():
     with pytest.raises(ValueError, match="missing wte.weight"):
         m.load_params(bad)
     bad = dict(m.params, **{"h.0.ln_1.weight": np.ones(3)})
-    with pytest.raises(ValueError, match=r"h\.0\.ln_1\.weight: got \(3,\), expected \(8,\)"):
+    with pytest.raises(ValueError, match=r"h\.0\.ln_1\.weight has shape \(3,\), the model needs \(8,\)"):
         m.load_params(bad)
     with pytest.raises(ValueError, match="unknown backend"):
         build_model(cfg, "jax", None, 0)
@@ -402,7 +404,7 @@ def test_config_dict_roundtrip():
 
 def test_a_missing_step_kernel_is_an_error_not_a_fallback(monkeypatch):
     """Without the generated adamw_step neither optimiser runs: no unproven update in its place."""
-    from qed.model_numpy import MissingKernelError, kernel
+    from qed.kernels import MissingKernelError, kernel
 
     cfg = GPTConfig(**TINY)
     m, t = NumpyGPT(cfg, dtype=np.float64), TorchGPT(cfg, dtype=torch.float64)

@@ -1,0 +1,68 @@
+"""The generated kernels, loaded by name, and what a GPT of a given config needs of them.
+
+    kernel(backend, op)            generated/<backend>/<op>.py, or MissingKernelError
+    table_fn(backend, module, fn)  a generated table function (RoPE's, the sinusoidal table)
+    kernels_for(config)            the ops and table functions a config calls (both backends)
+
+The constants are the generated kernels' defaults that the models pass on.
+"""
+from __future__ import annotations
+
+import importlib
+
+from .config import GPTConfig
+
+NORM_EPS = 1e-5          # eps of LayerNorm / RMSNorm (the generated kernels' default)
+ROPE_BASE = 10000.0      # ω_i = ROPE_BASE^(−2i/hd)
+SINUSOID_BASE = 10000.0  # PE(pos, 2i) = sin(pos / SINUSOID_BASE^(2i/C))
+
+
+class MissingKernelError(ImportError):
+    """A generated kernel the model needs is not in generated/<backend>/."""
+
+
+def kernel(backend: str, name: str):
+    """The generated module generated/<backend>/<name>.py, or MissingKernelError saying so."""
+    modname = f"generated.{backend}.{name}"
+    try:
+        return importlib.import_module(modname)
+    except ModuleNotFoundError as e:
+        if e.name not in (modname, "generated", f"generated.{backend}"):
+            raise
+        raise MissingKernelError(
+            f"the generated kernel generated/{backend}/{name}.py is missing: run "
+            f"`PYTHONPATH=. python3 -m codegen` (the op {name!r} must be in derivations/)") from None
+
+
+def table_fn(backend: str, module: str, name: str):
+    """A generated table function (RoPE's cos/sin/rot tables, the sinusoidal PE table), or
+    MissingKernelError. Expected signatures (no formula is typed in qed: the tables are the
+    formulas of derivations/positional.py, printed by codegen):
+
+        rope_tables(T, d, *, base=10000.0, dtype, [device]) -> (cos (T, d), sin (T, d), rot (d, d))
+            in generated/<backend>/rope.py
+        sinusoidal_table(T, d, *, base=10000.0, dtype, [device]) -> PE (T, d)
+            in generated/<backend>/sinusoidal.py
+    """
+    fn = getattr(kernel(backend, module), name, None)
+    if fn is None:
+        raise MissingKernelError(
+            f"the generated table function {name}() is missing from generated/{backend}/{module}.py: "
+            f"codegen must print it from derivations/positional.py")
+    return fn
+
+
+def kernels_for(config: GPTConfig) -> tuple[list[str], list[tuple[str, str]]]:
+    """The generated kernels a GPT with this config calls (op names), and the table functions
+    (module, function) it builds its position tables with — the same for both backends."""
+    c = config
+    names = ["embedding", c.attention, "cross_entropy", c.norm,
+             "linear" if c.bias else "linear_nobias", "linear_nobias"]
+    names += ["swiglu"] if c.ffn == "swiglu" else [c.ffn]
+    tables = []
+    if c.pos == "rope":
+        names.append("rope")
+        tables.append(("rope", "rope_tables"))
+    if c.pos == "sinusoidal":
+        tables.append(("sinusoidal", "sinusoidal_table"))
+    return names, tables

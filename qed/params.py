@@ -1,0 +1,96 @@
+"""The parameters of a qed GPT: their names (nanoGPT's) and shapes, their initialisation, and the
+one check that a set of arrays fits a config (used by both models and by the checkpoint loader).
+"""
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+
+import numpy as np
+
+from .config import GPTConfig
+from .errors import QedError
+
+INIT_STD = 0.02          # GPT-2
+
+
+class ParameterError(QedError):
+    """Arrays whose names or shapes do not fit the model (a ValueError)."""
+
+
+def param_shapes(config: GPTConfig) -> "OrderedDict[str, tuple[int, ...]]":
+    """Every parameter's name (nanoGPT's) and shape, in a fixed order."""
+    c = config
+    C, H, V = c.n_embd, c.ffn_hidden, c.vocab_size
+    out: OrderedDict = OrderedDict()
+    out["wte.weight"] = (V, C)
+    if c.pos == "learned":
+        out["wpe.weight"] = (c.block_size, C)
+
+    def norm(prefix):
+        out[f"{prefix}.weight"] = (C,)
+        if c.norm == "layernorm" and c.bias:
+            out[f"{prefix}.bias"] = (C,)
+
+    def lin(prefix, n_out, n_in, bias):
+        out[f"{prefix}.weight"] = (n_out, n_in)
+        if bias:
+            out[f"{prefix}.bias"] = (n_out,)
+
+    for layer in range(c.n_layer):
+        p = f"h.{layer}"
+        norm(f"{p}.ln_1")
+        lin(f"{p}.attn.c_attn", 3 * C, C, c.bias)
+        lin(f"{p}.attn.c_proj", C, C, c.bias)
+        norm(f"{p}.ln_2")
+        if c.ffn == "swiglu":
+            lin(f"{p}.mlp.w_gate", H, C, False)
+            lin(f"{p}.mlp.w_up", H, C, False)
+            lin(f"{p}.mlp.w_down", C, H, False)
+        else:
+            lin(f"{p}.mlp.c_fc", H, C, c.bias)
+            lin(f"{p}.mlp.c_proj", C, H, c.bias)
+    if c.norm_position == "pre":
+        norm("ln_f")
+    if not c.tie_weights:
+        out["lm_head.weight"] = (V, C)
+    return out
+
+
+def _is_residual_projection(name: str) -> bool:
+    return name.endswith(("attn.c_proj.weight", "mlp.c_proj.weight", "mlp.w_down.weight"))
+
+
+def init_params(config: GPTConfig, seed: int = 0) -> "OrderedDict[str, np.ndarray]":
+    """GPT-2 initialisation in float64, deterministic from `seed` (both backends use it):
+    matrices ~ N(0, 0.02²), residual projections ~ N(0, (0.02/√(2·n_layer))²), biases 0,
+    norm weights 1."""
+    rng = np.random.default_rng(seed)
+    out: OrderedDict = OrderedDict()
+    for name, shape in param_shapes(config).items():
+        if len(shape) == 2:
+            std = INIT_STD / math.sqrt(2 * config.n_layer) if _is_residual_projection(name) else INIT_STD
+            out[name] = rng.normal(0.0, std, size=shape)
+        elif name.endswith(".bias"):
+            out[name] = np.zeros(shape)
+        else:                                    # a norm's weight (gain)
+            out[name] = np.ones(shape)
+    return out
+
+
+def check_params(params: dict, expected: dict, where: str = "parameters") -> None:
+    """Refuse arrays whose names or shapes differ from `expected` ({name: shape}): one line
+    naming what is missing, unexpected or of the wrong shape."""
+    missing = [k for k in expected if k not in params]
+    extra = [k for k in params if k not in expected]
+    wrong = [f"{k} has shape {tuple(np.shape(params[k]))}, the model needs {tuple(expected[k])}"
+             for k in expected if k in params and tuple(np.shape(params[k])) != tuple(expected[k])]
+    parts = []
+    if missing:
+        parts.append(f"missing {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}")
+    if extra:
+        parts.append(f"unexpected {', '.join(extra[:3])}{' ...' if len(extra) > 3 else ''}")
+    if wrong:
+        parts.append("; ".join(wrong[:3]))
+    if parts:
+        raise ParameterError(f"{where}: do not fit the model ({'; '.join(parts)})")
