@@ -114,7 +114,8 @@ def _composite_templates() -> set:
 # gradient is summed over the axes it was broadcast along (the adjoint of the broadcast, the rule
 # ColSum/Contract print for parameters): layout, no formula of an op
 SHAPE_HANDLING = {"numpy_validate.py.j2": {r"\breshape\(", r"\bsum\("},
-                  "torch_validate.py.j2": {r"\breshape\("}}
+                  "torch_validate.py.j2": {r"\breshape\("},
+                  "validate_shared.py.j2": {r"\breshape\("}}      # `restored`: a view
 
 
 @pytest.mark.parametrize("path", TEMPLATE_FILES, ids=[p.name for p in TEMPLATE_FILES])
