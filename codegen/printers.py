@@ -1,4 +1,4 @@
-"""Strict printers: array-language expressions (derivations/arrays.py) -> NumPy / PyTorch text.
+"""Strict printers: array-language expressions (derivations/language/arrays.py) -> NumPy / PyTorch text.
 
 The generated code *is* the proven formula, printed. These printers are the only place where a
 node of the array language becomes Python, and they are strict: a node they do not know
@@ -48,7 +48,7 @@ from sympy.printing.str import StrPrinter
 
 # The array-language nodes (MatMul, T, RowSum, ..., Take) are printed by the `_print_<Node>`
 # methods below: SymPy's Printer dispatches on the class name.
-from derivations.arrays import Array, Contract, MatMul, NormalCDF, T, is_scalar, shape_of
+from derivations.language.arrays import Array, Contract, MatMul, NormalCDF, T, is_scalar, shape_of
 
 __all__ = ["PrinterError", "NumpyPrinter", "TorchPrinter", "FormulaPrinter", "Code",
            "RESERVED_NAMES", "check_name", "printer_for", "formula", "formula_comment"]

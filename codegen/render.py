@@ -24,10 +24,10 @@ from pathlib import Path
 import jinja2
 import sympy as sp
 
-from derivations.arrays import (Array, CausalMask, ColSum, Contract, Gather, MatMul, OneHot, RowMax, RowMean,
+from derivations.language.arrays import (Array, CausalMask, ColSum, Contract, Gather, MatMul, OneHot, RowMax, RowMean,
                                RowSum, T, Take, shape_of)
-from derivations.arrays import DOCUMENT_NODES
-from derivations.ops import Op
+from derivations.language.arrays import DOCUMENT_NODES
+from derivations.language.ops import Op
 
 from .printers import PrinterError, check_name, formula_comment, printer_for
 
@@ -1351,7 +1351,7 @@ def special_context() -> dict:
             "doc": _wrap(f"* `{f.name}`: {f.doc}.", 92),
             "call": f"_{f.approximation.function.__name__}_blocks(x, {inner}, {outer}, {shift})"})
     # causal_mask's table: the CausalMask node printed on an array z of zeros
-    from derivations.arrays import Array, CausalMask
+    from derivations.language.arrays import Array, CausalMask
 
     size = sp.Symbol("n", integer=True, positive=True)
     mask_pr = printer_for("numpy")

@@ -23,11 +23,11 @@ import mpmath
 import sympy as sp
 
 from . import linear as _linear
-from . import numeric
-from .arrays import (Array, Assign, ColSum, Contract, MatMul, NormalCDF, Sigmoid, T, document_form, entry,
+from .proof import numeric
+from .language.arrays import (Array, Assign, ColSum, Contract, MatMul, NormalCDF, Sigmoid, T, document_form, entry,
                      index, size)
-from .core import Claim, Mutant, Proof, Setting, index_claim, prove_index_identity, refute_identity
-from .ops import Op, grad_of
+from .proof.core import Claim, Mutant, Proof, Setting, index_claim, prove_index_identity, refute_identity
+from .language.ops import Op, grad_of
 
 # ------------------------------------------------------------------------- the formulas
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .arrays import Array, Assign, CausalMask, ColSum, MatMul, RowMax, RowSum, T, entry, index, size
-from .core import Claim, Mutant, Proof, Setting, counterexample, decide, index_claim, prove_index_identity
-from .ops import Op, Option, grad_of
+from .language.arrays import Array, Assign, CausalMask, ColSum, MatMul, RowMax, RowSum, T, entry, index, size
+from .proof.core import Claim, Mutant, Proof, Setting, counterexample, decide, index_claim, prove_index_identity
+from .language.ops import Op, Option, grad_of
 from .softmax import softmax_math, softmax_stable
 
 m, n, d_k, d_v = size("m"), size("n"), size("d_k"), size("d_v")   # queries, keys, dims

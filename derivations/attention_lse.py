@@ -27,9 +27,9 @@ from __future__ import annotations
 import sympy as sp
 
 from .attention import BACKWARD_FROM_WEIGHTS, causal_parts, later, past, past_setting, refute_causal
-from .arrays import Array, Assign, CausalMask, MatMul, RowMax, RowSum, T, entry, index, size
-from .core import Claim, Mutant, Proof, Setting, index_claim
-from .ops import Op, Option, grad_of
+from .language.arrays import Array, Assign, CausalMask, MatMul, RowMax, RowSum, T, entry, index, size
+from .proof.core import Claim, Mutant, Proof, Setting, index_claim
+from .language.ops import Op, Option, grad_of
 from .softmax import softmax_math, softmax_stable
 
 m, n, d_k, d_v = size("m"), size("n"), size("d_k"), size("d_v")

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .arrays import Array, Assign, ColSum, Contract, Gather, MatMul, OneHot, T, entry, index, size
-from .core import Claim, Setting, index_claim
-from .ops import Op, grad_of
+from .language.arrays import Array, Assign, ColSum, Contract, Gather, MatMul, OneHot, T, entry, index, size
+from .proof.core import Claim, Setting, index_claim
+from .language.ops import Op, grad_of
 
 t, V, d = size("T"), size("V"), size("d")
 i, j, a, b, c = (index(s) for s in "ijabc")

@@ -15,9 +15,9 @@ from __future__ import annotations
 import sympy as sp
 
 from .activations import silu, silu_grad
-from .arrays import Array, Assign, Contract, MatMul, Sigmoid, T, document_form, entry, index, size
-from .core import Claim, Setting, index_claim
-from .ops import Op, grad_of
+from .language.arrays import Array, Assign, Contract, MatMul, Sigmoid, T, document_form, entry, index, size
+from .proof.core import Claim, Setting, index_claim
+from .language.ops import Op, grad_of
 
 r, n, hid = size("r"), size("n"), size("n_hidden")
 i, j, e, f = (index(s) for s in "ijef")

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .arrays import Array, Assign, ColSum, Contract, MatMul, T, entry, index, size
-from .core import Claim, Setting, index_claim
-from .ops import Op, grad_of
+from .language.arrays import Array, Assign, ColSum, Contract, MatMul, T, entry, index, size
+from .proof.core import Claim, Setting, index_claim
+from .language.ops import Op, grad_of
 
 r, n_in, n_out = size("r"), size("n_in"), size("n_out")
 i, j, e, f, c = (index(s) for s in "ijefc")

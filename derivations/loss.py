@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import sympy as sp
 
-from . import numeric
-from .arrays import Array, Assign, ColSum, MatMul, OneHot, RowMax, RowSum, Take, entry, index, shape_of, size
-from .core import Claim, Mutant, Proof, Setting, index_claim, prove_index_identity, refute_identity
-from .ops import Op, grad_of
+from .proof import numeric
+from .language.arrays import Array, Assign, ColSum, MatMul, OneHot, RowMax, RowSum, Take, entry, index, shape_of, size
+from .proof.core import Claim, Mutant, Proof, Setting, index_claim, prove_index_identity, refute_identity
+from .language.ops import Op, grad_of
 from .softmax import softmax_math, softmax_stable
 
 T, V, d = size("T"), size("V"), size("d")       # tokens, vocabulary, hidden width

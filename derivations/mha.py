@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .arrays import Array, MatMul, entry, index, size
-from .core import Claim, Mutant, Proof, Setting, counterexample, index_claim
-from .ops import Composite
+from .language.arrays import Array, MatMul, entry, index, size
+from .proof.core import Claim, Mutant, Proof, Setting, counterexample, index_claim
+from .language.ops import Composite
 
 T_, d_model, h, d_k, d_v = size("T"), size("d_model"), size("h"), size("d_k"), size("d_v")
 r, i, t, j, m, c = (index(s) for s in ("r", "i", "t", "j", "m", "c"))

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .arrays import Array, Assign, ColSum, RowMean, RowSum, entry, index, size
-from .core import Claim, Mutant, Setting, index_claim, prove_index_identity, refute_identity
-from .ops import Op, Option, grad_of
+from .language.arrays import Array, Assign, ColSum, RowMean, RowSum, entry, index, size
+from .proof.core import Claim, Mutant, Setting, index_claim, prove_index_identity, refute_identity
+from .language.ops import Op, Option, grad_of
 
 n, r = size("n"), size("r")          # features per row (the normalised axis), number of rows
 i, j, e, f, t = (index(s) for s in "ijeft")

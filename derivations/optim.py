@@ -17,9 +17,9 @@ from fractions import Fraction
 
 import sympy as sp
 
-from .arrays import Array, Assign, entry
-from .core import Claim, Mutant, Proof, Setting, prove_index_identity
-from .ops import Option
+from .language.arrays import Array, Assign, entry
+from .proof.core import Claim, Mutant, Proof, Setting, prove_index_identity
+from .language.ops import Option
 
 # =============================================================================================
 # The update rules: the one place where they are written.
@@ -84,7 +84,7 @@ class Step:
 
     `spec` states the sources' rule once, in the document's form (seed B §20's m_t, v_t, m̂_t,
     v̂_t, θ_t as separate assignments, in a scope of their own: intermediates such as m̂_t are
-    arrays of the spec only); the generated claim `<name>.update` (derivations/constants.py)
+    arrays of the spec only); the generated claim `<name>.update` (derivations/proof/tables_steps.py)
     proves every output of the printed `assigns` equal to the spec's, elementwise and exactly.
     The step's LaTeX is printed from the spec, each array and option as `names` writes it.
     """
@@ -138,7 +138,7 @@ class Step:
         """`target = value` per line of the spec, joined by `, \\quad` (as latex.assigns_latex
         prints an op's spec), every array and option printed as `names` gives it (factors in
         SymPy's "old" order: β₁ m_{t−1}, not m_{t−1} β₁)."""
-        from .latex import ArrayLatexPrinter
+        from .language.latex import ArrayLatexPrinter
 
         printer = ArrayLatexPrinter({"symbol_names": dict(self.names), "order": "old"})
         return r", \quad ".join(f"{printer.doprint(a.target)} = {printer.doprint(a.expr)}"

@@ -24,10 +24,10 @@ import random
 
 import sympy as sp
 
-from . import numeric
-from .arrays import Array, Assign, MatMul, T, entry, index, size
-from .core import Claim, Mutant, Proof, Setting, index_claim, prove_index_identity, refute_identity
-from .ops import Op, Option, Table, TableArray, grad_of
+from .proof import numeric
+from .language.arrays import Array, Assign, MatMul, T, entry, index, size
+from .proof.core import Claim, Mutant, Proof, Setting, index_claim, prove_index_identity, refute_identity
+from .language.ops import Op, Option, Table, TableArray, grad_of
 
 # ------------------------------------------------------------------------- the formulas
 BASE = sp.Symbol("base", positive=True)     # 10000 in both sources' convention
@@ -522,7 +522,7 @@ for _o in OPS:
 # each entry formula over integer row and column grids. `spec` states the sources' entries
 # once, in the document's form (θ = pos·ω_i, ω_i = base^(−2i/d) with i = ⌊col/2⌋, sin in even and
 # cos in odd columns, the pair rotation as a block diagonal); the generated claims
-# `<table>.entries` (derivations/constants.py) prove every printed entry equal to it for symbolic
+# `<table>.entries` (derivations/proof/tables_steps.py) prove every printed entry equal to it for symbolic
 # T, d, base, row and col (split on the parity of the column); rope.pairs and sinusoidal.table
 # prove what the entries are for.
 _row, _col = index("row"), index("col")

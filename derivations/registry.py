@@ -9,11 +9,10 @@ import importlib
 import pkgutil
 from functools import lru_cache
 
-from .core import Claim
-from .ops import Composite, Op, Table
+from .proof.core import Claim
+from .language.ops import Composite, Op, Table
 
-_INFRASTRUCTURE = {"arrays", "core", "normalise", "numeric", "ops", "registry", "expectation",
-                   "obligations", "mutation", "latex", "coverage", "constants"}
+_NOT_TOPICS = {"registry"}     # the hub; language/ and proof/ are packages, not topics
 
 
 @lru_cache(maxsize=None)
@@ -21,15 +20,15 @@ def topic_modules() -> tuple:
     import derivations
 
     names = sorted(m.name for m in pkgutil.iter_modules(derivations.__path__)
-                   if m.name not in _INFRASTRUCTURE and not m.name.startswith("_"))
+                   if not m.ispkg and m.name not in _NOT_TOPICS and not m.name.startswith("_"))
     return tuple(importlib.import_module(f"derivations.{n}") for n in names)
 
 
 @lru_cache(maxsize=None)
 def claims() -> tuple[Claim, ...]:
     """The hand-written claims of every topic module (the sources' derivation steps), then the
-    claims generated from every op's specification (derivations/obligations.py)."""
-    from .obligations import claims_for
+    claims generated from every op's specification (derivations/proof/obligations.py)."""
+    from .proof.obligations import claims_for
 
     out = []
     seen = set()
@@ -49,10 +48,10 @@ def claims() -> tuple[Claim, ...]:
                                  "written by hand")
             seen.add(c.id)
             out.append(c)
-    from .constants import step_claims, table_claims
+    from .proof.tables_steps import step_claims, table_claims
 
     for unit, generate in [(t, table_claims) for t in tables()] + [(s, step_claims) for s in steps()]:
-        for c in generate(unit):       # <table>.entries, <step>.update (derivations/constants.py)
+        for c in generate(unit):       # <table>.entries, <step>.update (derivations/proof/tables_steps.py)
             if c.id in seen:
                 raise ValueError(f"duplicate claim id {c.id}: generated for {unit.name} and "
                                  "written by hand")
@@ -74,7 +73,7 @@ def check_claim_ids(units, known: set) -> None:
 
 
 def generated_claim_ids(o: Op) -> list[str]:
-    from .obligations import obligations
+    from .proof.obligations import obligations
 
     return [ob.id for ob in obligations(o)] if o.spec else []
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .arrays import Array, MatMul, T, entry, index, size
-from .core import Claim, Setting, index_claim
+from .language.arrays import Array, MatMul, T, entry, index, size
+from .proof.core import Claim, Setting, index_claim
 
 r, n = size("r"), size("n")
 i, j, e, f = (index(s) for s in "ijef")

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .arrays import Array, Assign, RowMax, RowSum, entry, index, size
-from .core import Claim, Mutant, Proof, Setting, canonical as normal_form, counterexample, index_claim, \
+from .language.arrays import Array, Assign, RowMax, RowSum, entry, index, size
+from .proof.core import Claim, Mutant, Proof, Setting, canonical as normal_form, counterexample, index_claim, \
     prove_index_identity
-from .ops import Op, grad_of
+from .language.ops import Op, grad_of
 
 n, r = size("n"), size("r")          # row length (the softmax axis) and number of rows
 i, j, k, a, b = (index(s) for s in "ijkab")

@@ -43,8 +43,8 @@ from dataclasses import dataclass
 import mpmath
 import sympy as sp
 
-from .arrays import NormalCDF, document_form
-from .core import Claim, Mutant, Proof
+from .language.arrays import NormalCDF, document_form
+from .proof.core import Claim, Mutant, Proof
 
 z, t = sp.Symbol("z", real=True), sp.Symbol("t", nonnegative=True)
 

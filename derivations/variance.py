@@ -20,9 +20,9 @@ from functools import lru_cache
 
 import sympy as sp
 
-from .arrays import index, size
-from .core import Claim, Mutant, Proof, Setting, prove_index_identity, refute_identity
-from .expectation import Expectation, RandomVector
+from .language.arrays import index, size
+from .proof.core import Claim, Mutant, Proof, Setting, prove_index_identity, refute_identity
+from .proof.expectation import Expectation, RandomVector
 
 SOURCE = "seed A §1.B"
 

@@ -1,7 +1,7 @@
 """`qed audit [PREFIX ...]`: mutation testing of the link between the proofs and the printed code.
 
 For every printed expression (an op's forward and backward lines, a table's entries, a step's
-update) the audit makes the wrong variants a person makes by hand (`derivations/mutation.py`:
+update) the audit makes the wrong variants a person makes by hand (`derivations/proof/mutation.py`:
 a sign flipped, a factor of 2, a term dropped, an operand transposed, a mask shifted by one,
 two operands swapped, another cached array read, …) and asks the generated claims to refute
 each with a counterexample. Outcomes per mutant:
@@ -39,12 +39,13 @@ def units(prefixes: list[str] | None) -> list[tuple[str, str]]:
 
 
 def audit_unit(kind: str, name: str, limit: int | None = None) -> list[dict]:
-    from derivations import mutation, registry
+    from derivations import registry
+    from derivations.proof import mutation
 
     if kind == "op":
         results = mutation.audit_op(registry.op(name), limit)
     else:
-        from derivations import constants
+        from derivations.proof import tables_steps as constants
 
         if kind == "table":
             results = constants.audit_table(registry.table(name), limit)

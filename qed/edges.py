@@ -11,7 +11,7 @@ new op in the registry is covered as it is added.
 
 The points
 ----------
-At the op's small check sizes (`Op.check`, else `derivations.obligations.setting_for`'s
+At the op's small check sizes (`Op.check`, else `derivations.proof.obligations.setting_for`'s
 defaults; a step: 2 × 3), every argument at its full declared rank (no batch axes). Integer
 inputs (ids, targets, masks) are fixed valid ids (hi, hi − 1, ..., lo, ...: a 0/1 mask is never
 all 0); scalar options keep their defaults; every combination of the boolean flags. Scenarios:
@@ -25,7 +25,7 @@ where M allows, so that float32 and float64 share the point and its exact values
 
 How the exact values are computed
 ---------------------------------
-The specification is expanded into index form by `derivations.arrays.entry` (the expansion
+The specification is expanded into index form by `derivations.language.arrays.entry` (the expansion
 that the proofs normalise), σ and Φ written as the documents' 1/(1 + e^{−u}) and
 (1 + erf(u/√2))/2 (`document_form`), sizes, integer inputs and options substituted. The
 expansion is compiled once into a *tape* (`Tape`): a straight-line program over the scalar
@@ -36,7 +36,7 @@ rounded to that precision, exponents unbounded (e^{1e300} is a number). The exac
 the derivative of the specification itself, L = Σ_o Σ_ij dO_ij O_ij (obligations.py's
 `loss_of`), by reverse-mode differentiation of the same tape (d exp u = exp u du, d erf u =
 2/√π e^{−u²} du, ...): `sp.diff` of the spec's scalar function, evaluated at the point
-(tests/test_numerical_edges.py checks the tape against derivations/numeric.py's evaluation of
+(tests/test_numerical_edges.py checks the tape against derivations/proof/numeric.py's evaluation of
 the index forms and of the generated obligations' `sp.diff`). A step's specification is
 elementwise and runs the same way.
 
@@ -87,9 +87,9 @@ import numpy as np
 import sympy as sp
 
 from derivations import registry
-from derivations.arrays import Array, document_form, entry
-from derivations.obligations import input_of, setting_for, spec_scope
-from derivations.ops import Op
+from derivations.language.arrays import Array, document_form, entry
+from derivations.proof.obligations import input_of, setting_for, spec_scope
+from derivations.language.ops import Op
 
 BACKENDS = ("numpy", "torch")
 DTYPES = ("float32", "float64")

@@ -79,7 +79,7 @@ def main(ids: list[str] | None, as_json: bool, workers: int | None) -> int:
     failed = [c for c in certs if not is_ok(c)]
     cov = checks = None
     if not ids:   # coverage and the printed text are properties of the whole registry
-        from derivations import coverage
+        from derivations.proof import coverage
 
         from .translation import validate_all
 

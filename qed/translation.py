@@ -1,6 +1,6 @@
 """Translation validation: the printed NumPy text, executed on exact symbolic inputs.
 
-The generated claims (derivations/obligations.py) prove the SymPy objects that codegen prints:
+The generated claims (derivations/proof/obligations.py) prove the SymPy objects that codegen prints:
 the printed forward equals the specification, the printed backward its derivative. What the
 printer makes of those objects is text; this module checks the text. It executes every
 generated NumPy kernel — the very file in generated/numpy/, not a re-rendering — on object
@@ -11,7 +11,7 @@ claims are about:
     forward   `forward_scope(op, when)[output]`  (the printed forward's SymPy object)
     backward  `backward_scope(op, when)[grad]`   (the printed backward's, cache expanded)
     steps     `Step.value(output)`               (derivations/optim.py: what *_update builds)
-    tables    `Table.value(array, row, col)`     (derivations/ops.py: the entry formula)
+    tables    `Table.value(array, row, col)`     (derivations/language/ops.py: the entry formula)
 
 each at the same concrete sizes, its sums unrolled, its entries `x[i, j]` mapped to the same
 symbols. Scalar options (eps, lr, β₁, base, …) are passed as the op's own SymPy symbols, so the
@@ -50,7 +50,7 @@ calls replaced by exact ones:
 Matrix products, transposes (`.mT`, `.T`), reshapes, indexing, broadcasting and in-place
 operators are NumPy's own, on object arrays: they run as printed.
 
-The expected side is the claims' own index form (`derivations.arrays.entry`), built once per
+The expected side is the claims' own index form (`derivations.language.arrays.entry`), built once per
 array for free indices (i, j) and then evaluated at each concrete (i, j): every `Sum` written out
 as its loop, sizes and scalars substituted, `x[i, j]` replaced by the run's symbol, an integer
 input's entry by its value, RowMax's opaque per-row `max_<label>[i]` by `Max` of that row (what
@@ -63,7 +63,7 @@ p. The rewrite keeps every Piecewise out of the index form.)
 
 Each comparison is exact: the residual expected − got passes only when it is 0 structurally,
 after SymPy's `expand` (arguments of exp, √, erf, Max, Heaviside expanded inside), or by the
-proofs' normaliser (`derivations.normalise.Normaliser().residual`). A residual that is clearly
+proofs' normaliser (`derivations.proof.rewriting.Normaliser().residual`). A residual that is clearly
 non-zero at a pseudo-random point (30-digit mpmath over the expression's DAG) is reported at
 once, without the slower normal forms: numbers only ever reject, never accept. A kernel output
 that holds a Python or SymPy float is an error (an inexact constant leaked).
@@ -81,9 +81,9 @@ import numpy as _np
 import sympy as sp
 
 from derivations import registry
-from derivations.arrays import Array, CausalMask, RowMax, _label, document_form, entry, shape_of
-from derivations.obligations import backward_scope, flag_sets, forward_scope, setting_for
-from derivations.ops import Op, Table, grad_of
+from derivations.language.arrays import Array, CausalMask, RowMax, _label, document_form, entry, shape_of
+from derivations.proof.obligations import backward_scope, flag_sets, forward_scope, setting_for
+from derivations.language.ops import Op, Table, grad_of
 
 __all__ = ["ShimError", "Sym", "NUMPY", "MATH", "SCIPY", "load", "Check", "validate_op",
            "validate_step", "validate_table", "validate_all", "residual", "TRUSTED",
@@ -121,7 +121,7 @@ TRUSTED = (
 STEP_NAMES = ("sgd", "adam", "adamw")
 
 # concrete sizes per op (default: the sizes where the generated claims search counterexamples,
-# derivations.obligations.setting_for); smaller where the symbolic expressions grow
+# derivations.proof.obligations.setting_for); smaller where the symbolic expressions grow
 SIZES: dict[str, dict[str, int]] = {
     # pairwise distinct, so that an axis read from the wrong argument (√n for √d_k) shows
     "attention": {"m": 2, "n": 3, "d_k": 5, "d_v": 4},
@@ -556,7 +556,7 @@ def residual(expected, got) -> sp.Expr:
     e = sp.expand(d)
     if e == 0:
         return sp.Integer(0)
-    from derivations.normalise import Normaliser, NormaliserError
+    from derivations.proof.rewriting import Normaliser, NormaliserError
 
     try:
         norm = Normaliser(ranges={})      # checked mode: no side condition is ever assumed

@@ -4,7 +4,7 @@ from functools import lru_cache
 import pytest
 
 from derivations import registry
-from derivations.core import PROVED
+from derivations.proof.core import PROVED
 
 CLAIMS = registry.claims()
 MUTANTS = [(c, m) for c in CLAIMS for m in c.mutants]

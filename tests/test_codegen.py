@@ -14,8 +14,8 @@ import torch
 
 from codegen.render import (ROOT, TEMPLATES, CodegenError, analyse, op_context, render_all,
                             verify_header, with_header)
-from derivations.arrays import Array, ArrayError, Assign, RowSum, size
-from derivations.ops import Op, grad_of
+from derivations.language.arrays import Array, ArrayError, Assign, RowSum, size
+from derivations.language.ops import Op, grad_of
 from derivations.registry import ops, tables
 
 NAMES = [o.name for o in ops()]
@@ -332,8 +332,8 @@ def test_synthetic_op_with_two_outputs_guards_and_options(tmp_path, monkeypatch)
     """Features no registry op may use yet: two outputs, a guarded backward line, a scalar
     option the backward needs (so it goes into the cache), a required option."""
     from codegen.render import render_op
-    from derivations.arrays import RowMax
-    from derivations.ops import Option
+    from derivations.language.arrays import RowMax
+    from derivations.language.ops import Option
     alpha, beta = sp.Symbol("alpha", positive=True), sp.Symbol("beta", positive=True)
     A, B = Array("a", (r, n)), Array("b", (r, 1))
     dx, da, db = grad_of(X), grad_of(A), grad_of(B)
@@ -377,7 +377,7 @@ def test_synthetic_op_with_two_outputs_guards_and_options(tmp_path, monkeypatch)
 
 # ------------------------------------------------------------------------------ constant inputs
 def test_constant_input_validation():
-    from derivations.arrays import ArrayError
+    from derivations.language.arrays import ArrayError
     c = Array("c", (r, n))
     with pytest.raises(ArrayError, match="constant input c is not an input"):
         _op(constant_inputs=[c])
@@ -397,8 +397,8 @@ def test_constant_input_validation():
 
 # ------------------------------------------------------------------------------ tables
 def _table(**kw):
-    from derivations.arrays import index
-    from derivations.ops import Option, Table, TableArray
+    from derivations.language.arrays import index
+    from derivations.language.ops import Option, Table, TableArray
     i_, j_ = index("i"), index("j")
     w = sp.Symbol("w", positive=True)
     base = dict(name="toy_tables", file="toy", module="derivations.toy", title="Toy tables",
@@ -439,8 +439,8 @@ def test_synthetic_tables_render_and_run(tmp_path, monkeypatch):
 
 def test_table_errors():
     from codegen.render import table_context
-    from derivations.arrays import ArrayError, index
-    from derivations.ops import TableArray
+    from derivations.language.arrays import ArrayError, index
+    from derivations.language.ops import TableArray
     i_, j_ = index("i"), index("j")
     with pytest.raises(ArrayError, match="entry of a uses \\['k'\\], which are neither"):
         _table(arrays=[TableArray("a", (r, n), (i_, j_), sp.Symbol("k") * i_)])

@@ -1,4 +1,4 @@
-"""Generated claims of the constant tables and the optimiser steps (derivations/constants.py):
+"""Generated claims of the constant tables and the optimiser steps (derivations/proof/tables_steps.py):
 `<table>.entries` and `<step>.update` prove what codegen prints, and the audit kills every
 automatic mutant of it."""
 from __future__ import annotations
@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 import sympy as sp
 
-from derivations import constants, registry
+from derivations import registry
+from derivations.proof import tables_steps as constants
 from derivations import optim as O
 from derivations import positional as P
-from derivations.arrays import ArrayError, Assign
-from derivations.ops import Table, TableArray
+from derivations.language.arrays import ArrayError, Assign
+from derivations.language.ops import Table, TableArray
 
 TABLES = list(registry.tables())
 STEPS = list(registry.steps())

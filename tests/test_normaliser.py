@@ -2,7 +2,7 @@
 import pytest
 import sympy as sp
 
-from derivations.normalise import Normaliser, NormaliserError
+from derivations.proof.rewriting import Normaliser, NormaliserError
 
 n, d = sp.symbols("n d", integer=True, positive=True)
 i, j, k, a = sp.symbols("i j k a", integer=True)
@@ -62,8 +62,8 @@ def test_sigmoid_is_the_documents_formula():
     that formula; the numeric evaluator evaluates it exactly."""
     import mpmath
 
-    from derivations import numeric
-    from derivations.arrays import Sigmoid, document_form
+    from derivations.proof import numeric
+    from derivations.language.arrays import Sigmoid, document_form
     u = sp.Symbol("u", real=True)
     nz = Normaliser()
     assert nz.is_zero(Sigmoid(u), 1 / (1 + sp.exp(-u)))

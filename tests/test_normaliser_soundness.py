@@ -13,9 +13,9 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from derivations import numeric
-from derivations.core import Setting, decide, prove_index_identity, refute_identity
-from derivations.normalise import Indicator, Normaliser, NormaliserError, canonical_index
+from derivations.proof import numeric
+from derivations.proof.core import Setting, decide, prove_index_identity, refute_identity
+from derivations.proof.rewriting import Indicator, Normaliser, NormaliserError, canonical_index
 
 n, m, h, b = (sp.Symbol(s, integer=True, positive=True) for s in ("n", "m", "h", "b"))
 i, j, k, l, u, w, c = (sp.Symbol(s, integer=True) for s in ("i", "j", "k", "l", "u", "w", "c"))

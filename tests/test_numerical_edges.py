@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from derivations import numeric
-from derivations.obligations import E, F, I, J, flag_sets, obligations, spec_scope
+from derivations.proof import numeric
+from derivations.proof.obligations import E, F, I, J, flag_sets, obligations, spec_scope
 from derivations.registry import ops, steps
-from derivations.arrays import entry
+from derivations.language.arrays import entry
 from qed import edges
 
 # ---------------------------------------------------------------------------------------------
@@ -111,7 +111,7 @@ def test_unit_scale_agrees(unit):
 # ---------------------------------------------------------------------------------------------
 # The tape (qed/edges.py) against the project's own evaluator: the spec's index form
 # (`entry` of `spec_scope`) and the generated obligations' required derivatives (`sp.diff` of
-# Σ dO·O, derivations/obligations.py), both evaluated by derivations/numeric.py.
+# Σ dO·O, derivations/proof/obligations.py), both evaluated by derivations/proof/numeric.py.
 
 # one op per tape rule: erf (gelu), tanh (gelu_tanh), √ and powers (layernorm), exp/log and
 # Take (cross_entropy), Max/Heaviside (relu), Gather (embedding), exp and ratios (softmax)

@@ -12,9 +12,10 @@ import sys
 
 import pytest
 
-from derivations import coverage, mutation, obligations, registry
-from derivations.arrays import Array, ArrayError, Assign, ColSum
-from derivations.ops import Op, grad_of
+from derivations import registry
+from derivations.proof import coverage, mutation, obligations
+from derivations.language.arrays import Array, ArrayError, Assign, ColSum
+from derivations.language.ops import Op, grad_of
 
 OPS = [o for o in registry.ops() if o.spec]
 
@@ -125,7 +126,7 @@ def test_a_claim_off_the_mutated_lines_path_refutes_nothing():
 def test_an_equivalent_mutant_is_not_counted_as_killed_or_survived(monkeypatch):
     """2·ColSum(dy/2) written for ColSum(dy): no counterexample exists, the claim still proves,
     and the audit's verdict is 'equivalent'."""
-    from derivations.core import prove_index_identity
+    from derivations.proof.core import prove_index_identity
 
     op = registry.op("layernorm")
     dy = grad_of(op.outputs[0])

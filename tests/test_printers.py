@@ -9,7 +9,7 @@ import sympy as sp
 import torch
 
 from codegen.printers import NumpyPrinter, PrinterError, TorchPrinter
-from derivations.arrays import (Array, CausalMask, ColSum, Contract, Gather, MatMul, NormalCDF,
+from derivations.language.arrays import (Array, CausalMask, ColSum, Contract, Gather, MatMul, NormalCDF,
                                 OneHot, RowMax, RowMean, RowSum, Sigmoid, T, Take, size)
 
 r, n, d_k, V = size("r"), size("n"), size("d_k"), size("V")
@@ -359,7 +359,7 @@ def test_grid_unsupported_raises(printer, expr, message):
 # ------------------------------------------------------------------------------ in-place statements
 def _full(e):
     """Stored shape for the in-place rule: every array here is batched; scalars have none."""
-    from derivations.arrays import is_scalar, shape_of
+    from derivations.language.arrays import is_scalar, shape_of
     return None if is_scalar(e) else shape_of(e)
 
 
@@ -469,7 +469,7 @@ k_sq = Array("k", (r, d_k))
 
 def _causal_body(assigns):
     from codegen.render import _body
-    from derivations.arrays import Assign
+    from derivations.language.arrays import Assign
     lines = _body([Assign(t, e) for t, e in assigns], NumpyPrinter(),
                   {a: True for a in (s_, q, k_sq, Array("v", (r, r)))})
     return [ln for ln in lines if not ln.lstrip().startswith("# ")]    # the code, not the formulas
@@ -520,7 +520,7 @@ def test_causal_mask_in_place_only_on_a_fresh_array():
 
 def _keep_body(assigns, keep):
     from codegen.render import _body
-    from derivations.arrays import Assign
+    from derivations.language.arrays import Assign
     lines = _body([Assign(t, e) for t, e in assigns], NumpyPrinter(),
                   {a: True for a in (s_, q, k_sq, Array("z", (r, r)))}, keep=set(keep))
     return [ln for ln in lines if not ln.lstrip().startswith("# ")]    # the code, not the formulas

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from derivations import registry
-from derivations.obligations import flag_sets
+from derivations.proof.obligations import flag_sets
 from qed import translation as tv
 
 GENERATED = Path(__file__).resolve().parent.parent / "generated" / "numpy"

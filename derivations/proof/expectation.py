@@ -20,7 +20,7 @@ one vector,
 
 because a joint cumulant of independent variables vanishes unless all of them are the same
 variable. For two factors this is `E[x_i x_j] = m₁² + s₂·δ_ij`. The result is an index
-expression (`Sum`, `KroneckerDelta`) that the normaliser of `normalise.py` then decides.
+expression (`Sum`, `KroneckerDelta`) that the normaliser of `rewriting.py` then decides.
 
 Only polynomials in the random variables are supported; anything else (`exp(q_i)`, `√X`)
 raises `ExpectationError` rather than guess.

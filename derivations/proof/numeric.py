@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import mpmath
 import sympy as sp
 
-from .arrays import NormalCDF, Sigmoid
+from ..language.arrays import NormalCDF, Sigmoid
 
 mpmath.mp.dps = 40
 

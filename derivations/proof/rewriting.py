@@ -53,7 +53,7 @@ import itertools
 
 import sympy as sp
 
-from .arrays import DOCUMENT_NODES
+from ..language.arrays import DOCUMENT_NODES
 
 Term = tuple[list, list]  # (factors, limits[(var, lo, hi)])
 

@@ -27,9 +27,9 @@ from typing import Callable, Iterator
 
 import sympy as sp
 
-from .arrays import (Array, ArrayError, ArrayNode, Assign, CausalMask, ColSum, Contract,
+from ..language.arrays import (Array, ArrayError, ArrayNode, Assign, CausalMask, ColSum, Contract,
                      MatMul, RowMax, RowMean, RowSum, T, entry, shape_of)
-from .ops import Op
+from ..language.ops import Op
 
 
 class ShiftedCausalMask(ArrayNode):

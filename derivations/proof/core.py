@@ -22,7 +22,7 @@ from typing import Callable
 import sympy as sp
 
 from . import numeric
-from .normalise import Normaliser, NormaliserError
+from .rewriting import Normaliser, NormaliserError
 
 PROVED = ("proved-general", "proved-concrete")
 STATUSES = ("proved-general", "proved-concrete", "refuted", "unproven", "evidence")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import registry
+from .. import registry
 
 
 @dataclass

@@ -22,7 +22,7 @@ A name defined in two scopes is two arrays: the backward's `xhat` (rebuilt from 
 not the forward's `xhat`, so neither hides the other from a claim.
 
 Each generated claim carries mutants made from the printed assignments themselves (the
-`qed audit` operators of `derivations/mutation.py`: a sign flipped, a factor of 2, a term
+`qed audit` operators of `derivations/proof/mutation.py`: a sign flipped, a factor of 2, a term
 dropped, …) besides the op's hand-written classic mistakes (`Op.mistakes`).
 """
 from __future__ import annotations
@@ -32,10 +32,10 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from .arrays import Array, ArrayError, entry, index
+from ..language.arrays import Array, ArrayError, entry, index
 from . import numeric
 from .core import Claim, Mutant, Proof, Setting, prove_index_identity
-from .ops import Op, grad_of
+from ..language.ops import Op, grad_of
 
 # the free indices of a generated claim: an output's entry (i, j), an input's entry (e, f)
 I, J = index("i"), index("j")
@@ -290,7 +290,7 @@ def claims_for(op: Op) -> list[Claim]:
 
 def obligation_latex(op: Op, ob: Obligation) -> str:
     """The statement, printed from the specification by `sympy.latex`."""
-    from .latex import assigns_latex, array_latex
+    from ..language.latex import assigns_latex, array_latex
 
     spec = assigns_latex(op.spec)
     if ob.kind == "forward":

@@ -1,7 +1,7 @@
 """Generated claims for what codegen prints that is not an op: constant tables and optimiser
 steps.
 
-A `Table` (derivations/ops.py) states the sources' entries once, as `Table.spec` (array name ->
+A `Table` (derivations/language/ops.py) states the sources' entries once, as `Table.spec` (array name ->
 the document's formula in the (row, col) index symbols); a `Step` (derivations/optim.py) states
 the sources' rule once, as `Step.spec` (assignments in the document's form: m_t, v_t, m̂_t, v̂_t,
 θ_t). From them and from what codegen prints, the registry generates
@@ -32,7 +32,7 @@ from math import gcd, lcm
 
 import sympy as sp
 
-from .arrays import Assign, entry, index
+from ..language.arrays import Assign, entry, index
 from .core import Claim, Mutant, Proof
 from .mutation import AuditResult, expression_mutants
 
@@ -258,7 +258,7 @@ class EntryMutant:
 
 
 def table_mutants(table) -> list[EntryMutant]:
-    """Every automatic edit (derivations/mutation.py) of every printed entry of `table`."""
+    """Every automatic edit (derivations/proof/mutation.py) of every printed entry of `table`."""
     out = []
     for arr in table.arrays:
         for n, (kind, what, new) in enumerate(expression_mutants(arr.entry, lambda a: [])):
@@ -479,7 +479,7 @@ class LineMutant:
 
 
 def step_mutants(step) -> list[LineMutant]:
-    """Every automatic edit (derivations/mutation.py) of every printed line of `step`: another
+    """Every automatic edit (derivations/proof/mutation.py) of every printed line of `step`: another
     array read in place of one ranges over the inputs and the earlier lines (all of one shape)."""
     out = []
     available = list(step.inputs)

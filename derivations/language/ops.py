@@ -77,7 +77,7 @@ class Op:
     grads: list[Array]
     # the sources' formula, once, in the array language and in a scope of its own: the
     # generated claims prove the printed forward equal to it and the printed backward equal to
-    # its derivative (derivations/obligations.py); the op's LaTeX is printed from it
+    # its derivative (derivations/proof/obligations.py); the op's LaTeX is printed from it
     spec: list[Assign] = field(default_factory=list)
     source: str = ""             # where the sources state it ("seed A §3, seed B §8")
     # classic mistakes: name -> (what is wrong, "forward" | "backward", target name, wrong value)
@@ -119,7 +119,7 @@ class Op:
         from .latex import assigns_latex
 
         self.latex = assigns_latex(self.spec)
-        from .obligations import check_scopes
+        from ..proof.obligations import check_scopes
 
         defined = set(self.inputs) | set(self.params)
         for a in self.forward:
@@ -215,7 +215,7 @@ class Table:
 
     `spec` states the sources' formula once, per array: array name -> the document's entry
     in the same (row, col) index symbols (floor, Mod and Piecewise allowed: ω_{⌊col/2⌋}, "sin in
-    even columns"); the generated claim `<name>.entries` (derivations/constants.py) proves every
+    even columns"); the generated claim `<name>.entries` (derivations/proof/tables_steps.py) proves every
     printed entry equal to it for symbolic sizes, rows and columns, and the table's LaTeX is
     printed from it.
     """
@@ -274,7 +274,7 @@ class Table:
                 raise ArrayError(f"table {self.name}: mistake {mname} names no array ({target})")
 
     def _spec_latex(self) -> str:
-        """`name_{row, col} = <the sources' entry>` per array, by derivations/latex.py's printer;
+        """`name_{row, col} = <the sources' entry>` per array, by derivations/language/latex.py's printer;
         multi-letter indices and options print upright (\\mathrm{base})."""
         from .latex import ArrayLatexPrinter
 

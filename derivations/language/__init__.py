@@ -1,0 +1,2 @@
+"""The array language: arrays with shape rules and index-form meanings (arrays.py), ops,
+tables and steps built from them (ops.py), and their LaTeX (latex.py)."""
