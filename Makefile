@@ -57,7 +57,7 @@ docs-check:         ## the generated pages under docs/ must match what the regis
 	$(PYTHON) -m qed docs --check
 
 figures:            ## docs/figures/*.png (saturation; training curves and attention of the newest run)
-	$(PYTHON) -m qed.figures $(if $(RUN),--run $(RUN),)
+	$(PYTHON) -m qed.tools.figures $(if $(RUN),--run $(RUN),)
 
 clean:
 	rm -rf runs site build .pytest_cache .hypothesis

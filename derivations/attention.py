@@ -15,7 +15,7 @@ from __future__ import annotations
 import sympy as sp
 
 from .language.arrays import Array, Assign, CausalMask, ColSum, MatMul, RowMax, RowSum, T, entry, index, size
-from .proof.core import Claim, Mutant, Proof, Setting, counterexample, decide, index_claim, prove_index_identity
+from .proof.core import Claim, Mutant, Proof, Setting, counterexample, decide, index_claim
 from .language.ops import Op, Option, grad_of
 from .softmax import softmax_math, softmax_stable
 
@@ -33,7 +33,8 @@ delta = Array("delta", (m, 1))
 BACKWARD_FROM_WEIGHTS = [
     Assign(dv, MatMul(T(att), do)),                      # dV = Aᵀ dO
     Assign(datt, MatMul(do, T(v))),                      # dA = dO Vᵀ
-    Assign(delta, RowSum(do * o)),                       # rowsum(dA ⊙ A) = rowsum(dO ⊙ O)
+    Assign(delta, RowSum(do * o),                        # rowsum(dA ⊙ A) = rowsum(dO ⊙ O)
+           note="δ = rowsum(dA ⊙ A), from dO and O alone (FlashAttention's D)"),
     Assign(ds, att * (datt - delta)),                    # dS = A ⊙ (dA − δ 1ᵀ)
     Assign(dq, MatMul(ds, k) / sp.sqrt(d_k)),            # dQ = dS K / √d_k
     Assign(dk, MatMul(T(ds), q) / sp.sqrt(d_k)),         # dK = dSᵀ Q / √d_k

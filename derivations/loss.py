@@ -91,13 +91,13 @@ CROSS_ENTROPY = Op(
     inputs=[Z, TGT, MASK],
     integer_inputs=[TGT, MASK],
     forward=[
-        Assign(MX, RowMax(Z)),
+        Assign(MX, RowMax(Z), note="each row shifted by its max: exp(z − m) ≤ 1 never overflows"),
         Assign(EXPS, sp.exp(Z - MX)),
         Assign(SUMEXP, RowSum(EXPS)),
         Assign(PROBS, EXPS / SUMEXP),
         # log Σ e^{z − m} − (z_t − m): both O(1)-accurate terms; the max is never added to the
         # O(1) log-sum (m + log Σ … rounds the log-sum away once |m| ≫ 1/ε)
-        Assign(ZT, Take(Z, TGT) - MX),
+        Assign(ZT, Take(Z, TGT) - MX, note="log-sum-exp: m cancels, never added to the O(1) log-sum"),
         Assign(LOSSES, sp.log(SUMEXP) - ZT),
         Assign(LOSS, mean_over_mask(LOSSES, MASK)),
     ],

@@ -91,7 +91,7 @@ LAYERNORM = Op(
     outputs=[y],
     saved=[x, gamma, mean, rstd],
     backward=[
-        Assign(xhat, (x - mean) * rstd),                           # x̂ rebuilt from the cache
+        Assign(xhat, (x - mean) * rstd, note="x̂ rebuilt from the cache (llm.c: only μ, rstd kept)"),
         Assign(dxhat, dy * gamma),                                 # y = γ ⊙ x̂ + β  ⇒  dx̂ = dy ⊙ γ
         Assign(dgamma, ColSum(dy * xhat)),                         # dγ = Σ_rows dy ⊙ x̂
         Assign(dbeta, ColSum(dy)),                                 # dβ = Σ_rows dy
@@ -148,7 +148,7 @@ RMSNORM = Op(
     outputs=[ry],
     saved=[rx, rgamma, rrms],
     backward=[
-        Assign(rxhat, rx * rrms),                                  # x̂ rebuilt from the cache
+        Assign(rxhat, rx * rrms, note="x̂ rebuilt from the cache (only rrms kept)"),
         Assign(rdxhat, rdy * rgamma),                              # dx̂ = dy ⊙ γ
         Assign(rdgamma, ColSum(rdy * rxhat)),                      # dγ = Σ_rows dy ⊙ x̂
         Assign(rdx, rmsnorm_dx(rxhat, rdxhat, rrms)),              # dx = rrms(dx̂ − x̂ mean(dx̂ x̂))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from dataclasses import dataclass
 from functools import lru_cache
 
 from .proof.core import Claim
@@ -142,3 +143,26 @@ def composites() -> tuple[Composite, ...]:
     for mod in topic_modules():
         out.extend(getattr(mod, "COMPOSITES", []))
     return tuple(sorted(out, key=lambda c: c.name))
+
+
+@dataclass(frozen=True)
+class Artefact:
+    """One thing codegen prints, and the module it goes into (generated/<backend>/<file>.py):
+    an op (its own module), a constant table (the module of the op `Table.file`, or one of its
+    own), an optimiser step or a composite (their own)."""
+
+    kind: str            # "op", "table", "step" or "composite"
+    name: str
+    file: str
+    unit: object         # the Op, Table, Step or Composite
+    claims: tuple
+
+
+@lru_cache(maxsize=None)
+def artefacts() -> tuple[Artefact, ...]:
+    """Everything codegen prints, ops, tables, steps, composites, each kind sorted by name: the
+    one list that codegen and the docs both read."""
+    units = [("op", o, o.name) for o in ops()] + [("table", t, t.file) for t in tables()] + \
+            [("step", s, s.name) for s in steps()] + [("composite", c, c.name) for c in composites()]
+    return tuple(Artefact(kind, u.name, file, u, tuple(getattr(u, "claims", ()) or ()))
+                 for kind, u, file in units)

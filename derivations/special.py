@@ -33,7 +33,10 @@ and R's float32 value at ±c is ±1 exactly (with the final clip, which also kee
 the evaluation error lands above 1).
 
 This is a floating-point evaluation of erf, like np.exp's own polynomial, not a new formula: the
-proofs keep the symbol erf. The claim `special.erf_float32` records the measurements (numeric
+proofs keep the symbol erf. The evaluation is written once, as data (ARGUMENT, RATIONAL, BOUND,
+AFFINE below: one NumPy operation each): codegen prints it into generated/numpy/_special.py,
+`RationalApproximation.evaluate` runs it in float32 for the claim, and `_worst` runs it in mpmath
+for the fit. The claim `special.erf_float32` records the measurements (numeric
 evidence, not a theorem); its mutants (a perturbed coefficient, no clamp, Q dropped) fail it.
 """
 from __future__ import annotations
@@ -46,8 +49,6 @@ import sympy as sp
 from .language.arrays import NormalCDF, document_form
 from .proof.core import Claim, Mutant, Proof
 
-z, t = sp.Symbol("z", real=True), sp.Symbol("t", nonnegative=True)
-
 # erf(z)/z ≈ P(t)/Q(t), t = z²: lowest power first; float32 values (shortest decimals)
 ERF_P = tuple(sp.Rational(c) for c in (
     "1.128145", "0.1933392", "0.05305922", "0.0038723636", "0.0002837446", "0.000001980919"))
@@ -59,10 +60,89 @@ ERF_ULP_BOUND = sp.Rational(17, 2)              # its float32 evaluation: ≤ 8.
 
 
 @dataclass(frozen=True)
+class Operation:
+    """One elementwise operation of an evaluation: `out = ufunc(*args)`, written into `out`.
+
+    `ufunc` is the name of a NumPy ufunc (clip, multiply, add, divide). An operand is the name of
+    a buffer (`x`: the input; `z`, `t`, `pq`, `r`), a row of one (`("pq", 0)`), a coefficient
+    column (`("C", k)`: P's and Q's coefficient of t^k as a (2, 1) column), a constant of the
+    approximation (`clamp`, `bound`, negated as `-clamp`, `-bound`), or a parameter of the affine
+    map around it (`scale`, `outer`, `shift`). `note` is the comment its generated line carries."""
+
+    ufunc: str
+    out: str
+    args: tuple
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Loop:
+    """`for <var> in <columns>: <body>`: the operations of `body` once per coefficient column of
+    `columns` = ("C", start, stop, step) (a slice of the columns), `var` bound to it."""
+
+    var: str
+    columns: tuple
+    body: tuple
+
+
+# The evaluation of R(x), one operation a line: what generated/numpy/_special.py runs over each
+# block of the input (codegen prints these lines), what the claim measures in float32
+# (`RationalApproximation.evaluate` runs them with NumPy) and, without rounding, the fit's error
+# (`_worst` runs them with mpmath at 30 digits). Written once, here.
+ARGUMENT = (Operation("clip", "z", ("x", "-clamp", "clamp"), "z = clip(x)"),)
+SCALED_ARGUMENT = (Operation("multiply", "z", ("x", "scale")),                 # Φ: erf(x·(1/√2))
+                   Operation("clip", "z", ("z", "-clamp", "clamp"), "z = clip(scale·x)"))
+RATIONAL = (Operation("multiply", "t", ("z", "z"), "t = z²"),
+            # P(t) and Q(t) together, the two rows of pq, by Horner's rule: c_n·t + c_{n−1}, then
+            # ·t + c_k for k = n−2 … 0
+            Operation("multiply", "pq", ("t", ("C", -1)), "rows P(t), Q(t) by Horner's rule"),
+            Operation("add", "pq", ("pq", ("C", -2))),
+            Loop("c", ("C", -3, None, -1), (Operation("multiply", "pq", ("pq", "t")),
+                                            Operation("add", "pq", ("pq", "c")))),
+            Operation("multiply", "r", (("pq", 0), "z")),
+            Operation("divide", "r", ("r", ("pq", 1)), "z·P(t)/Q(t)"))
+BOUND = (Operation("clip", "r", ("r", "-bound", "bound"), "|R| ≤ {bound}"),)
+AFFINE = (Operation("multiply", "r", ("r", "outer")),                          # Φ: ½·erf + ½
+          Operation("add", "r", ("r", "shift"), "outer·R + shift"))
+
+
+def run(program, x, constants: dict, columns, funcs: dict):
+    """The value of `r` after `program` on the input `x`: each operation `funcs[ufunc](*values)`
+    (NumPy's ufuncs, or mpmath's arithmetic); `constants` give clamp, bound (None: that clip is
+    skipped), scale, outer, shift; `columns` the coefficient columns."""
+    env = {"x": x, "C": columns}
+
+    def value(a):
+        if isinstance(a, tuple):
+            name, k = a
+            return env[name][k]
+        if a in env:
+            return env[a]
+        return -constants[a[1:]] if a.startswith("-") else constants[a]
+
+    def execute(ops):
+        for op in ops:
+            if isinstance(op, Loop):
+                name, start, stop, step = op.columns
+                for column in env[name][start:stop:step]:
+                    env[op.var] = column
+                    execute(op.body)
+            elif op.ufunc == "clip" and any(constants.get(a.lstrip("-"), 0) is None
+                                            for a in op.args if isinstance(a, str)):
+                env[op.out] = value(op.args[0])      # no clamp (a mutant): the value itself
+            else:
+                env[op.out] = funcs[op.ufunc](*[value(a) for a in op.args])
+
+    execute(program)
+    return env["r"]
+
+
+@dataclass(frozen=True)
 class RationalApproximation:
     """f(x) ≈ clip(z · P(t)/Q(t), −bound, bound), z = clip(x, −clamp, clamp), t = z² — what codegen
-    prints for `function` on arrays of `dtype` (P and Q by Horner's rule, evaluated together in
-    `compute_dtype`; no final clip when bound is None)."""
+    prints for `function` on arrays of `dtype`: the operations ARGUMENT, RATIONAL, BOUND above (P
+    and Q by Horner's rule, evaluated together in `compute_dtype`; no final clip when bound is
+    None)."""
 
     function: type
     dtype: str
@@ -73,39 +153,34 @@ class RationalApproximation:
     bound: sp.Expr | None
     doc: str
 
-    def polynomial(self, coeffs) -> sp.Expr:
-        return sp.Add(*[c * t**k for k, c in enumerate(coeffs)])
+    def __post_init__(self):
+        if max(len(self.numerator), len(self.denominator)) < 2:
+            raise ValueError(f"{self.function.__name__}: Horner's rule above needs two coefficients")
 
-    def expr(self, x) -> sp.Expr:
-        """R(x) as a SymPy expression of x (what the code computes, before rounding)."""
-        zz = sp.Max(-self.clamp, sp.Min(self.clamp, x))
-        r = zz * self.polynomial(self.numerator).subs(t, zz**2) / self.polynomial(self.denominator).subs(t, zz**2)
-        return r if self.bound is None else sp.Max(-self.bound, sp.Min(self.bound, r))
+    def coefficient_rows(self, numerator=None, denominator=None) -> list:
+        """[P's, Q's] coefficients, lowest power first, zero-padded to one length."""
+        p, q = numerator or self.numerator, denominator or self.denominator
+        n = max(len(p), len(q))
+        return [list(p) + [0] * (n - len(p)), list(q) + [0] * (n - len(q))]
+
+    def program(self) -> tuple:
+        return ARGUMENT + RATIONAL + (BOUND if self.bound is not None else ())
 
     def evaluate(self, x, numerator=None, denominator=None, clamp="default"):
         """R(x) for a NumPy array x, operation by operation as generated/numpy/_special.py
-        computes it, in `compute_dtype` (other coefficients or clamp to try variants; clamp=None:
-        no clamp)."""
+        computes it (`program()`), in `compute_dtype` (other coefficients or clamp to try
+        variants; clamp=None: no clamp)."""
         import numpy as np
 
         dt = np.dtype(self.compute_dtype)
-        p, q = numerator or self.numerator, denominator or self.denominator
-        n = max(len(p), len(q))
-        pq = np.zeros((2, n), dtype=dt)
-        pq[0, :len(p)], pq[1, :len(q)] = [float(c) for c in p], [float(c) for c in q]
+        pq = np.array([[float(c) for c in row] for row in self.coefficient_rows(numerator, denominator)], dtype=dt)
         c = self.clamp if clamp == "default" else clamp
-        zz = np.asarray(x, dtype=dt)
-        if c is not None:
-            zz = np.clip(zz, -float(c), float(c))
+        constants = {"clamp": None if c is None else float(c),
+                     "bound": None if self.bound is None else float(self.bound)}
+        funcs = {name: getattr(np, name) for name in ("clip", "multiply", "add", "divide")}
         with np.errstate(over="ignore", invalid="ignore"):
-            tt = zz * zz
-            acc = tt * pq[:, -1:] + pq[:, -2:-1] if n > 1 else np.broadcast_to(pq, (2, zz.size)).copy()
-            for k in range(n - 3, -1, -1):
-                acc *= tt
-                acc += pq[:, k:k + 1]
-            r = acc[0] * zz
-            r /= acc[1]
-        return r if self.bound is None else np.clip(r, -float(self.bound), float(self.bound))
+            return run(self.program(), np.asarray(x, dtype=dt), constants,
+                       tuple(pq[:, k:k + 1] for k in range(pq.shape[1])), funcs)
 
 
 ERF_FLOAT32 = RationalApproximation(
@@ -163,16 +238,18 @@ def _float32_values(coeffs) -> list:
 
 def _worst(numerator, denominator, clamp, points=GRID) -> tuple:
     """max over the grid of |R(x) − erf(x)| / |erf(x)| (x > 0), at 30 digits, and where; R with
-    float32 coefficients and no rounding otherwise (the fit, not its evaluation)."""
+    float32 coefficients and no rounding otherwise (the fit, not its evaluation): the operations
+    ARGUMENT and RATIONAL in mpmath."""
+    funcs = {"clip": lambda v, lo, hi: max(lo, min(hi, v)), "multiply": lambda a, b: a * b,
+             "add": lambda a, b: a + b, "divide": lambda a, b: a / b}
     with mpmath.workdps(_DPS):
-        p, q = _float32_values(numerator), _float32_values(denominator)
-        cl = mpmath.mpf(clamp.p) / clamp.q if clamp is not None else None
+        rows = [_float32_values(row) for row in ERF_FLOAT32.coefficient_rows(numerator, denominator)]
+        columns = [mpmath.matrix([[p], [q]]) for p, q in zip(*rows)]
+        constants = {"clamp": mpmath.mpf(clamp.p) / clamp.q if clamp is not None else None}
         worst, at = mpmath.mpf(0), None
         for k in range(1, points + 1):
             x = mpmath.mpf(6) * k / points
-            zz = min(x, cl) if cl is not None else x
-            tt = zz * zz
-            r = zz * mpmath.polyval(p[::-1], tt) / mpmath.polyval(q[::-1], tt)
+            r = run(ARGUMENT + RATIONAL, x, constants, columns, funcs)
             e = abs(r - mpmath.erf(x)) / mpmath.erf(x)
             if e > worst:
                 worst, at = e, x

@@ -7,11 +7,10 @@ print one line, `qed: error: ...`, on stderr and exit with status 1 — never a 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
-from .cli_types import nonnegative_int, positive_int, temperature
+from .cli_types import nonnegative_int, positive_int, seconds, temperature
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
@@ -78,6 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue a run from its latest checkpoint, with its saved settings (an interrupted "
                         "run resumes exactly); --steps N extends it, the cosine schedule then spans N steps")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    d = t.add_argument_group("ranks and devices (torch.distributed); each allowed with --resume")
+    d.add_argument("--nproc", type=positive_int, default=None,
+                   help="train as N ranks on this machine (gloo on CPUs, NCCL on GPUs): each takes its rows of "
+                        "every batch and the gradients are summed; under torchrun leave it out")
+    d.add_argument("--device", choices=("cpu", "cuda"), default=None, help="torch backend: cpu (default) or cuda")
+    d.add_argument("--dist-timeout", type=seconds, default=None, metavar="SECONDS",
+                   help="how long a rank waits for the others before it stops the run (default 300)")
+    d.add_argument("--oversubscribe", action="store_true", help="allow --nproc above the CPU count")
     o = t.add_argument_group("optimisation")
     o.add_argument("--steps", type=int, default=None)
     o.add_argument("--batch-size", type=int, default=None)
@@ -122,33 +129,68 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--best", action="store_true", help="the checkpoint with the lowest validation loss")
     e.add_argument("--json", action="store_true", help="print the result as JSON")
 
-    from .cli_docs import add_parsers  # `qed docs`, `qed lint-latex`
+    from .cli_tools import add_bench_parser, add_parsers  # `qed docs`, `qed lint-latex`, `qed bench`
     add_parsers(sub)
-    from .bench import add_parser as add_bench_parser  # `qed bench` (light: numpy/torch load in the handler)
     add_bench_parser(sub)
     return parser
 
 
 # --------------------------------------------------------------------------- handlers
 def _cmd_train(args) -> int:
+    from .launch import run_train
+
+    return run_train(args, _train)       # alone, as N ranks (--nproc N), or as one rank of torchrun's
+
+
+def _train(args, world) -> int:
+    """`qed train` in this process: alone, or as rank `world.rank` of `world.size` (only rank 0
+    prints; every rank builds the same run and checks, before training, that the others did)."""
+    t0 = time.perf_counter()
+    trainer = None
+    try:
+        with world.setting_up() as setup:
+            trainer, header = _start_training(args, world)
+            setup.agree_on(trainer.fingerprint(), "run (options, data, checkpoint)")
+    except BaseException:
+        if trainer is not None:
+            trainer.abandon()
+        raise
+    if world.is_main:
+        print(header, flush=True)
+    rc = trainer.run()
+    rec = trainer.last_record if world.is_main else None
+    if rc == 0 and rec is not None:
+        from .train import fmt_loss
+
+        msg = f"done in {time.perf_counter() - t0:.1f} s: step {rec['step']}, val_loss {fmt_loss(rec['val_loss'])}"
+        if "accuracy" in rec:
+            msg += f", held-out accuracy {100 * rec['accuracy']:.2f}% ({rec['correct']}/{rec['held_out']})"
+        print(msg + f"; run dir: {trainer.run_dir}", flush=True)
+    return rc
+
+
+def _start_training(args, world):
+    """(the Trainer of a new or resumed run, the line that announces it)."""
     from .config import GPTConfig
+    from .cpu import use_threads
     from .data import SortTask, load_text
     from .errors import QedError
     from .train import (SORT_DIGITS, SORT_LENGTH, SORT_MODEL, SORT_TRAIN, TEXT_MODEL, TEXT_TRAIN, Trainer,
                         TrainSettings)
 
     progress = not args.no_progress
-    t0 = time.perf_counter()
     if args.resume:
         given = [o for o in _RUN_OPTIONS if getattr(args, o) not in (None, False)]
         if given:
             flags = ", ".join("--" + o.replace("_", "-") for o in given)
             raise QedError(f"{flags}: cannot be combined with --resume (the run's saved settings are used; "
-                           f"only --steps, --eval-every, --numpy-parallel and --compile may change)")
+                           f"only --steps, --eval-every, --numpy-parallel, --compile, --nproc and --device may change)")
         trainer = Trainer.resume(args.resume, steps=args.steps, eval_every=args.eval_every,
                                  numpy_parallel=args.numpy_parallel, torch_compile=args.compile,
-                                 progress=progress)
-        print(f"resuming {trainer.run_dir} at step {trainer.step} of {trainer.settings.steps}", flush=True)
+                                 progress=progress, world=world)
+        threads = (world.use_threads(trainer.settings.backend) if world.distributed
+                   else use_threads(trainer.settings.backend, trainer.settings.numpy_parallel))
+        return trainer, f"resuming {trainer.run_dir} at step {trainer.step} of {trainer.settings.steps} | {threads}"
     else:
         if args.data is not None:
             if args.sort_length is not None or args.sort_digits is not None:
@@ -184,23 +226,17 @@ def _cmd_train(args) -> int:
         if args.betas is not None:
             sk["betas"] = tuple(args.betas)
         settings = TrainSettings(**sk)
-        trainer = Trainer.new(config, settings, task, out=args.out, progress=progress)
+        trainer = Trainer.new(config, settings, task, out=args.out, progress=progress, world=world)
+        threads = (world.use_threads(settings.backend) if world.distributed
+                   else use_threads(settings.backend, settings.numpy_parallel))
         n_params = sum(int(v.size) for v in trainer.runner.params().values())
         what = (f"sort {task.length} digits 0-{task.num_digits - 1}" if task.kind == "sort"
                 else f"{task.path} ({len(task.train) + len(task.val):,} chars, vocab {task.vocab_size})")
-        print(f"qed train: {what} | {settings.backend}{' (compiled)' if settings.torch_compile else ''} {settings.dtype} | {config.n_layer} layers, "
-              f"{config.n_head} heads, n_embd {config.n_embd}, {n_params:,} params | {settings.steps} steps, "
-              f"batch {settings.batch_size}, lr {settings.lr:g} | run dir {trainer.run_dir}", flush=True)
-    rc = trainer.run()
-    rec = trainer.last_record
-    if rc == 0 and rec is not None:
-        from .train import fmt_loss
-
-        msg = f"done in {time.perf_counter() - t0:.1f} s: step {rec['step']}, val_loss {fmt_loss(rec['val_loss'])}"
-        if "accuracy" in rec:
-            msg += f", held-out accuracy {100 * rec['accuracy']:.2f}% ({rec['correct']}/{rec['held_out']})"
-        print(msg + f"; run dir: {trainer.run_dir}", flush=True)
-    return rc
+        header = (f"qed train: {what} | {settings.backend}{' (compiled)' if settings.torch_compile else ''} "
+                  f"{settings.dtype} | {config.n_layer} layers, {config.n_head} heads, n_embd {config.n_embd}, "
+                  f"{n_params:,} params | {settings.steps} steps, batch {settings.batch_size}, lr {settings.lr:g} | "
+                  f"{threads} | run dir {trainer.run_dir}")
+        return trainer, header
 
 
 def _cmd_sample(args) -> int:
@@ -225,11 +261,11 @@ def _cmd_eval(args) -> int:
 
 def _dispatch(args) -> int:
     if args.command == "prove":
-        from .prove import main as prove_main
+        from .tools.prove import main as prove_main
 
         return prove_main(args.ids, args.json, args.workers)
     if args.command == "audit":
-        from .audit import main as audit_main
+        from .tools.audit import main as audit_main
 
         return audit_main(args.prefixes, args.json, args.limit, args.workers)
     if args.command == "train":
@@ -238,14 +274,14 @@ def _dispatch(args) -> int:
         return _cmd_sample(args)
     if args.command == "eval":
         return _cmd_eval(args)
-    if args.command == "bench":
-        from .bench import run_cli
-
-        return run_cli(args)
-    from .cli_docs import COMMANDS, run as run_docs_command
+    from .cli_tools import COMMANDS, run as run_tool_command
     if args.command in COMMANDS:
-        return run_docs_command(args)
+        return run_tool_command(args)
     raise AssertionError(args.command)  # pragma: no cover
+
+
+# --------------------------------------------------------------------------- library threads
+ONE_THREAD_COMMANDS = ("train", "sample", "eval")
 
 
 def _one_line(e: BaseException) -> str:
@@ -257,12 +293,11 @@ def main(argv: list[str] | None = None) -> int:
     from .errors import QedError
 
     args = build_parser().parse_args(argv)
-    if args.command in ("train", "sample", "eval"):
-        # The matrices here are small: BLAS/OpenMP threads cost more than they give, and on a busy
-        # two-core machine they made a step 10-80x slower (measured).  One thread each, unless the
-        # user set OPENBLAS_NUM_THREADS / OMP_NUM_THREADS.  (Read when numpy / torch load.)
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-        os.environ.setdefault("OMP_NUM_THREADS", "1")
+    args.argv = list(sys.argv[1:] if argv is None else argv)     # what `qed train --nproc N` gives its ranks
+    if args.command in ONE_THREAD_COMMANDS:
+        from .cpu import one_library_thread
+
+        one_library_thread()
     try:
         return _dispatch(args)
     except QedError as e:

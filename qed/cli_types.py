@@ -1,10 +1,20 @@
-"""argparse types of the `qed` command line: each refuses a bad value in one line.
+"""argparse types of the `qed` command line, each refusing a bad value in one line, and the
+defaults that `qed bench --help` shows (qed/tools/bench.py uses the same).
 
-A module of its own so that every subcommand's parser (cli.py, cli_docs.py, bench.py) can use
-them without importing cli.py (no import cycle)."""
+A module of its own so that every subcommand's parser (cli.py, cli_tools.py) and the tools can
+use them without importing cli.py or the tools (no import cycle)."""
 from __future__ import annotations
 
 import argparse
+import os
+
+# `qed bench`
+NUMPY_PARALLEL = "processes"     # how NumpyGPT runs its batch slices (see qed/parallel.py)
+MEMORY_T = 1024                  # --memory: attention vs attention_lse at this block size ...
+MEMORY_BATCH = 4                 # ... and batch size
+SWEEP_T = (32, 64, 128, 256, 512)
+SWEEP_C = (64, 128, 256, 512)
+SWEEP_FIGURE = os.path.join("docs", "figures", "bench_sweep.png")
 
 
 def int_at_least(low: int, what: str):
@@ -24,6 +34,17 @@ positive_int = int_at_least(1, "a positive integer")
 nonnegative_int = int_at_least(0, "an integer >= 0")
 
 
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a positive, finite number of seconds, got {text}")
+    return value
+
+
 def temperature(text: str) -> float:
     try:
         value = float(text)
@@ -32,3 +53,14 @@ def temperature(text: str) -> float:
     if not (value >= 0 and value != float("inf")):     # refuses nan, negative and inf
         raise argparse.ArgumentTypeError(f"expected a finite number >= 0 (0: greedy), got {text}")
     return value
+
+
+def int_list(text: str) -> tuple:
+    """At least two positive integers, comma- or space-separated."""
+    try:
+        vals = tuple(int(v) for v in text.replace(",", " ").split())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if len(vals) < 2 or min(vals) < 1:
+        raise argparse.ArgumentTypeError(f"expected at least two positive integers, got {text!r}")
+    return vals

@@ -122,3 +122,21 @@ class GPTConfig:
         cfg = cls(**d)
         cfg.validate()
         return cfg
+
+
+def check_idx(config: GPTConfig, idx, targets=None) -> tuple[int, int]:
+    """(B, T) of a batch of token ids (NumPy or torch) that a model of this config can take,
+    or a ValueError saying what is wrong; with targets, at least one must be scored (not -1)."""
+    shape = tuple(idx.shape)
+    if len(shape) != 2:
+        raise ValueError(f"idx must have shape (batch, time), got {shape}")
+    B, T = shape
+    if T > config.block_size:
+        raise ValueError(f"sequence length {T} exceeds block_size={config.block_size}")
+    if T < 1 or B < 1:
+        raise ValueError(f"idx must be non-empty, got shape {shape}")
+    if targets is not None and tuple(targets.shape) != shape:
+        raise ValueError(f"targets must have the shape of idx {shape}, got {tuple(targets.shape)}")
+    if targets is not None and not bool((targets >= 0).any()):   # -1: ignored (nanoGPT's ignore_index)
+        raise ValueError("every target is -1 (ignored): there is no token to score")
+    return B, T

@@ -3,6 +3,7 @@
     kernel(backend, op)            generated/<backend>/<op>.py, or MissingKernelError
     table_fn(backend, module, fn)  a generated table function (RoPE's, the sinusoidal table)
     kernels_for(config)            the ops and table functions a config calls (both backends)
+    load_kernels(backend, config)  {op: module} of every kernel a config calls, tables checked
 
 The constants are the generated kernels' defaults that the models pass on.
 """
@@ -66,3 +67,12 @@ def kernels_for(config: GPTConfig) -> tuple[list[str], list[tuple[str, str]]]:
     if c.pos == "sinusoidal":
         tables.append(("sinusoidal", "sinusoidal_table"))
     return names, tables
+
+
+def load_kernels(backend: str, config: GPTConfig) -> dict:
+    """{op name: generated module} of every kernel a GPT with this config calls, after checking
+    that its table functions exist: a missing one fails when the model is built, not mid-forward."""
+    names, tables = kernels_for(config)
+    for module, fn in tables:
+        table_fn(backend, module, fn)
+    return {name: kernel(backend, name) for name in names}

@@ -15,16 +15,12 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .config import GPTConfig
+from .config import GPTConfig, check_idx
 from .errors import CompileError
-from .kernels import NORM_EPS, ROPE_BASE, SINUSOID_BASE, kernel, kernels_for, table_fn
-from .model_numpy import NumpyGPT, check_idx, flat_layout, flat_params
+from .flat import flat_layout, flat_params, flat_views
+from .kernels import NORM_EPS, kernel, load_kernels
 from .params import check_params, init_params, param_shapes
-
-
-def _fn(name: str):
-    """The functional wrapper `<name>(...)` of generated/torch/<name>.py."""
-    return getattr(kernel("torch", name), name)
+from .positions import PositionTables
 
 
 class _Node(nn.Module):
@@ -34,45 +30,36 @@ class _Node(nn.Module):
 class TorchGPT(nn.Module):
     backend = "torch"
 
-    def __init__(self, config: GPTConfig, dtype=torch.float32, seed: int = 0, compile: bool = False):
+    def __init__(self, config: GPTConfig, dtype=torch.float32, seed: int = 0, compile: bool = False,
+                 device=None):
         """`compile=True`: the loss path (forward with targets, and the backward of what it
         computes) runs as one graph compiled by torch.compile — the same generated forward and
-        backward expressions, fused by inductor into loops (see `_compiled_loss`)."""
+        backward expressions, fused by inductor into loops (see `_compiled_loss`). `device`: where
+        the parameters live ("cpu", "cuda", "cuda:1"; None: the CPU)."""
         super().__init__()
         config.validate()
         self.config = config
         self.compiled = bool(compile)
         self._compiled = None
-        self._kfn = {}
+        # the functional wrapper `<op>(...)` of every generated/torch/<op>.py the config calls
+        self._kfn = {name: getattr(module, name) for name, module in load_kernels("torch", config).items()}
         # every parameter is a view of one flat buffer (matrices first, as NumpyGPT), so that
         # TorchAdamW can update them all with one kernel call per weight-decay group
         flat = flat_params(init_params(config, seed), np.float64)
-        buffer = torch.as_tensor(next(iter(flat.values())).base, dtype=dtype)
         _, offsets = flat_layout(flat)
-        for name, value in flat.items():
+        buffer = torch.as_tensor(next(iter(flat.values())).base, dtype=dtype, device=device)
+        views = flat_views(buffer, offsets, {k: v.shape for k, v in flat.items()})
+        for name in flat:
             *path, leaf = name.split(".")
             node = self
             for part in path:
                 if part not in node._modules:
                     node.add_module(part, _Node())
                 node = node._modules[part]
-            view = buffer[offsets[name]:offsets[name] + value.size].view(value.shape)
-            node.register_parameter(leaf, nn.Parameter(view))
-        self._sinusoid = None
-        self._rope_tabs = None
-        for n in self._kernels_needed():
-            self._k(n)
-
-    # ------------------------------------------------------------------ kernels
-    def _kernels_needed(self) -> list[str]:
-        names, tables = kernels_for(self.config)
-        for module, fn in tables:
-            table_fn("torch", module, fn)
-        return names
+            node.register_parameter(leaf, nn.Parameter(views[name]))
+        self._positions = PositionTables("torch", config)
 
     def _k(self, name):
-        if name not in self._kfn:
-            self._kfn[name] = _fn(name)
         return self._kfn[name]
 
     # ------------------------------------------------------------------ params
@@ -124,29 +111,11 @@ class TorchGPT(nn.Module):
         h = self._linear(P, prefix + ".c_fc", x, c.bias)
         return self._linear(P, prefix + ".c_proj", self._k(c.ffn)(h), c.bias)
 
-    def _sinusoid_table(self, T, like):
-        """PE (T, C) of seed A §5 from the generated table function (a constant)."""
-        t = self._sinusoid
-        if t is None or t.dtype != like.dtype or t.device != like.device:
-            t = table_fn("torch", "sinusoidal", "sinusoidal_table")(
-                self.config.block_size, self.config.n_embd, base=SINUSOID_BASE, dtype=like.dtype,
-                device=like.device)
-            self._sinusoid = t = torch.as_tensor(t).to(device=like.device, dtype=like.dtype)
-        return t[:T]
-
     def _rope(self, x):
         """RoPE on (B, nh, T, hd) through the generated kernel; the tables are its constant
         inputs (no gradient), expanded (views) to x's leading axes as the kernel expects."""
-        tabs = self._rope_tabs
-        if tabs is None or tabs[0].dtype != x.dtype or tabs[0].device != x.device:
-            tabs = table_fn("torch", "rope", "rope_tables")(
-                self.config.block_size, self.config.head_dim, base=ROPE_BASE, dtype=x.dtype,
-                device=x.device)
-            self._rope_tabs = tabs = tuple(torch.as_tensor(a).to(device=x.device, dtype=x.dtype)
-                                           for a in tabs)
-        cos, sin, rot = tabs
-        T = x.shape[-2]
-        return self._k("rope")(x, cos[:T].expand(x.shape), sin[:T].expand(x.shape),
+        cos, sin, rot = self._positions.rope(x.shape[-2], x.dtype, x.device)
+        return self._k("rope")(x, cos.expand(x.shape), sin.expand(x.shape),
                                rot.expand(*x.shape[:-2], *rot.shape))
 
     # ------------------------------------------------------------------ forward
@@ -158,8 +127,6 @@ class TorchGPT(nn.Module):
         if targets is None:
             return self._logits(idx), None
         mask = (targets >= 0).long()                        # target -1: ignored (ignore_index)
-        if not bool(mask.any()):
-            raise ValueError("every target is -1 (ignored): there is no token to score")
         targets = torch.where(mask == 1, targets, torch.zeros_like(targets))
         if not self.compiled:
             return self._with_loss(idx, targets, mask)
@@ -200,7 +167,7 @@ class TorchGPT(nn.Module):
             pos = torch.arange(T, device=idx.device).expand(B, T)
             x = x + self._k("embedding")(pos, P["wpe.weight"])
         elif c.pos == "sinusoidal":
-            x = x + self._sinusoid_table(T, x)
+            x = x + self._positions.sinusoid(T, x.dtype, x.device)           # fixed, no gradient
         for layer in range(c.n_layer):
             p = f"h.{layer}"
             if c.norm_position == "pre":
@@ -219,30 +186,3 @@ def _compile_failure(e: BaseException) -> bool:
     """An error of torch.compile's own machinery (dynamo, inductor, the C++ toolchain) rather
     than one the model raised: those propagate unchanged."""
     return type(e).__module__.startswith(("torch._dynamo", "torch._inductor"))
-
-
-def build_model(config: GPTConfig, backend: str = "numpy", dtype=None, seed: int = 0):
-    """A NumpyGPT ("numpy") or TorchGPT ("torch"); dtype defaults to float32, and may be given
-    as a NumPy dtype, a torch dtype or a name ("float32", "float64")."""
-    if backend == "numpy":
-        return NumpyGPT(config, dtype=_np_dtype(dtype), seed=seed)
-    if backend == "torch":
-        return TorchGPT(config, dtype=_torch_dtype(dtype), seed=seed)
-    raise ValueError(f"unknown backend {backend!r}: choose 'numpy' or 'torch'")
-
-
-def _np_dtype(dtype):
-    if dtype is None:
-        return np.float32
-    if isinstance(dtype, torch.dtype):
-        return torch.empty((), dtype=dtype).numpy().dtype
-    return np.dtype(dtype)
-
-
-def _torch_dtype(dtype):
-    if dtype is None:
-        return torch.float32
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    return {np.dtype("float32"): torch.float32, np.dtype("float64"): torch.float64,
-            np.dtype("float16"): torch.float16}[np.dtype(dtype)]

@@ -19,13 +19,14 @@ torch is imported only where a torch object is handled: NumPy training never loa
 from __future__ import annotations
 
 import math
-
 import sys
 
 import numpy as np
 
+from .cpu import default_threads
+from .flat import flat_layout, flat_views
 from .kernels import MissingKernelError, kernel
-from .model_numpy import default_threads, flat_layout
+
 
 def _step_kernel(backend: str):
     """generated/<backend>/adamw.py's `adamw_step` (MissingKernelError if it is not generated)."""
@@ -82,8 +83,9 @@ class AdamW:
             base, offsets = layout
             self._flat = (base, offsets, np.zeros_like(base), np.zeros_like(base), np.empty_like(base))
             _, _, m_flat, v_flat, _ = self._flat
-            self.m = {k: m_flat[offsets[k]:offsets[k] + p.size].reshape(p.shape) for k, p in params.items()}
-            self.v = {k: v_flat[offsets[k]:offsets[k] + p.size].reshape(p.shape) for k, p in params.items()}
+            shapes = {k: p.shape for k, p in params.items()}
+            self.m = dict(flat_views(m_flat, offsets, shapes))
+            self.v = dict(flat_views(v_flat, offsets, shapes))
             self._runs = []                            # (start, stop, decays?) in buffer order
             for k in sorted(params, key=offsets.get):
                 a, b, d = offsets[k], offsets[k] + params[k].size, decays(k, params[k].shape)
@@ -244,8 +246,9 @@ class TorchAdamW:
             buf, offsets, self._runs = self._flat
             m_flat, v_flat = torch.zeros_like(buf), torch.zeros_like(buf)
             self._flat = (buf, offsets, m_flat, v_flat)
-            self.m = {k: m_flat[offsets[k]:offsets[k] + p.numel()].view(p.shape) for k, p in named}
-            self.v = {k: v_flat[offsets[k]:offsets[k] + p.numel()].view(p.shape) for k, p in named}
+            shapes = {k: tuple(p.shape) for k, p in named}
+            self.m = dict(flat_views(m_flat, offsets, shapes))
+            self.v = dict(flat_views(v_flat, offsets, shapes))
         else:
             self.m = {k: torch.zeros_like(p) for k, p in named}
             self.v = {k: torch.zeros_like(p) for k, p in named}

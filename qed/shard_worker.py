@@ -19,7 +19,8 @@ import numpy as np
 
 from .config import GPTConfig
 from .model_numpy import NumpyGPT
-from .workers import SharedArray, _io_layout, _io_views, _views
+from .flat import flat_views
+from .workers import SharedArray, _io_layout, _io_views
 
 
 def _serve(fd_in: int, fd_out: int) -> None:
@@ -50,10 +51,10 @@ def _handle(state: dict, msg: dict) -> dict:
             params = SharedArray(size, dtype, msg["params"])
         grads = SharedArray(size, dtype, msg["grads"])
         model = NumpyGPT(config, dtype=dtype, threads=1)
-        views = _views(params.array, msg["offsets"], shapes)
+        views = flat_views(params.array, msg["offsets"], shapes)
         model.params = OrderedDict((k, views[k]) for k in model.params)
         state.update(model=model, params=params, grads=grads,
-                     grad_views=_views(grads.array, msg["offsets"], shapes), tape=None)
+                     grad_views=flat_views(grads.array, msg["offsets"], shapes), tape=None)
         return {"ok": True}
     model = state["model"]
     if op == "forward":

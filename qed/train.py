@@ -7,6 +7,12 @@ Determinism: the model is initialised from --seed; batches come from one numpy G
 state is saved in every checkpoint; evaluation never draws from it (its batches are fixed);
 the optimizer's moments and step count are saved.  So a run interrupted at step k and resumed
 gives bit-for-bit the losses of a run that was never interrupted.
+
+Ranks (qed/distributed.py, `world`): every rank draws the same global batch from the same
+Generator, and its runner trains on the rank's rows of it; rank 0 alone evaluates and writes
+metrics, plots and checkpoints. A resumed run is resumed by every rank from the same checkpoint
+(the ranks check that they read the same one). When another rank is lost, rank 0 saves the last
+step that every rank finished (the lost step had not updated anything) and the run ends.
 """
 from __future__ import annotations
 
@@ -27,7 +33,9 @@ from . import run_dir as rundir
 from .interrupt import StopRequest
 from .params import check_params
 from .run_dir import read_metrics
-from .data import IGNORE, SortTask, TextTask, load_text, task_from_info
+from .runner import build_runner
+from .data import IGNORE, SortTask, task_from_info
+from .distributed import PeerLost, World
 from .errors import CheckpointError, QedError
 
 DTYPES = ("float32", "float64")
@@ -134,141 +142,32 @@ class TrainSettings:
 
 
 # --------------------------------------------------------------------------- backends
-def np_dtype(name: str):
-    return {"float32": np.float32, "float64": np.float64}[name]
+def make_runner(config, backend: str, dtype: str, seed: int, settings: TrainSettings | None = None,
+                world: World | None = None):
+    """The runner (qed/runner.py) of a run: with `settings`, its AdamW and how the backend runs
+    (worker processes or threads, torch.compile); without, one that only scores (sampling, eval).
+    As a rank of a `world` of several, the runner of this rank's rows (qed/distributed.py): the
+    NumPy backend then runs them in this process alone (one rank per CPU)."""
+    world = world or World()
+    if settings is None:
+        return build_runner(config, backend, dtype, seed=seed, device=world.torch_device)
+    rank = world.distributed
+    runner = build_runner(config, backend, dtype, seed=seed, device=world.torch_device,
+                          threads=1 if rank else None, parallel="threads" if rank else settings.numpy_parallel,
+                          compile=settings.torch_compile,
+                          optimizer=dict(lr=settings.lr, betas=tuple(settings.betas), eps=settings.eps,
+                                         weight_decay=settings.weight_decay))
+    try:
+        return world.shard(runner)
+    except BaseException:
+        runner.close()
+        raise
 
 
-class NumpyRunner:
-    """The NumPy GPT (generated kernels) with its NumPy AdamW."""
-
-    backend = "numpy"
-
-    def __init__(self, config, dtype: str, seed: int, settings: TrainSettings | None = None):
-        from .model_numpy import NumpyGPT
-
-        self.config = config
-        parallel = settings.numpy_parallel if settings is not None else "threads"
-        self.model = NumpyGPT(config, dtype=np_dtype(dtype), seed=seed, parallel=parallel)
-        self.opt = None
-        if settings is not None:
-            from .optim import AdamW
-
-            self.opt = AdamW(self.model.params, lr=settings.lr, betas=tuple(settings.betas),
-                             eps=settings.eps, weight_decay=settings.weight_decay)
-
-    def train_step(self, x, y, lr: float, grad_clip: float) -> float:
-        from .optim import clip_grad_norm
-
-        _, loss = self.model.forward(x, y)
-        grads = self.model.backward()
-        if grad_clip > 0:
-            clip_grad_norm(grads, grad_clip)
-        self.opt.step(grads, lr=lr)
-        return float(loss)
-
-    def loss(self, x, y) -> float:
-        return float(self.model.forward(x, y)[1])
-
-    def close(self) -> None:
-        self.model.close()
-
-    def logits(self, idx) -> np.ndarray:
-        return self.model.forward(idx)[0]
-
-    def param_shapes(self) -> dict:
-        return {k: tuple(v.shape) for k, v in self.model.params.items()}
-
-    def params(self) -> dict:
-        return {k: np.array(v) for k, v in self.model.params.items()}
-
-    def load_params(self, params: dict) -> None:
-        check_params(params, self.param_shapes(), where="checkpoint weights")
-        # copy in place: the optimizer holds the model's own arrays
-        for k, p in self.model.params.items():
-            p[...] = np.asarray(params[k], dtype=p.dtype)
-
-    def optimizer_state(self) -> dict:
-        return self.opt.state_dict()
-
-    def load_optimizer_state(self, state: dict) -> None:
-        self.opt.load_state_dict(state)
-
-
-class TorchRunner:
-    """The PyTorch GPT (generated torch kernels) with the torch-side AdamW."""
-
-    backend = "torch"
-
-    def __init__(self, config, dtype: str, seed: int, settings: TrainSettings | None = None):
-        import torch
-
-        from .model_torch import TorchGPT
-
-        self.torch = torch
-        self.config = config
-        self.dtype = {"float32": torch.float32, "float64": torch.float64}[dtype]
-        self.model = TorchGPT(config, dtype=self.dtype, seed=seed,
-                              compile=settings is not None and settings.torch_compile)
-        self.opt = None
-        if settings is not None:
-            from .optim import TorchAdamW
-
-            self.opt = TorchAdamW(self.model, lr=settings.lr, betas=tuple(settings.betas),
-                                  eps=settings.eps, weight_decay=settings.weight_decay)
-
-    def _t(self, a):
-        return self.torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64))
-
-    def train_step(self, x, y, lr: float, grad_clip: float) -> float:
-        from .optim import torch_clip_grad_norm
-
-        self.model.train()
-        self.opt.zero_grad()
-        _, loss = self.model(self._t(x), self._t(y))
-        loss.backward()
-        if grad_clip > 0:
-            torch_clip_grad_norm(self.model, grad_clip)
-        self.opt.step(lr=lr)
-        return float(loss.item())
-
-    def loss(self, x, y) -> float:
-        with self.torch.no_grad():
-            return float(self.model(self._t(x), self._t(y))[1].item())
-
-    def close(self) -> None:
-        """Nothing to stop: the torch backend runs in this process."""
-
-    def logits(self, idx) -> np.ndarray:
-        with self.torch.no_grad():
-            return self.model(self._t(idx))[0].numpy()
-
-    def param_shapes(self) -> dict:
-        return {k: tuple(v.shape) for k, v in self.model.state_dict().items()}
-
-    def params(self) -> dict:
-        return {k: v.detach().cpu().numpy().copy() for k, v in self.model.state_dict().items()}
-
-    def load_params(self, params: dict) -> None:
-        check_params(params, self.param_shapes(), where="checkpoint weights")
-        self.model.load_params(params)
-
-    def optimizer_state(self) -> dict:
-        return self.opt.state_dict()
-
-    def load_optimizer_state(self, state: dict) -> None:
-        self.opt.load_state_dict(state)
-
-
-def make_runner(config, backend: str, dtype: str, seed: int, settings: TrainSettings | None = None):
-    if backend == "numpy":
-        return NumpyRunner(config, dtype, seed, settings)
-    if backend == "torch":
-        try:
-            import torch  # noqa: F401
-        except ImportError:
-            raise QedError("--backend torch needs PyTorch installed") from None
-        return TorchRunner(config, dtype, seed, settings)
-    raise QedError(f"unknown backend {backend!r}")
+def check_shardable(settings: TrainSettings, world: World) -> None:
+    if settings.batch_size < world.size:
+        raise QedError(f"--batch-size {settings.batch_size} is below the {world.size} ranks: each rank trains "
+                       "on at least one row of every batch")
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -388,7 +287,7 @@ def check_memory(config, settings: TrainSettings, task) -> dict:
     from .memory import check_fits
 
     return check_fits(config, batch_size=settings.batch_size, seq_len=_seq_len(task, config),
-                      itemsize=np.dtype(np_dtype(settings.dtype)).itemsize, backend=settings.backend)
+                      itemsize=np.dtype(settings.dtype).itemsize, backend=settings.backend)
 
 
 def verified_run(c: "ckpt.Checkpoint"):
@@ -457,25 +356,35 @@ class Trainer:
     console: object = None
     best_val_loss: float | None = None            # the lowest validation loss checkpointed so far
     claimed: object = None                        # run_dir.RunDir of a new run (removed if it fails at once)
+    world: World = field(default_factory=World)   # this process's rank among the run's (one: World())
 
     # -- construction
     @classmethod
-    def new(cls, config, settings: TrainSettings, task, out: str | None = None, **kw) -> "Trainer":
+    def new(cls, config, settings: TrainSettings, task, out: str | None = None, world: World | None = None,
+            **kw) -> "Trainer":
         """Check everything that can be checked, build the model, and only then claim a run
-        directory: a start that fails leaves none behind."""
+        directory: a start that fails leaves none behind. Only rank 0 claims one (the other
+        ranks' `run_dir` is --out, or None)."""
+        world = world or World()
         settings.validate()
         config.validate()
+        check_shardable(settings, world)
         if task.kind == "text":
             task.check_block_size(config.block_size)
-        rundir.check_out(out)
+        if world.is_main:
+            rundir.check_out(out)
         check_memory(config, settings, task)
-        runner = make_runner(config, settings.backend, settings.dtype, settings.seed, settings)
+        runner = make_runner(config, settings.backend, settings.dtype, settings.seed, settings, world)
         claimed = None
         try:
-            claimed = rundir.claim(task.name, out)
+            # every rank draws the same global batches from this Generator (and takes its rows)
             rng = np.random.default_rng(np.random.SeedSequence([settings.seed, 0xDA7A]))
+            if not world.is_main:
+                return cls(run_dir=None if out is None else Path(out), config=config, settings=settings, task=task,
+                           runner=runner, rng=rng, world=world, **kw)
+            claimed = rundir.claim(task.name, out)
             t = cls(run_dir=claimed.path, config=config, settings=settings, task=task, runner=runner, rng=rng,
-                    claimed=claimed, **kw)
+                    claimed=claimed, world=world, **kw)
             rundir.write_config_copy(t.run_dir, t._describe())
             (t.run_dir / rundir.METRICS).touch()
         except BaseException:
@@ -487,7 +396,11 @@ class Trainer:
 
     @classmethod
     def resume(cls, run_dir: str | os.PathLike, steps: int | None = None, eval_every: int | None = None,
-               numpy_parallel: str | None = None, torch_compile: bool | None = None, **kw) -> "Trainer":
+               numpy_parallel: str | None = None, torch_compile: bool | None = None, world: World | None = None,
+               **kw) -> "Trainer":
+        """Continue a run from its latest checkpoint; every rank of a `world` reads it (the run
+        directory must be one that every rank sees), rank 0 alone writes."""
+        world = world or World()
         if ckpt.resolve(run_dir) == Path(run_dir):
             raise QedError(f"--resume takes a run directory, not a checkpoint directory: {run_dir}")
         c = ckpt.load_checkpoint(run_dir)
@@ -508,30 +421,60 @@ class Trainer:
         if torch_compile is not None:
             settings.torch_compile = torch_compile
         settings.validate()
+        check_shardable(settings, world)
         task = task_from_info(info)
         if c.optimizer is None:
             raise CheckpointError(f"{c.path}: has no optimizer state; cannot resume training")
         check_memory(config, settings, task)
-        runner = make_runner(config, settings.backend, settings.dtype, settings.seed, settings)
-        runner.load_params(c.params)
+        runner = make_runner(config, settings.backend, settings.dtype, settings.seed, settings, world)
         try:
-            runner.load_optimizer_state(c.optimizer)
-        except (KeyError, ValueError, TypeError) as e:
-            raise CheckpointError(f"{c.path}: optimizer state does not fit this model ({e})") from None
-        rng = np.random.default_rng()
-        try:
-            rng.bit_generator.state = meta["rng"]
-        except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"{c.path}: corrupted RNG state") from None
+            runner.load_params(c.params)
+            try:
+                runner.load_optimizer_state(c.optimizer)
+            except (KeyError, ValueError, TypeError) as e:
+                raise CheckpointError(f"{c.path}: optimizer state does not fit this model ({e})") from None
+            rng = np.random.default_rng()
+            try:
+                rng.bit_generator.state = meta["rng"]
+            except (KeyError, TypeError, ValueError):
+                raise CheckpointError(f"{c.path}: corrupted RNG state") from None
+        except BaseException:
+            runner.close()
+            raise
         t = cls(run_dir=Path(run_dir), config=config, settings=settings, task=task, runner=runner, rng=rng,
                 step=c.step, pending=list(meta.get("pending_losses", [])),
-                best_val_loss=meta.get("best_val_loss"), **kw)
+                best_val_loss=meta.get("best_val_loss"), world=world, **kw)
+        t.resumed_from = meta["checksum"]
+        if not world.is_main:
+            return t
         # drop metrics a crash may have logged after this checkpoint
         records = [r for r in read_metrics(run_dir) if r.get("step", 0) <= c.step]
         ckpt.write_bytes_atomic(Path(run_dir) / rundir.METRICS,
                                 "".join(json.dumps(r) + "\n" for r in records).encode())
         rundir.write_config_copy(Path(run_dir), t._describe())
         return t
+
+    resumed_from = ""                              # the checksum of the checkpoint resumed from
+
+    def abandon(self) -> None:
+        """Undo a start that is not going ahead (another rank could not start): stop worker
+        processes, remove the run directory made for it if nothing was saved there."""
+        self.runner.close()
+        if self.claimed is not None:
+            self.claimed.remove_if_unused()
+
+    def fingerprint(self) -> str:
+        """What every rank of a run must have alike: the run's description, the step and the
+        checkpoint it starts from, and a text task's tokens (ranks on other machines read their
+        own copy of the file)."""
+        import hashlib
+
+        digest = hashlib.sha256(json.dumps([self._describe(), self.step, self.resumed_from],
+                                           sort_keys=True, default=str).encode())
+        if self.task.kind == "text":
+            digest.update(np.ascontiguousarray(self.task.train).tobytes())
+            digest.update(np.ascontiguousarray(self.task.val).tobytes())
+        return digest.hexdigest()
 
     def _describe(self) -> dict:
         """Everything that defines the run; the checkpoints' state.json holds it under its checksum."""
@@ -601,6 +544,9 @@ class Trainer:
             return self._run()
         except QedError as e:
             if self.claimed is not None and self.claimed.remove_if_unused():
+                if isinstance(e, PeerLost):
+                    e.after += f" (removed {self.run_dir})"
+                    raise
                 raise type(e)(f"{e} (nothing was saved yet: removed {self.run_dir})") from None
             raise
         except BaseException:
@@ -610,31 +556,39 @@ class Trainer:
             raise
 
     def _run(self) -> int:
-        s = self.settings
-        tokens_per_step = s.batch_size * _seq_len(self.task, self.config)
-        records = read_metrics(self.run_dir)
+        s, world, main = self.settings, self.world, self.world.is_main
+        tokens_per_step = s.batch_size * _seq_len(self.task, self.config)     # the global batch's
+        records = read_metrics(self.run_dir) if main else []
         t_start = time.perf_counter()
         steps_window, train_time = 0, 0.0
-        bar = _Progress(self, enabled=self.progress)
+        bar = _Progress(self, enabled=self.progress and main)
         consistent = True   # False while a step is half done (batch drawn, parameters being updated)
         saved_step = None
         stop = StopRequest(on_first="qed: stopping: finishing this step, then saving a checkpoint "
-                                    "(further Ctrl-C's are ignored until it is saved)",
+                                    "(further Ctrl-C's are ignored until it is saved)" if main else "",
                            on_more="qed: still saving the checkpoint; it is kept whatever you press "
-                                   "(Ctrl-\\ quits without it)")
+                                   "(Ctrl-\\ quits without it)" if main else "")
+        world.stop_source = lambda: stop.requested        # sent with every step's all-reduce
         with stop, bar:
             self.console = bar.console
             try:
-                while self.step < s.steps and not stop.requested:
+                while self.step < s.steps and not world.agreed_stop(stop.requested):
                     lr = cosine_lr(self.step, s)
                     consistent = False
+                    rng_state = self.rng.bit_generator.state  # to give back the batch of a step that fails
                     x, y = self.batch()
                     t0 = time.perf_counter()
-                    with np.errstate(all="ignore"):  # a diverging run is caught below, in one line
-                        loss = self.runner.train_step(x, y, lr, s.grad_clip)
+                    try:
+                        with np.errstate(all="ignore"):  # a diverging run is caught below, in one line
+                            loss = self.runner.step(x, y, lr, s.grad_clip)
+                    except PeerLost as e:                # before any update: the state is that of step k
+                        self.rng.bit_generator.state = rng_state
+                        raise self._lost(e, saved_step) from None
                     train_time += time.perf_counter() - t0
                     if not math.isfinite(loss):
-                        raise QedError(f"loss became {loss} at step {self.step + 1}; lower --lr (now {s.lr:g})")
+                        err = QedError(f"loss became {loss} at step {self.step + 1}; lower --lr (now {s.lr:g})")
+                        err.same_as_rank_0 = not main  # the summed loss: every rank sees it
+                        raise err
                     self.step += 1
                     self.pending.append(loss)
                     self.losses[self.step] = loss
@@ -642,7 +596,7 @@ class Trainer:
                     steps_window += 1
                     tok_s = tokens_per_step * steps_window / max(train_time, 1e-9)
                     bar.update(self.step, loss, tok_s)
-                    if self.step % s.eval_every == 0 or self.step == s.steps:
+                    if main and (self.step % s.eval_every == 0 or self.step == s.steps):
                         rec = self._record(lr, tok_s, time.perf_counter() - t_start)
                         records.append(rec)
                         self._print(self._log_line(rec))
@@ -657,14 +611,19 @@ class Trainer:
             finally:
                 self.console = None
                 self.runner.close()                    # worker processes, if any (restart on demand)
-            if not stop.requested:
+            if not world.agreed_stop(stop.requested):
+                world.barrier()                        # every rank ends with rank 0's last checkpoint
                 return 0
             # still inside `stop`: a further signal cannot cut this save short
             if not consistent:
                 print(f"interrupted in the middle of step {self.step + 1}; the last checkpoint is kept; "
                       f"continue with: qed train --resume {self.run_dir}", file=sys.stderr, flush=True)
                 return 130
+            if not main:
+                world.barrier("while rank 0 saved the checkpoint")
+                return 130
             where = ckpt.resolve(self.run_dir) if saved_step == self.step else self.save()
+            world.barrier("while rank 0 saved the checkpoint")
         ignored = f" ({stop.extra} further interrupt{'s' * (stop.extra != 1)} ignored while saving)" if stop.extra else ""
         best = ""
         if self.best_val_loss is not None:
@@ -672,6 +631,20 @@ class Trainer:
         print(f"interrupted at step {self.step} of {s.steps}: checkpoint saved to {where}{best}{ignored}; "
               f"continue with: qed train --resume {self.run_dir}", file=sys.stderr, flush=True)
         return 130
+
+    def _lost(self, e: PeerLost, saved_step) -> PeerLost:
+        """PeerLost during step k+1 (no rank updated anything in it): rank 0 saves step k unless
+        it is saved already; the message says where to continue from."""
+        e.during = f"during step {self.step + 1}"
+        if not self.world.is_main:
+            e.after = "; rank 0 keeps the run's checkpoints"
+            return e
+        if self.step > 0:
+            where = ckpt.resolve(self.run_dir) if saved_step == self.step else self.save()
+            e.after = f"; step {self.step} is saved in {where}; continue with: qed train --resume {self.run_dir}"
+        else:
+            e.after = "; no step was finished, nothing is saved"
+        return e
 
     @property
     def last_record(self) -> dict | None:
@@ -725,8 +698,11 @@ def load_for_inference(run_dir: str | os.PathLike, backend: str | None = None, d
     config, settings, _ = verified_run(c)
     backend = backend or settings.backend
     dtype = dtype or settings.dtype
-    check_fits(config, batch_size=batch_size, seq_len=config.block_size, itemsize=np.dtype(np_dtype(dtype)).itemsize,
+    check_fits(config, batch_size=batch_size, seq_len=config.block_size, itemsize=np.dtype(dtype).itemsize,
                backend=backend, training=False, what="--num-samples")
+    from .cpu import use_threads
+
+    use_threads(backend)                          # torch: every core (sampling and eval too)
     runner = make_runner(config, backend, dtype, seed=0)
     runner.load_params(c.params)
     return runner, c

@@ -1,4 +1,4 @@
-"""Data-parallel worker processes for NumpyGPT (`parallel="processes"`).
+"""Data-parallel worker processes for NumpyGPT (`parallel="processes"`, qed/parallel.py).
 
 Why processes and not threads: NumPy releases the GIL inside each ufunc and BLAS call, but a
 training step makes thousands of calls, and two threads hand the GIL back and forth at every
@@ -27,8 +27,8 @@ Shared memory per worker:
 
 A worker (qed/shard_worker.py, the process side: it builds the model) ignores SIGINT and
 SIGTERM (the parent handles them; its exit closes the pipes) and runs BLAS on one thread. This
-module is the parent side and the shared memory, and imports no model: NumpyGPT imports it, never
-the other way round.
+module is the parent side and the shared memory, and imports no model: qed/parallel.py (NumpyGPT's
+data parallelism) imports it, never the other way round.
 """
 from __future__ import annotations
 
@@ -42,6 +42,8 @@ import tempfile
 import weakref
 
 import numpy as np
+
+from .flat import flat_views
 
 
 class WorkerError(RuntimeError):
@@ -103,10 +105,6 @@ def _unlink(path: str) -> None:
         pass
 
 
-def _views(buf: np.ndarray, offsets: dict, shapes: dict) -> dict:
-    return {k: buf[offsets[k]:offsets[k] + math.prod(shapes[k])].reshape(shapes[k]) for k in offsets}
-
-
 def _io_layout(B: int, T: int, V: int, dtype) -> tuple[int, dict]:
     """Bytes of the io segment and the (offset, count, dtype, shape) of idx, targets, logits."""
     parts, off = {}, 0
@@ -162,7 +160,7 @@ class ShardWorkers:
         self.chans.append(chan)
         grads = SharedArray(self.params.array.size, self.dtype)
         self._grad_bufs.append(grads)
-        self.grads.append(_views(grads.array, self.offsets, self.shapes))
+        self.grads.append(flat_views(grads.array, self.offsets, self.shapes))
         self._io.append(None)
         w = len(self.procs) - 1
         try:

@@ -34,6 +34,14 @@ def test_bench_json():
         assert key in out, key
     assert out["config"]["n_embd"] == 8 and out["batch_size"] == 2
     assert out["codegen_check"]["returncode"] == 0
+    # what the figures were measured on, so that runs on different kinds of machine can be read
+    # side by side
+    from qed.cpu import SIMD_LEVELS, cpu_count
+
+    m = out["machine"]
+    assert m["cpu"] and m["cpus"] == cpu_count()
+    assert m["simd"] in {name for _, name in SIMD_LEVELS} | {"unknown"}
+    assert m["torch_cpu_capability"]
     # the FLOPs of the tiny config, counted here by hand: per layer the four linear weights hold
     # 3C² + C² + 4C² + 4C² = 12C² = 768 multiply-adds per token, the lm_head V·C = 65·8 = 520;
     # 6 FLOPs per weight and token (forward 2, backward 4) over B·T = 16 tokens; attention
@@ -54,6 +62,7 @@ def test_bench_json():
         assert r["tokens_per_s"] == pytest.approx(16 / (r["median_ms"] / 1e3), rel=1e-9)
         assert r["gflops"] == pytest.approx(out["flops"]["flops"] / (r["median_ms"] / 1e3) / 1e9, rel=1e-9)
         assert r["ratio_to_eager"] == pytest.approx(r["median_ms"] / out["results"]["eager"]["median_ms"], rel=1e-9)
+        assert r["fraction_of_matmul_peak"] == pytest.approx(r["gflops"] / out["matmul"]["peak_gflops"], rel=1e-9)
 
 
 def test_bench_numpy_worker_processes():
@@ -88,22 +97,25 @@ def test_bench_memory_and_sweep(tmp_path):
 
 @pytest.mark.slow
 def test_bench_compiled_row():
-    """Row (b′): the generated-PyTorch backend under torch.compile, compiled before the timing."""
+    """Rows (b′) and (c′): the generated-PyTorch backend and the torch.nn reference under the same
+    torch.compile, each compiled before the timing, each training from the same weights."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, "-m", "qed", "bench", "--config", TINY, "--threads", "1",
                            "--no-proofs", "--no-codegen", "--steps", "2", "--warmup", "0", "--json"],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
-    assert out["impls"] == ["numpy", "torch-gen", "torch-compiled", "eager"]
-    assert out["compile_seconds"] > 0 and "compile_error" not in out
-    r = out["results"]["torch-compiled"]
-    assert r["steps"] == 2 and r["memory"]["peak_rss_mb"] > 0
-    assert r["first_loss"] == pytest.approx(out["results"]["torch-gen"]["first_loss"], rel=1e-4)
+    assert out["impls"] == ["numpy", "torch-gen", "torch-compiled", "eager", "eager-compiled"]
+    assert out["compile_seconds"] > 0 and "compile_errors" not in out
+    assert set(out["compile_seconds_by_row"]) == {"torch-compiled", "eager-compiled"}
+    for name, twin in (("torch-compiled", "torch-gen"), ("eager-compiled", "eager")):
+        r = out["results"][name]
+        assert r["steps"] == 2 and r["memory"]["peak_rss_mb"] > 0
+        assert r["first_loss"] == pytest.approx(out["results"][twin]["first_loss"], rel=1e-4)
 
 
 def test_config_parsing():
-    from qed.bench import build_config, parse_config
+    from qed.tools.bench import build_config, parse_config
     from qed.errors import QedError
 
     assert parse_config('{"n_embd": 16, "batch_size": 3}') == {"n_embd": 16, "batch_size": 3}

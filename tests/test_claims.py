@@ -62,7 +62,7 @@ def test_claim_ids_are_unique_and_prefixed_by_module():
 
 def test_every_catalogue_id_has_a_claim():
     """Every formula id of the catalogue (FORMULAS.md) is covered by at least one claim."""
-    from qed.catalogue import ROWS
+    from qed.tools.catalogue import ROWS
 
     ids = [c.id for c in CLAIMS]
     missing = [rid for row in ROWS for rid in row.ids

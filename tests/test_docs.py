@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from qed import catalogue, docs, figures
-from qed.latex_lint import extract, lint_file, lint_text
+from qed.tools import catalogue, docs, figures
+from qed.tools.latex_lint import extract, lint_file, lint_text
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_FILES = sorted(p for p in (ROOT / "docs").rglob("*.md") if "assets" not in p.parts) + [ROOT / "README.md"]

@@ -2,7 +2,7 @@
 
 What each op accepts beyond its declared (rows, cols) is data on the op (`Op.optional_axes`,
 `Op.broadcast`, the options' domains) and what must not be 0 is found in its formulas by codegen
-(`codegen.render.analyse`: `zero_sizes`, `data_denominators`); these tests read the same data,
+(`codegen.analysis.analyse`: `zero_sizes`, `data_denominators`); these tests read the same data,
 so a new op is covered as it is added:
 
 * absent optional axes (0-D and 1-D where the op allows them) give what the same op gives on
@@ -31,7 +31,8 @@ import sympy as sp
 import torch
 import torch.nn.functional as F
 
-from codegen.render import analyse, steps, tables
+from codegen.analysis import analyse
+from derivations.registry import steps, tables
 from derivations.registry import ops
 
 OPS = list(ops())

@@ -17,7 +17,8 @@ import pytest
 import sympy as sp
 import torch
 
-from codegen.render import analyse, class_name, storage_shape
+from codegen.analysis import analyse, storage_shape
+from codegen.contexts.common import class_name
 from derivations.registry import ops
 
 OPS = list(ops())
@@ -214,7 +215,7 @@ def test_module(op):
 
 
 # ------------------------------------------------------------------------------ optimiser steps
-from codegen.render import steps  # noqa: E402
+from derivations.registry import steps  # noqa: E402
 
 STEPS = list(steps())
 STEP_NAMES = [s.name for s in STEPS]
@@ -349,7 +350,7 @@ def test_matches_pytorch(op):
 
 
 # ------------------------------------------------------------------------------ constant tables
-from codegen.render import tables  # noqa: E402
+from derivations.registry import tables  # noqa: E402
 
 TABLES = list(tables())
 TABLE_NAMES = [t.name for t in TABLES]

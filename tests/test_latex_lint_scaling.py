@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from qed import latex_lint
-from qed.latex_lint import LintInputError, extract, lint_file, lint_text
+from qed.tools import latex_lint
+from qed.tools.latex_lint import LintInputError, extract, lint_file, lint_text
 
 ROOT = Path(__file__).resolve().parent.parent
 FACTOR = 8

@@ -1,6 +1,6 @@
 """Model equivalence, llm.c style: NumpyGPT (generated NumPy kernels, no autograd), TorchGPT
 (generated torch autograd Functions) and a reference GPT written with torch.nn.functional
-(qed/reference.py) agree, in float64 and with the same weights, on the logits, the loss
+(qed/tools/reference.py) agree, in float64 and with the same weights, on the logits, the loss
 and every parameter gradient — for every norm × ffn × pos × norm_position — and on the losses
 of 10 AdamW steps. Plus config validation and the optimizer utilities.
 
@@ -19,9 +19,10 @@ from qed.config import ConfigError, GPTConfig
 from qed.kernels import kernel, table_fn
 from qed.model_numpy import NumpyGPT
 from qed.params import init_params, param_shapes
-from qed.model_torch import TorchGPT, build_model
+from qed.model_torch import TorchGPT
+from qed.runner import build_model
 from qed.optim import AdamW, TorchAdamW, clip_grad_norm, cosine_lr, torch_clip_grad_norm
-from qed.reference import ReferenceGPT, decay_groups
+from qed.tools.reference import ReferenceGPT, decay_groups
 
 TOL = 1e-9
 TINY = dict(n_layer=2, n_head=2, n_embd=8, block_size=8, vocab_size=11)

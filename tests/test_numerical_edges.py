@@ -4,7 +4,7 @@ Every op and optimiser step of the registry is run through its NumPy and PyTorch
 large magnitudes (±1e4 ... 1e30 in float32 and float64, 1e100 and 1e300 in float64; random,
 all-equal, one-huge-entry and alternating inputs; every flag combination) and must give, wherever
 the exact value is within the dtype's range, a finite value close to it, without floating-point
-exceptions or warnings (qed/edges.py says how the exact values are computed and what "close"
+exceptions or warnings (qed/tools/edges.py says how the exact values are computed and what "close"
 means). Nothing here is per op: a new op in the registry is covered as it is added.
 
 Known failures are marked `xfail(strict=True)` below, each with the op and the reason, so the
@@ -23,7 +23,7 @@ from derivations.proof import numeric
 from derivations.proof.obligations import E, F, I, J, flag_sets, obligations, spec_scope
 from derivations.registry import ops, steps
 from derivations.language.arrays import entry
-from qed import edges
+from qed.tools import edges
 
 # ---------------------------------------------------------------------------------------------
 # Known failures: unit -> (backends, {dtype: the smallest failing magnitude}, reason). Every
@@ -109,7 +109,7 @@ def test_unit_scale_agrees(unit):
 
 
 # ---------------------------------------------------------------------------------------------
-# The tape (qed/edges.py) against the project's own evaluator: the spec's index form
+# The tape (qed/tools/edges.py) against the project's own evaluator: the spec's index form
 # (`entry` of `spec_scope`) and the generated obligations' required derivatives (`sp.diff` of
 # Σ dO·O, derivations/proof/obligations.py), both evaluated by derivations/proof/numeric.py.
 

@@ -43,7 +43,7 @@ import numpy as np
 import pytest
 import torch
 
-from codegen.render import analyse
+from codegen.analysis import analyse
 from derivations import registry
 
 pytest.importorskip("expecttest")          # op_db's test utilities import it

@@ -8,7 +8,10 @@ import pytest
 import sympy as sp
 import torch
 
+from codegen.lowering import Lowering
 from codegen.printers import NumpyPrinter, PrinterError, TorchPrinter
+from codegen.support import numpy_support as np_support
+from codegen.support import torch_support
 from derivations.language.arrays import (Array, CausalMask, ColSum, Contract, Gather, MatMul, NormalCDF,
                                 OneHot, RowMax, RowMean, RowSum, Sigmoid, T, Take, size)
 
@@ -116,22 +119,16 @@ CASES = [
     ("transpose", T(x), "x.mT", "x.mT"),
     ("transpose-of-sum", T(a + b), "(a + b).mT", "(a + b).mT"),
     ("transpose-row-vector", T(g), "gamma[:, None]", "gamma[:, None]"),
-    # NumPy: row sums of a named array as a gemv with ones (BLAS), np.sum for anything else
-    ("rowsum", RowSum(x), "(x @ np.ones(x.shape[-1], dtype=x.dtype))[..., None]",
-     "torch.sum(x, dim=-1, keepdim=True)"),
-    ("rowsum-of-expression", RowSum(x * y), "np.sum(x*y, axis=-1, keepdims=True)",
-     "torch.sum(x*y, dim=-1, keepdim=True)"),
+    # the sums: calls of the support module (codegen/support/: NumPy's gemv with ones, BLAS)
+    ("rowsum", RowSum(x), "_support.rowsum(x)", "_support.rowsum(x)"),
+    ("rowsum-of-expression", RowSum(x * y), "_support.rowsum(x*y)", "_support.rowsum(x*y)"),
     ("rowmax", RowMax(x), "np.max(x, axis=-1, keepdims=True)", "torch.amax(x, dim=-1, keepdim=True)"),
-    ("rowmean", RowMean(x), "((x @ np.ones(x.shape[-1], dtype=x.dtype))[..., None]/x.shape[-1])",
-     "torch.mean(x, dim=-1, keepdim=True)"),
+    ("rowmean", RowMean(x), "_support.rowmean(x)", "_support.rowmean(x)"),
     ("shift", x - RowMax(x), "x - np.max(x, axis=-1, keepdims=True)",
      "x - torch.amax(x, dim=-1, keepdim=True)"),
-    ("colsum", ColSum(x), "(np.ones(math.prod(x.shape[:-1]), dtype=x.dtype) @ x.reshape(math.prod(x.shape[:-1]), x.shape[-1]))",
-     "x.reshape(math.prod(x.shape[:-1]), x.shape[-1]).sum(0)"),
-    ("colsum-of-product", ColSum(x * y), "(x*y).reshape(math.prod((x*y).shape[:-1]), (x*y).shape[-1]).sum(0)",
-     "(x*y).reshape(math.prod((x*y).shape[:-1]), (x*y).shape[-1]).sum(0)"),
-    ("contract", Contract(x, y), "(x.reshape(math.prod(x.shape[:-1]), x.shape[-1]).T @ y.reshape(math.prod(y.shape[:-1]), y.shape[-1]))",
-     "(x.reshape(math.prod(x.shape[:-1]), x.shape[-1]).T @ y.reshape(math.prod(y.shape[:-1]), y.shape[-1]))"),
+    ("colsum", ColSum(x), "_support.colsum(x)", "_support.colsum(x)"),
+    ("colsum-of-product", ColSum(x * y), "_support.colsum(x*y)", "_support.colsum(x*y)"),
+    ("contract", Contract(x, y), "_support.contract(x, y)", "_support.contract(x, y)"),
     ("causal-mask", CausalMask(s_),
      "np.where(np.tri(s.shape[-2], s.shape[-1], dtype=bool), s, -math.inf)",
      "s.masked_fill(torch.ones(s.shape[-2], s.shape[-1], dtype=torch.bool, device=s.device)"
@@ -154,50 +151,49 @@ def test_print_rule(expr, numpy_text, torch_text):
     assert TorchPrinter().doprint(expr) == torch_text
 
 
-# statement mode: repeated arguments are computed once, into temporaries
+# statement mode: repeated arguments are computed once, into temporaries named after what they
+# hold (or after the target); a support helper takes any argument (computed once by the call)
 ASSIGN_CASES = [
-    ("square-hoisted", sp.Pow(a * b, 2, evaluate=False), ["_t0 = a*b", "z = _t0*_t0"],
-     ["_t0 = a*b", "z = _t0*_t0"]),
-    ("colsum-hoisted", ColSum(x * y),
-     ["_t0 = x*y", "z = (np.ones(math.prod(_t0.shape[:-1]), dtype=_t0.dtype) @ _t0.reshape(math.prod(_t0.shape[:-1]), _t0.shape[-1]))"],
-     ["_t0 = x*y", "z = _t0.reshape(math.prod(_t0.shape[:-1]), _t0.shape[-1]).sum(0)"]),
+    ("square-hoisted", sp.Pow(a * b, 2, evaluate=False), ["a_b = a*b", "z = a_b*a_b"],
+     ["a_b = a*b", "z = a_b*a_b"]),
+    ("colsum-of-expression", ColSum(x * y), ["z = _support.colsum(x*y)"], ["z = _support.colsum(x*y)"]),
     ("softmax-shares-exp", sp.exp(x - RowMax(x)) / RowSum(sp.exp(x - RowMax(x))),
-     ["_t0 = np.exp(x - np.max(x, axis=-1, keepdims=True))",
-      "z = _t0/(_t0 @ np.ones(_t0.shape[-1], dtype=_t0.dtype))[..., None]"],
-     ["_t0 = torch.exp(x - torch.amax(x, dim=-1, keepdim=True))",
-      "z = _t0/torch.sum(_t0, dim=-1, keepdim=True)"]),
+     ["z_exp = np.exp(x - np.max(x, axis=-1, keepdims=True))", "z = z_exp/_support.rowsum(z_exp)"],
+     ["z_exp = torch.exp(x - torch.amax(x, dim=-1, keepdim=True))", "z = z_exp/_support.rowsum(z_exp)"]),
     ("shared-reciprocal", x * (1 - 1 / (1 + sp.exp(-x))) / (1 + sp.exp(-x)),
-     ["_t0 = 1/(1 + np.exp(-x))", "z = x*(1 - _t0)*_t0"],
-     ["_t0 = 1/(1 + torch.exp(-x))", "z = x*(1 - _t0)*_t0"]),
+     ["z_recip = 1/(1 + np.exp(-x))", "z = x*(1 - z_recip)*z_recip"],
+     ["z_recip = 1/(1 + torch.exp(-x))", "z = x*(1 - z_recip)*z_recip"]),
     ("causal-of-expression", CausalMask(MatMul(q, T(q))),
-     ["_t0 = (q @ q.mT)", "z = np.where(np.tri(_t0.shape[-2], _t0.shape[-1], dtype=bool), _t0, "
+     ["z_mm = (q @ q.mT)", "z = np.where(np.tri(z_mm.shape[-2], z_mm.shape[-1], dtype=bool), z_mm, "
       "-math.inf)"],
-     ["_t0 = (q @ q.mT)", "z = _t0.masked_fill(torch.ones(_t0.shape[-2], _t0.shape[-1], "
-      "dtype=torch.bool, device=_t0.device).triu(1), -math.inf)"]),
+     ["z_mm = (q @ q.mT)", "z = z_mm.masked_fill(torch.ones(z_mm.shape[-2], z_mm.shape[-1], "
+      "dtype=torch.bool, device=z_mm.device).triu(1), -math.inf)"]),
     ("contract-one-hot", Contract(OneHot(ids, V), x),
-     ["_t0 = (ids[..., None] == np.arange(V)).astype(dtype)",
-      "z = (_t0.reshape(math.prod(_t0.shape[:-1]), _t0.shape[-1]).T @ x.reshape(math.prod(x.shape[:-1]), x.shape[-1]))"],
-     ["_t0 = torch.nn.functional.one_hot(ids.long(), V).to(dtype)",
-      "z = (_t0.reshape(math.prod(_t0.shape[:-1]), _t0.shape[-1]).T @ x.reshape(math.prod(x.shape[:-1]), x.shape[-1]))"]),
+     ["z = _support.contract((ids[..., None] == np.arange(V)).astype(dtype), x)"],
+     ["z = _support.contract(torch.nn.functional.one_hot(ids.long(), V).to(dtype), x)"]),
     ("no-temporary-needed", x * y, ["z = x*y"], ["z = x*y"]),
     ("silu-grad-shares-sigmoid", Sigmoid(x) * (1 + x * (1 - Sigmoid(x))),
-     ["_t0 = scipy.special.expit(x)", "z = (x*(1 - _t0) + 1)*_t0"],
-     ["_t0 = torch.sigmoid(x)", "z = (x*(1 - _t0) + 1)*_t0"]),
+     ["sigmoid_x = scipy.special.expit(x)", "z = (x*(1 - sigmoid_x) + 1)*sigmoid_x"],
+     ["sigmoid_x = torch.sigmoid(x)", "z = (x*(1 - sigmoid_x) + 1)*sigmoid_x"]),
 ]
 
 
 @pytest.mark.parametrize("expr, numpy_lines, torch_lines", [c[1:] for c in ASSIGN_CASES],
                          ids=[c[0] for c in ASSIGN_CASES])
 def test_print_assign(expr, numpy_lines, torch_lines):
-    assert NumpyPrinter().print_assign("z", expr) == numpy_lines
-    assert TorchPrinter().print_assign("z", expr) == torch_lines
+    assert Lowering(NumpyPrinter()).assign("z", expr) == numpy_lines
+    assert Lowering(TorchPrinter()).assign("z", expr) == torch_lines
 
 
-def test_temporaries_count_up_within_one_printer():
-    p = NumpyPrinter()
-    first = p.print_assign("u", ColSum(x * y))
-    second = p.print_assign("w", ColSum(a * b))
-    assert first[0].startswith("_t0 = ") and second[0].startswith("_t1 = ")
+def test_temporaries_are_unique_within_one_function():
+    p = Lowering(NumpyPrinter(), taken={"x"})
+    first = p.assign("u", sp.Pow(a * b, 2, evaluate=False))
+    second = p.assign("w", sp.Pow(a * b, 2, evaluate=False))
+    third = p.assign("v", sp.Pow(x * y, 2, evaluate=False) + sp.Pow(x * y, 3, evaluate=False))
+    assert first[0].startswith("a_b = ") and second[0].startswith("a_b_2 = ")
+    assert third[0].startswith("x_y = ") and p.defined == ["x_y"]
+    # a name the function uses is never a temporary's
+    assert Lowering(NumpyPrinter(), taken={"a_b"}).assign("u", sp.Pow(a * b, 2, evaluate=False))[0] == "a_b_2 = a*b"
 
 
 def test_symbol_renaming():
@@ -263,9 +259,9 @@ def test_printed_code_keeps_float32(expr):
     arrays = {"x": rng.standard_normal((2, 3, 3)).astype(np.float32)}
     arrays["s"] = arrays["x"]
     scalars = {"d_k": 4, "eps": 1e-5, "math": math, "scipy": scipy, "_special": _special}
-    np_env = {"np": np, "dtype": np.float32, **scalars, **arrays}
+    np_env = {"np": np, "dtype": np.float32, "_support": np_support, **scalars, **arrays}
     assert eval(NumpyPrinter().doprint(expr), np_env).dtype == np.float32
-    t_env = {"torch": torch, "dtype": torch.float32, **scalars,
+    t_env = {"torch": torch, "dtype": torch.float32, "_support": torch_support, **scalars,
              **{k: torch.tensor(v) for k, v in arrays.items()}}
     assert eval(TorchPrinter().doprint(expr), t_env).dtype == torch.float32
 
@@ -304,19 +300,20 @@ def test_grid_print_rule(expr, numpy_text, torch_text):
 
 
 def test_grid_and_table_array():
+    from codegen.contexts.table import table_array_lines
     p, t = NumpyPrinter(GRID), TorchPrinter(GRID)
     assert p.grid(n_d, 0) == "np.arange(d, dtype=np.float64)[:, None]"
     assert p.grid(n_d, 1) == "np.arange(d, dtype=np.float64)[None, :]"
     assert t.grid(V, 1) == "torch.arange(V, dtype=torch.float64, device=device)[None, :]"
     entry = sp.KroneckerDelta(col_i, row_i + 1) * (1 + (-1) ** row_i) / 2
-    assert p.print_table_array("rot", entry, (n_d, n_d)) == [
+    assert table_array_lines(Lowering(p), "rot", entry, (n_d, n_d)) == [
         "rot = ((1 - 2*(row % 2)) + 1)*(col == row + 1).astype(dtype)/2",
         "rot = np.broadcast_to(rot, (d, d)).astype(dtype)"]
-    assert t.print_table_array("rot", entry, (n_d, n_d)) == [
+    assert table_array_lines(Lowering(t), "rot", entry, (n_d, n_d)) == [
         "rot = ((1 - 2*(row % 2)) + 1)*(col == row + 1).to(dtype)/2",
         "rot = rot.expand(d, d).to(dtype).contiguous()"]
-    assert p.print_table_array("c", sp.Rational(1, 2), (V, n_d)) == ["c = np.full((V, d), (1/2), dtype=dtype)"]
-    assert t.print_table_array("c", sp.Integer(3), (V, n_d)) == [
+    assert table_array_lines(Lowering(p), "c", sp.Rational(1, 2), (V, n_d)) == ["c = np.full((V, d), (1/2), dtype=dtype)"]
+    assert table_array_lines(Lowering(t), "c", sp.Integer(3), (V, n_d)) == [
         "c = torch.full((V, d), 3, dtype=dtype, device=device)"]
     assert p.modules == {"np"} and t.modules == {"torch"} and p.uses_dtype and t.uses_dtype
 
@@ -324,13 +321,14 @@ def test_grid_and_table_array():
 def test_grid_printed_code_runs():
     """The printed grid code, evaluated: float64 grids, exact integer arithmetic, and the
     requested dtype at the end."""
+    from codegen.contexts.table import table_array_lines
     entry = sp.KroneckerDelta(col_i, row_i + 1) * (-1) ** row_i + sp.floor(col_i / 2) + sp.Mod(row_i, 3)
     want = np.array([[(c == r + 1) * (-1) ** r + c // 2 + r % 3 for c in range(5)] for r in range(4)])
     for printer, env in ((NumpyPrinter(GRID), {"np": np, "dtype": np.float32}),
                          (TorchPrinter(GRID), {"torch": torch, "dtype": torch.float32, "device": None})):
         env["row"] = eval(printer.grid(4, 0), env)
         env["col"] = eval(printer.grid(5, 1), env)
-        for line in printer.print_table_array("z", entry, (4, 5)):
+        for line in table_array_lines(Lowering(printer), "z", entry, (4, 5)):
             exec(line, env)
         z = env["z"]
         z = z.numpy() if isinstance(z, torch.Tensor) else z
@@ -369,38 +367,37 @@ INPLACE = [
      ["out = x*x", "out *= -(1/2)", "np.exp(out, out=out)", "out *= math.sqrt(2)/(2*math.sqrt(math.pi))",
       "out *= x", "out += c", "out *= y"]),
     ("layernorm-backward", col * (a - b * RowMean(a * b) - RowMean(a)),
-     ["_t0 = a*b", "out = b*((_t0 @ np.ones(_t0.shape[-1], dtype=_t0.dtype))[..., None]/_t0.shape[-1])",
-      "np.negative(out, out=out)", "out += a",
-      "out -= ((a @ np.ones(a.shape[-1], dtype=a.dtype))[..., None]/a.shape[-1])", "out *= mean"]),
+     ["out = b*_support.rowmean(a*b)", "np.negative(out, out=out)", "out += a",
+      "out -= _support.rowmean(a)", "out *= mean"]),
     ("scaled-scores", MatMul(q, T(k)) / sp.sqrt(d_k), ["out = (q @ k.mT)", "out /= math.sqrt(d_k)"]),
     ("softmax-backward", y * (x - RowSum(x * y)),
-     ["_t0 = x*y", "out = x - (_t0 @ np.ones(_t0.shape[-1], dtype=_t0.dtype))[..., None]", "out *= y"]),
+     ["out = x - _support.rowsum(x*y)", "out *= y"]),
     # a temporary that is read again is never the in-place start (SiLU's backward)
     ("read-twice", x * (y * (1 - Sigmoid(y)) + 1) * Sigmoid(y),
-     ["_t0 = scipy.special.expit(y)", "out = 1 - _t0", "out *= y", "out += 1", "out *= x", "out *= _t0"]),
-    # a temporary read twice is itself computed in place: one new array for exp(x − max x)
+     ["sigmoid_y = scipy.special.expit(y)", "out = 1 - sigmoid_y", "out *= y", "out += 1", "out *= x",
+      "out *= sigmoid_y"]),
+    # a temporary read twice is itself computed in place: one new array for exp(x − max x); the
+    # value takes it over, so it is computed as `out` from the start (no `out = <temporary>`)
     ("softmax-temporary", sp.exp(x - RowMax(x)) / RowSum(sp.exp(x - RowMax(x))),
-     ["_t0 = x - np.max(x, axis=-1, keepdims=True)", "np.exp(_t0, out=_t0)",
-      "out = _t0", "out /= (_t0 @ np.ones(_t0.shape[-1], dtype=_t0.dtype))[..., None]"]),
+     ["out = x - np.max(x, axis=-1, keepdims=True)", "np.exp(out, out=out)", "out /= _support.rowsum(out)"]),
     # a temporary that two in-place operations would read after the first write: not taken over
     ("temporary-read-after-write", 2 * sp.exp(x) * (x + RowSum(sp.exp(x))) / RowSum(sp.exp(x)),
-     ["_t1 = np.exp(x)", "_t0 = (_t1 @ np.ones(_t1.shape[-1], dtype=_t1.dtype))[..., None]",
-      "out = x + _t0", "out *= 2", "out *= _t1", "out /= _t0"]),
+     ["exp_x = np.exp(x)", "out_rowsum = _support.rowsum(exp_x)",
+      "out = x + out_rowsum", "out *= 2", "out *= exp_x", "out /= out_rowsum"]),
     # a / (computed denominator): the denominator in place (√ too), then one divide into it (AdamW)
     ("divide-into-denominator", x / (d_k * (1 + sp.sqrt(sp.exp(a) + 1))),
      ["out = np.exp(a)", "out += 1", "np.sqrt(out, out=out)", "out += 1", "out *= d_k",
       "np.divide(x, out, out=out)"]),
     # nothing computed has the full shape: one plain statement
-    ("plain", x + RowSum(y), ["out = x + (y @ np.ones(y.shape[-1], dtype=y.dtype))[..., None]"]),
+    ("plain", x + RowSum(y), ["out = x + _support.rowsum(y)"]),
 ]
 
 
 @pytest.mark.parametrize("expr, lines", [c[1:] for c in INPLACE], ids=[c[0] for c in INPLACE])
 def test_inplace_statements(expr, lines):
-    assert NumpyPrinter().print_assign("out", expr, full=_full) == lines
-    torch_lines = TorchPrinter().print_assign("out", expr, full=_full)
-    # the same in-place program in torch's spelling (NumPy alone also binds a row sum's
-    # argument to a name, so the line counts may differ)
+    assert Lowering(NumpyPrinter()).assign("out", expr, full=_full) == lines
+    torch_lines = Lowering(TorchPrinter()).assign("out", expr, full=_full)
+    # the same in-place program in torch's spelling
     import re
     in_place = {"numpy": r"[-+*/]= |out=", "torch": r"[-+*/]= |\w_\(\)$|out="}
     assert len([t for t in lines if re.search(in_place["numpy"], t)]) == \
@@ -417,7 +414,7 @@ def test_inplace_values_match_expression():
                mean=rng.standard_normal((2, 3, 1)), np=np, math=math, scipy=scipy)
     before = {k: v.copy() for k, v in env.items() if isinstance(v, np.ndarray)}
     tenv = {k: (torch.tensor(v) if isinstance(v, np.ndarray) else v) for k, v in env.items()}
-    tenv["torch"] = torch
+    env["_support"], tenv["torch"], tenv["_support"] = np_support, torch, torch_support
     backends = [(NumpyPrinter, env, np.asarray,
                  lambda got, want, name: np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13, err_msg=name)),
                 (TorchPrinter, tenv, lambda t: t.numpy(),
@@ -426,7 +423,7 @@ def test_inplace_values_match_expression():
         for name, expr, _ in INPLACE:
             ref = eval(printer().doprint(expr), dict(scope0))
             scope = dict(scope0)
-            exec("\n".join(printer().print_assign("out", expr, full=_full)), scope)
+            exec("\n".join(Lowering(printer()).assign("out", expr, full=_full)), scope)
             assert_close(scope["out"], ref, name)
             for k in ("x", "y", "a", "b", "c", "q", "k", "mean"):
                 assert np.array_equal(as_numpy(scope[k]), before[k]), (printer.__name__, name, k)  # inputs untouched
@@ -438,8 +435,8 @@ W = Array("weight", (n, n))
 
 @pytest.mark.parametrize("expr, numpy_text", [
     # a batched operand times a weight matrix (or its transpose): one 2-D product over all rows
-    (MatMul(x, T(W)), "(x.reshape(math.prod(x.shape[:-1]), x.shape[-1]) @ weight.mT).reshape(*x.shape[:-1], weight.mT.shape[-1])"),
-    (MatMul(x, W), "(x.reshape(math.prod(x.shape[:-1]), x.shape[-1]) @ weight).reshape(*x.shape[:-1], weight.shape[-1])"),
+    (MatMul(x, T(W)), "_support.matmul_rows(x, weight.mT)"),
+    (MatMul(x, W), "_support.matmul_rows(x, weight)"),
     # two batched operands (attention's scores), or a matrix on the left: as written
     (MatMul(q, T(k)), "(q @ k.mT)"),
     (MatMul(W, T(x)), "(weight @ x.mT)"),
@@ -455,7 +452,7 @@ def test_folded_matmul_values():
     """The folded product equals the batched one, for contiguous and strided operands."""
     rng = np.random.default_rng(1)
     w = rng.standard_normal((4, 4))
-    scope = {"weight": w, "math": math}
+    scope = {"weight": w, "math": math, "_support": np_support}
     for xv in (rng.standard_normal((2, 3, 5, 4)), rng.standard_normal((2, 5, 3, 4)).transpose(0, 2, 1, 3),
                rng.standard_normal((5, 4)), np.zeros((2, 0, 4))):
         scope["x"] = xv
@@ -468,9 +465,9 @@ k_sq = Array("k", (r, d_k))
 
 
 def _causal_body(assigns):
-    from codegen.render import _body
+    from codegen.lowering import lower_body
     from derivations.language.arrays import Assign
-    lines = _body([Assign(t, e) for t, e in assigns], NumpyPrinter(),
+    lines = lower_body([Assign(t, e) for t, e in assigns], NumpyPrinter(),
                   {a: True for a in (s_, q, k_sq, Array("v", (r, r)))})
     return [ln for ln in lines if not ln.lstrip().startswith("# ")]    # the code, not the formulas
 
@@ -519,9 +516,9 @@ def test_causal_mask_in_place_only_on_a_fresh_array():
 
 
 def _keep_body(assigns, keep):
-    from codegen.render import _body
+    from codegen.lowering import lower_body
     from derivations.language.arrays import Assign
-    lines = _body([Assign(t, e) for t, e in assigns], NumpyPrinter(),
+    lines = lower_body([Assign(t, e) for t, e in assigns], NumpyPrinter(),
                   {a: True for a in (s_, q, k_sq, Array("z", (r, r)))}, keep=set(keep))
     return [ln for ln in lines if not ln.lstrip().startswith("# ")]    # the code, not the formulas
 
@@ -532,11 +529,12 @@ def test_dead_array_taken_over_only_when_safe():
     z = Array("z", (r, r))
     scores = (s_, MatMul(q, T(k_sq)))
     shifted = _keep_body([scores, (z, sp.exp(s_ - RowMax(s_)))], keep=[z])
-    assert shifted[1:4] == ["z = s", "z -= np.max(s, axis=-1, keepdims=True)", "np.exp(z, out=z)  # (..., r, r)"]
+    taken = "  # in place: s's array, dead after this statement"
+    assert shifted[1:4] == ["z = s" + taken, "z -= np.max(s, axis=-1, keepdims=True)", "np.exp(z, out=z)  # (..., r, r)"]
     kept = _keep_body([scores, (z, sp.exp(s_ - RowMax(s_)))], keep=[z, s_])
     assert kept[1] == "z = s - np.max(s, axis=-1, keepdims=True)"          # s is saved: untouched
     row = Array("m", (r, 1))                      # m·s: the dead s is taken over, whichever factor leads
-    assert _keep_body([scores, (z, row * s_)], keep=[z])[1:3] == ["z = s", "z *= m  # (..., r, r)"]
+    assert _keep_body([scores, (z, row * s_)], keep=[z])[1:3] == ["z = s" + taken, "z *= m  # (..., r, r)"]
     read_after = _keep_body([scores, (z, (s_ - RowMax(s_)) * s_)], keep=[z])
     assert read_after[1:3] == ["z = s - np.max(s, axis=-1, keepdims=True)", "z *= s  # (..., r, r)"]
 
@@ -556,14 +554,13 @@ def test_torch_bias_matmul_is_one_addmm():
     C), equal to the two-step form; NumPy (no addmm) keeps the product and the in-place add."""
     bias = Array("bias", (1, n))
     expr = MatMul(x, T(W)) + bias
-    lines = TorchPrinter({"matrices": frozenset({W})}).print_assign("y", expr, full=_full)
-    assert lines == ["y = torch.addmm(bias, x.reshape(math.prod(x.shape[:-1]), x.shape[-1]), weight.mT)"
-                     ".reshape(*x.shape[:-1], weight.mT.shape[-1])"]
-    assert NumpyPrinter({"matrices": frozenset({W})}).print_assign("y", expr, full=_full)[-1] == "y += bias"
-    assert TorchPrinter().print_assign("y", expr, full=_full)[-1] == "y += bias"   # W not a known matrix
+    lines = Lowering(TorchPrinter({"matrices": frozenset({W})})).assign("y", expr, full=_full)
+    assert lines == ["y = _support.addmm_rows(bias, x, weight.mT)"]
+    assert Lowering(NumpyPrinter({"matrices": frozenset({W})})).assign("y", expr, full=_full)[-1] == "y += bias"
+    assert Lowering(TorchPrinter()).assign("y", expr, full=_full)[-1] == "y += bias"   # W not a known matrix
     rng = np.random.default_rng(4)
     for xv in (rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 3, 2)).transpose(2, 1, 0), np.zeros((2, 0, 4))):
-        scope = {"torch": torch, "math": math, "x": torch.tensor(xv), "weight": torch.tensor(rng.standard_normal((4, 4))),
+        scope = {"torch": torch, "math": math, "_support": torch_support, "x": torch.tensor(xv), "weight": torch.tensor(rng.standard_normal((4, 4))),
                  "bias": torch.tensor(rng.standard_normal(4))}
         want = scope["x"] @ scope["weight"].mT + scope["bias"]
         exec("\n".join(lines), scope)

@@ -7,7 +7,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codegen.render import analyse, storage_shape
+from codegen.analysis import analyse, storage_shape
 from test_kernels import OPS, as_tuple, float_positions, modules
 
 

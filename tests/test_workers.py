@@ -68,9 +68,9 @@ def test_a_worker_failure_is_raised_with_its_traceback():
     with NumpyGPT(cfg, threads=2, parallel="processes") as m:
         m.forward(idx, tgt)
         m.backward()
-        m._workers._send(0, {"op": "no-such-op"})
+        m.parallel.workers._send(0, {"op": "no-such-op"})
         with pytest.raises(WorkerError, match="unknown op 'no-such-op'"):
-            m._workers._reply(0)
+            m.parallel.workers._reply(0)
 
 
 def test_a_dead_worker_is_reported_and_close_recovers():
@@ -79,8 +79,8 @@ def test_a_dead_worker_is_reported_and_close_recovers():
     with NumpyGPT(cfg, threads=2, parallel="processes") as m:
         loss0 = m.forward(idx, tgt)[1]
         m.backward()
-        m._workers.procs[0].kill()
-        m._workers.procs[0].wait()
+        m.parallel.workers.procs[0].kill()
+        m.parallel.workers.procs[0].wait()
         with pytest.raises(WorkerError, match="exited"):
             m.forward(idx, tgt)
         m.close()                                      # the next step starts a new worker
@@ -95,11 +95,11 @@ def test_no_shared_memory_left_behind():
     cfg = GPTConfig(**TINY)
     idx, tgt = batch(4, cfg)
     m = NumpyGPT(cfg, threads=2, parallel="processes")
-    fd = m._shared.fd
-    assert m._shared.path is None and os.fstat(fd).st_nlink == 0   # a file with no name
+    fd = m.parallel.shared.fd
+    assert m.parallel.shared.path is None and os.fstat(fd).st_nlink == 0   # a file with no name
     m.forward(idx, tgt)
     m.backward()
-    workers = m._workers
+    workers = m.parallel.workers
     assert all(g.path is None for g in workers._grad_bufs) and all(io[0].path is None for io in workers._io)
     procs = list(workers.procs)
     m.close()
@@ -129,7 +129,7 @@ def test_sigkill_leaves_no_shared_file(tmp_path):
         "rng = np.random.default_rng(0)\n"
         "idx = rng.integers(0, cfg.vocab_size, (4, cfg.block_size))\n"
         "m.forward(idx, idx); m.backward()\n"
-        "print(m._workers.procs[0].pid, flush=True)\n"
+        "print(m.parallel.workers.procs[0].pid, flush=True)\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, QED_SHM_DIR=str(tmp_path), PYTHONPATH=root)
@@ -154,14 +154,14 @@ def test_forward_without_targets_and_one_row_stay_in_this_process():
     ref = NumpyGPT(cfg, threads=2, parallel="threads")
     assert np.array_equal(m.forward(idx)[0], ref.forward(idx)[0])
     assert m.forward(idx[:1], tgt[:1])[1] == ref.forward(idx[:1], tgt[:1])[1]
-    assert m._workers is None                          # nothing needed a worker
+    assert m.parallel.workers is None                  # nothing needed a worker
     m.close()
 
 
 def test_bad_parallel_and_bad_buffer():
     with pytest.raises(ValueError, match="parallel must be"):
         NumpyGPT(GPTConfig(**TINY), parallel="gpu")
-    from qed.model_numpy import flat_params
+    from qed.flat import flat_params
     with pytest.raises(ValueError, match="buffer must be"):
         flat_params({"w": np.ones((2, 2))}, np.float32, buffer=np.empty(3, np.float32))
 

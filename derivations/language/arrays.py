@@ -22,7 +22,7 @@ So the expression the verifier proves is the very expression the generator print
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable
 
 import sympy as sp
@@ -454,11 +454,13 @@ def entry(expr, idx: tuple, env: dict | None = None) -> sp.Expr:
 
 @dataclass(frozen=True)
 class Assign:
-    """One line of a forward or backward pass: `target = expr` (only if `when` is true)."""
+    """One line of a forward or backward pass: `target = expr` (only if `when` is true); `note`,
+    the why of the line in a few words, is printed above it in the generated code (not compared)."""
 
     target: Array
     expr: sp.Expr
     when: str | None = None
+    note: str = field(default="", compare=False)
 
     def __post_init__(self):
         got = shape_of(self.expr)

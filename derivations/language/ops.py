@@ -10,6 +10,8 @@ language of `arrays.py`:
 * `backward` assignments from the upstream gradients `d<output>` and the cache, and `grads`
   (one per float input and parameter, except the `constant_inputs`: float inputs that the
   backward treats as constants, such as RoPE's cos/sin tables, and returns no gradient for).
+  An op may omit the backward (and `saved`, `grads`): it is then derived from the forward by
+  reverse mode (`autodiff.py`), and the generated claims prove it like a hand-written one.
 
 The claims prove these very expressions (through `Op.env`), and the printers print them.
 
@@ -68,13 +70,18 @@ class Op:
     name: str
     module: str
     title: str
-    claims: list[str]
     inputs: list[Array]
-    forward: list[Assign]
     outputs: list[Array]
-    saved: list[Array]
-    backward: list[Assign]
-    grads: list[Array]
+    # the forward that codegen prints (default: the specification's own lines)
+    forward: list[Assign] = field(default_factory=list)
+    # the backward that codegen prints; omitted, it is derived from the forward by the rules of
+    # reverse mode (derivations/language/autodiff.py), with `saved` the cache it reads (or, where
+    # `saved` is given, recomputing from it what else it reads) and `grads` one per float input
+    # and parameter that is not a constant input
+    backward: list[Assign] = field(default_factory=list)
+    saved: list[Array] | None = None
+    grads: list[Array] = field(default_factory=list)
+    claims: list[str] = field(default_factory=list)
     # the sources' formula, once, in the array language and in a scope of its own: the
     # generated claims prove the printed forward equal to it and the printed backward equal to
     # its derivative (derivations/proof/obligations.py); the op's LaTeX is printed from it
@@ -111,6 +118,10 @@ class Op:
     # scaled_dot_product_attention); the backward sums each gradient back to its input's shape.
     # Otherwise the batched inputs must have identical leading axes.
     broadcast: bool = False
+    # set when the backward was derived (not written by hand): what the derivation proved on the
+    # way (the row max carries no gradient, ...)
+    derived: bool = False
+    derivation_lemmas: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         if not self.spec:
@@ -119,6 +130,12 @@ class Op:
         from .latex import assigns_latex
 
         self.latex = assigns_latex(self.spec)
+        if not self.forward:
+            self.forward = list(self.spec)
+        if not self.backward:
+            self._derive_backward()
+        if self.saved is None:
+            raise ArrayError(f"op {self.name}: a hand-written backward needs its cache (`saved`)")
         from ..proof.obligations import check_scopes
 
         defined = set(self.inputs) | set(self.params)
@@ -144,6 +161,26 @@ class Op:
             raise ArrayError(f"op {self.name}: optional_axes is 0, 1 or 2 (of the declared (rows, "
                              f"cols)), got {self.optional_axes!r}")
         check_scopes(self)
+        if self.derived and not self.claims:      # a derived op is proved by its generated claims
+            from ..proof.obligations import obligations
+
+            self.claims = [ob.id for ob in obligations(self)]
+
+    def _derive_backward(self) -> None:
+        """The backward by reverse mode over the forward (derivations/language/autodiff.py)."""
+        from .autodiff import derive
+
+        if self.grads:
+            raise ArrayError(f"op {self.name}: `grads` without a `backward`: the derived backward "
+                             "computes one gradient per float input and parameter")
+        d = derive(self.forward, self.inputs, self.outputs, params=self.params,
+                   constants=self.constant_inputs, integers=self.integer_inputs, saved=self.saved,
+                   flag_sets=flag_combinations(self.forward), name=self.name)
+        self.backward, self.saved, self.grads = d.backward, d.saved, d.grads
+        self.derived, self.derivation_lemmas = True, d.lemmas
+        if not self.cache_doc:
+            self.cache_doc = (", ".join(a.name for a in self.saved) or "nothing") + \
+                " (the cache of the derived backward: what it reads of the forward)."
 
     @property
     def upstream(self) -> list[Array]:
@@ -169,6 +206,14 @@ class Op:
     def value(self, target: Array, when=frozenset()) -> sp.Expr:
         """The expression that the generated code computes for `target`."""
         return self.env(when)[target]
+
+
+def flag_combinations(assigns) -> list[frozenset]:
+    """Every combination of the flags that some line is guarded by (none first)."""
+    import itertools
+
+    flags = sorted({a.when for a in assigns if a.when is not None})
+    return [frozenset(c) for k in range(len(flags) + 1) for c in itertools.combinations(flags, k)]
 
 
 def grad_of(a: Array) -> Array:

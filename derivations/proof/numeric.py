@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import mpmath
 import sympy as sp
+from sympy.codegen.cfunctions import expm1, log1p
 
 from ..language.arrays import NormalCDF, Sigmoid
 
@@ -67,6 +68,7 @@ def _plain(v):
 _FUNCS = {
     sp.exp: mpmath.exp, sp.log: mpmath.log, sp.tanh: mpmath.tanh, sp.erf: mpmath.erf,
     sp.sin: mpmath.sin, sp.cos: mpmath.cos, sp.Abs: abs, sp.sign: mpmath.sign,
+    log1p: mpmath.log1p, expm1: mpmath.expm1,
 }
 
 

@@ -285,7 +285,9 @@ def claims_for(op: Op) -> list[Claim]:
             + ("" if ob.kind == "forward" else "'s derivative"),
             source=op.source or op.module, latex=obligation_latex(op, ob),
             prove=ob.prove, mutants=mutants, module=op.module))
-    return out
+    from .derived import derived_claims      # <op>.backward_derived.<grad>: a hand-written backward
+
+    return out + derived_claims(op)
 
 
 def obligation_latex(op: Op, ob: Obligation) -> str:

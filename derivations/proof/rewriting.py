@@ -16,9 +16,34 @@ So qed decides identities between index expressions with its own, deliberately s
    `lo − 1 ≤ at ≤ hi` is proved (otherwise the range is not split).
 4. **Rename** the bound indices of each term canonically (the least of all renamings), so
    that alpha-equivalent sums become the same SymPy object. The canonical indices are `Dummy`s
-   with fixed `dummy_index`es: equal across terms, never equal to a user's symbol `_k0`.
+   with fixed `dummy_index`es: equal across terms, never equal to a user's symbol `_k0`. A sum
+   whose indices fall into groups that share no factor and no range is the product of one sum
+   per group (Σ_{k,l} e_k e_l = (Σ_k e_k)²), each canonical on its own.
 5. **Decide**: hide each canonical sum and each `exp` behind a Dummy and `cancel` the
-   resulting rational function. The identity is proved when the residual is exactly 0.
+   resulting rational function (sums with one polynomial skeleton combined first, their
+   indices renamed by the skeleton alone). The identity is proved when the residual is
+   exactly 0. Where algebra leaves a residual, three rules reason beyond it:
+   * **logarithms**: Σ c_k log A_k + r with rational c_k, every A_k proved positive and r real,
+     is 0 iff e^{r} Π A_k^{c_k} = 1 (exp is injective on the reals): algebra again;
+   * **tanh** u is written (e^{2u} − 1)/(e^{2u} + 1); log1p(u) and expm1(u) are log(1 + u) and
+     e^{u} − 1 by definition;
+   * **region reasoning**: a case split on the sign of the argument u of |u|, sign(u), H(u, ·)
+     or max/min(a, b) (u = a − b). u must be linear, with a numeric coefficient, in an entry or
+     a symbol t that is no size, and free of summed indices; t is then written in a fresh
+     symbol p of the branch's sign (t = (p − rest)/c with p > 0, p < 0, or t = −rest/c), SymPy's
+     assumptions evaluate the atoms (|p| = p, max(p, 0) = p, H(p) = 1, sign(p) = 1, and what
+     follows, x³ > 0), and each branch is decided recursively (three nested splits at most).
+     Branches u > 0, u < 0, u = 0 where an atom jumps at 0 (H, sign); the closed u ≥ 0, u ≤ 0
+     otherwise. The split is exhaustive, so no assumption remains; it is recorded in
+     `discharged` with its branches. One exception: a u = 0 branch that fails where one side
+     takes the derivative's midpoint at a kink ((1 + sign u)/2, the derived backward's d max(0,
+     u)) and the other a printed subgradient (H(u, 0) or H(u, 1)) is excluded and `u ≠ 0`
+     recorded as a hypothesis (two printed conventions, H(u, 0) against H(u, 1), never are).
+     Inside a sum, the coefficient of a combined summand is split the same way with the
+     summed indices held fixed (per summand).
+     It cannot split on a non-linear subject (x² − 1), on a sum of summed entries (Σ_k |x_k|
+     needs a data-dependent split of the range), nor prove an inequality; and equal values
+     are all it proves: whether a form overflows is a question for the numerical edge checks.
 
 **Side conditions are goals.** Sums are read as loops (`Σ_{k=lo}^{hi}` is 0 when hi < lo, as the
 numeric evaluator and the generated code have it; not SymPy's Karr convention). Every rule that
@@ -52,6 +77,7 @@ from __future__ import annotations
 import itertools
 
 import sympy as sp
+from sympy.codegen.cfunctions import expm1, log1p
 
 from ..language.arrays import DOCUMENT_NODES
 
@@ -59,12 +85,14 @@ Term = tuple[list, list]  # (factors, limits[(var, lo, hi)])
 
 _MAX_PERMUTATIONS = 720
 _MAX_GOAL_STEPS = 40
+_MAX_SPLITS = 3          # nested case splits on signs (at most 3³ branches)
 
 # Canonical bound indices and hiding symbols are Dummies with these fixed dummy_indexes: the
 # same index twice is the same object (alpha-equivalent sums compare equal across terms), and
 # none can equal a user's Symbol('_k0') or a Dummy that SymPy numbers from 0.
 _CANON_BASE = 7_919_000_000_000
 _HIDE_BASE = 7_919_500_000_000
+_GROUP_BASE = 7_919_800_000_000      # the indices of sums grouped by their polynomial skeleton
 
 
 def canonical_index(n: int) -> sp.Dummy:
@@ -230,11 +258,102 @@ class Normaliser:
         leaked = _plain_symbols(canonical) - _plain_symbols(diff)
         if leaked:
             raise NormaliserError(f"normal form has free symbols the claim did not: {sorted(map(str, leaked))}")
-        canonical = self._combine_bodies(canonical)
+        return self._decide(canonical)
+
+    def _decide(self, canonical, depth: int = 0, rewritten: bool = False) -> sp.Expr:
+        """A canonical form decided: 0, or the residual left. Algebra first (hide the sums and
+        exps, `cancel`); where that leaves something, the three rules that reason beyond it:
+        logarithms by exponentiating, tanh by its exps, and a case split on a sign."""
+        combined = self._combine_bodies(canonical)
         table: dict = {}
-        hidden = self._hide(canonical, table)
-        result = sp.cancel(sp.together(hidden))
-        return self._unhide(result, table) if result != 0 else sp.Integer(0)
+        result = sp.cancel(sp.together(self._hide(combined, table)))
+        if result == 0:
+            return sp.Integer(0)
+        if canonical.has(sp.log) and self._logs_cancel(canonical):
+            return sp.Integer(0)
+        if canonical.has(sp.tanh) and not rewritten:
+            # tanh u = (e^{2u} − 1)/(e^{2u} + 1), exactly: then the exps cancel as any others
+            exps = canonical.replace(lambda e: isinstance(e, sp.tanh),
+                                     lambda e: (sp.exp(2 * e.args[0]) - 1) / (sp.exp(2 * e.args[0]) + 1))
+            if self._decide(self.canon(exps), depth, rewritten=True) == 0:
+                self._record("discharged", "tanh u = (e^{2u} − 1)/(e^{2u} + 1)", show=False)
+                return sp.Integer(0)
+        if depth < _MAX_SPLITS and self._split_on_sign(canonical, depth):
+            return sp.Integer(0)
+        return self._unhide(result, table)
+
+    # ---------------------------------------------------------------- region reasoning
+    def _logs_cancel(self, canonical) -> bool:
+        """Σ_k c_k log A_k + r = 0 with rational c_k, every A_k proved > 0 and r real: it holds
+        iff exp of it, r's exps times Π A_k^{c_k}, is 1 (exp is injective on the reals), which
+        is algebra again. (log(1 + e^{−x}) + x − log(1 + e^{x}) = 0: e^{x}(1 + e^{−x}) = 1 + e^{x}.)"""
+        factors, rest = [], []
+        for term in sp.Add.make_args(canonical):
+            logs = [f for f in sp.Mul.make_args(term) if isinstance(f, sp.log)]
+            if len(logs) == 1 and not (term / logs[0]).has(sp.log):
+                coeff, arg = term / logs[0], logs[0].args[0]
+                if not coeff.is_Rational or self._sign_form(arg, self._context()).is_positive is not True:
+                    return False
+                factors.append(arg ** coeff)
+            elif term.has(sp.log):
+                return False
+            else:
+                rest.append(term)
+        r = sp.Add(*rest)
+        if r.has(sp.log) or not all(_real(t) for t in rest):
+            return False
+        product = self.canon(sp.Mul(*factors) * sp.exp(r) - 1)
+        table: dict = {}
+        if sp.cancel(sp.together(self._hide(self._combine_bodies(product), table))) != 0:
+            return False
+        self._record("discharged", "the logarithms' arguments > 0: equal as exps (exp is injective on ℝ)",
+                     show=False)
+        return True
+
+    def _split_on_sign(self, canonical, depth: int) -> bool:
+        """A case split on the sign of u, the argument of |u|, sign(u), H(u) or max/min(a, b)
+        (u = a − b): each branch with its assumption, decided with the atoms evaluated. u must be
+        linear in an entry or a symbol t with a numeric coefficient (t is then written in a fresh
+        symbol p of that sign, and SymPy's assumptions evaluate the atoms), and free of summed
+        indices. Branches: u > 0, u < 0 and u = 0 where an atom jumps at 0 (H, sign), u ≥ 0 and
+        u ≤ 0 otherwise (|u|, max, min are continuous). A u = 0 branch that fails where one
+        side is the midpoint (1 + sign u)/2 and the other a printed H(u, 0) or H(u, 1) is
+        excluded, and u ≠ 0 recorded as a hypothesis. True when every branch is 0 (the
+        branches cover ℝ)."""
+        bound = set()
+        for s in canonical.atoms(sp.Sum):
+            bound |= {v for v, _, _ in s.limits}
+        for u, jumps in _sign_subjects(canonical, bound):
+            solved = _linear_atom(u, bound)
+            if solved is None:
+                continue
+            t, c, rest = solved
+            strict = sp.Dummy("p", positive=True)
+            closed = sp.Dummy("p", nonnegative=True)
+            if jumps:
+                branches = [("> 0", (strict - rest) / c), ("< 0", (-strict - rest) / c), ("= 0", -rest / c)]
+            else:
+                branches = [("≥ 0", (closed - rest) / c), ("≤ 0", (-closed - rest) / c)]
+            # the derivative's midpoint (1 + sign u)/2 against a printed subgradient H(u, 0|1)
+            kink = any(len(h.args) == 2 and h.args[1] in (0, 1) and _same_subject(h.args[0], u)
+                       for h in canonical.atoms(sp.Heaviside)) and \
+                any(_same_subject(g.args[0], u) for g in canonical.atoms(sp.sign))
+            done = []
+            for where, value in branches:
+                branch = self.canon(canonical.xreplace({t: value}))
+                if self._decide(branch, depth + 1) == 0:
+                    done.append(where)
+                elif where == "= 0" and kink:
+                    self._record("hypotheses", f"{_show(u)} ≠ 0 (a kink: the two sides take different "
+                                 "subgradients there)")
+                    done.append("≠ 0 assumed at the kink")
+                else:
+                    break
+            else:
+                self._record("discharged", f"case split on the sign of {_show(u)}: "
+                             + ", ".join(f"{_show(u)} {w}" for w in done) + ", each branch 0")
+                return True
+        return False
 
     def is_zero(self, lhs, rhs) -> bool:
         return self.residual(lhs, rhs) == 0
@@ -265,6 +384,10 @@ class Normaliser:
             return [([inner ** power], [])]
         if isinstance(e, DOCUMENT_NODES):   # σ(u), Φ(u): the document's formulas, nothing else
             return self._terms(e.document_form())
+        if isinstance(e, log1p):            # log1p(u) = log(1 + u), expm1(u) = e^u − 1: C's
+            return self._terms(sp.log(1 + e.args[0]))      # accurate forms, the same functions
+        if isinstance(e, expm1):
+            return self._terms(sp.exp(e.args[0]) - 1)
         if isinstance(e, sp.exp):
             arg = self.canon(e.args[0])
             return [([sp.exp(part) for part in sp.Add.make_args(arg)], [])]
@@ -519,6 +642,20 @@ class Normaliser:
                     kept.append((v, a, b))
         if not limits:
             return coeff * sp.Mul(*factors)
+        groups = [] if kept else _separable(factors, limits)
+        if len(groups) > 1:
+            # Σ_{k,l} f(k) g(l) = (Σ_k f(k)) (Σ_l g(l)) over independent ranges: each sum
+            # canonical on its own (so that Σ_{k,l} e_k e_l is (Σ_k e_k)², a power of one atom)
+            bound_set = {v for v, _, _ in limits}
+            out = coeff * sp.Mul(*[f for f in factors if not f.free_symbols & bound_set])
+            for group_factors, group_limits in groups:
+                out *= self._canonical_sum(group_factors, group_limits)
+            return out
+        return coeff * self._canonical_sum(factors, limits)
+
+    def _canonical_sum(self, factors: list, limits: list) -> sp.Expr:
+        """One sum with its bound indices renamed canonically (the least of all renamings);
+        the factors free of them stay outside."""
         bound = [v for v, _, _ in limits]
         bound_set = set(bound)
         dependent = [f for f in factors if f.free_symbols & bound_set]
@@ -546,7 +683,7 @@ class Normaliser:
             key = sp.srepr(candidate)
             if best_key is None or key < best_key:
                 best, best_key = candidate, key
-        return coeff * sp.Mul(*independent) * best
+        return sp.Mul(*independent) * best
 
     # ---------------------------------------------------------------- 5. decide
     def _combine_bodies(self, expr):
@@ -566,17 +703,23 @@ class Normaliser:
             body = sp.Mul.make_args(total.function)
             skeleton = sp.Mul(*[f for f in body if _polynomial_atom(f)])
             other = sp.Mul(*[f for f in body if not _polynomial_atom(f)])
-            groups.setdefault((total.limits, skeleton), []).append(coeff * other)
+            limits, skeleton, other = _by_skeleton(total.limits, skeleton, other)
+            groups.setdefault((limits, skeleton), []).append(coeff * other)
         out = list(rest)
         for (limits, skeleton), parts in groups.items():
-            if len(parts) == 1:
+            if len(parts) == 1 and not _has_sign_atoms(parts[0]):
                 out.append(sp.Sum(skeleton * parts[0], *limits) if parts[0].free_symbols & {v for v, *_ in limits}
                            else parts[0] * sp.Sum(skeleton, *limits))
                 continue
             table: dict = {}
             combined = sp.cancel(sp.together(self._hide(sp.Add(*parts), table)))
             if combined != 0:
-                out.append(sp.Sum(skeleton * self._unhide(combined, table), *limits))
+                combined = self._unhide(combined, table)
+                # the summand's coefficient, the summed indices held fixed: a case split on the
+                # sign of an entry that depends on them decides it per summand
+                if _has_sign_atoms(combined) and self._split_on_sign(self.canon(combined), 1):
+                    continue
+                out.append(sp.Sum(skeleton * combined, *limits))
         return sp.Add(*out)
 
     def _hide(self, e, table: dict):
@@ -686,6 +829,104 @@ def _nonneg_constant(expr) -> bool:
         return False
     shifted = sp.expand(expr.xreplace(sub))
     return all(t.is_nonnegative is True for t in sp.Add.make_args(shifted))
+
+
+def _separable(factors: list, limits: list) -> list:
+    """The summations in groups that share nothing: no factor reads indices of two groups, no
+    range mentions another group's index. [(factors, limits)] per group (one group: not
+    separable)."""
+    bound = [v for v, _, _ in limits]
+    parent = {v: v for v in bound}
+
+    def find(v):
+        while parent[v] != v:
+            v = parent[v]
+        return v
+
+    def join(vs):
+        vs = [find(v) for v in vs]
+        for v in vs[1:]:
+            parent[v] = vs[0]
+    for f in factors:
+        join([v for v in bound if v in f.free_symbols])
+    for v, a, b in limits:
+        join([v] + [u for u in bound if u in (a.free_symbols | b.free_symbols)])
+    roots = list(dict.fromkeys(find(v) for v in bound))
+    if len(roots) < 2:
+        return []
+    groups = []
+    for root in roots:
+        members = {v for v in bound if find(v) == root}
+        group_factors = [f for f in factors if f.free_symbols & members]
+        groups.append((group_factors, [lim for lim in limits if lim[0] in members]))
+    return groups
+
+
+def _has_sign_atoms(e) -> bool:
+    return bool(e.atoms(sp.Abs, sp.sign, sp.Heaviside, sp.Max, sp.Min))
+
+
+def _by_skeleton(limits, skeleton, other):
+    """The summation's indices renamed so that Σ skeleton is canonical (the least renaming of it
+    alone), `other` renamed alike: terms with one skeleton then have one set of limits, whatever
+    their non-polynomial factors."""
+    bound = [v for v, _, _ in limits]
+    if len(bound) > 5:
+        return tuple(limits), skeleton, other
+    names = [sp.Dummy(f"g{n}", integer=True, dummy_index=_GROUP_BASE + n) for n in range(len(bound))]
+    best, best_key = None, None
+    for perm in itertools.permutations(names):
+        mapping = dict(zip(bound, perm))
+        new_limits = _order_limits([(mapping[v], a.xreplace(mapping), b.xreplace(mapping)) for v, a, b in limits])
+        key = sp.srepr(sp.Sum(skeleton.xreplace(mapping), *new_limits))
+        if best_key is None or key < best_key:
+            best, best_key = (mapping, tuple(sp.Tuple(*lim) for lim in new_limits)), key
+    mapping, new_limits = best
+    return new_limits, skeleton.xreplace(mapping), other.xreplace(mapping)
+
+
+def _sign_subjects(expr, bound: set) -> list:
+    """[(u, jumps)] for the atoms whose value depends on the sign of u: |u|, sign(u), H(u, ·),
+    max/min(a, b) (u = a − b); `jumps` when one of them is discontinuous at 0 (sign, H). One u
+    per ±u, those free of summed indices only, in a fixed order."""
+    found: dict = {}
+    for atom in sorted(expr.atoms(sp.Abs, sp.sign, sp.Heaviside, sp.Max, sp.Min), key=sp.default_sort_key):
+        if isinstance(atom, (sp.Max, sp.Min)):
+            if len(atom.args) != 2:
+                continue
+            u = atom.args[0] - atom.args[1]
+        else:
+            u = atom.args[0]
+        if u.free_symbols & bound or u.is_number:
+            continue
+        key = -u if u.could_extract_minus_sign() else u
+        jumps = isinstance(atom, (sp.sign, sp.Heaviside))
+        found[key] = found.get(key, False) or jumps
+    return sorted(found.items(), key=lambda kv: (sp.count_ops(kv[0]), sp.default_sort_key(kv[0])))
+
+
+def _same_subject(a, b) -> bool:
+    return sp.expand(a - b) == 0 or sp.expand(a + b) == 0
+
+
+def _linear_atom(u, bound: set):
+    """(t, c, rest) with u = c·t + rest, t an entry or a symbol (not a size) that rest does not
+    contain, c a non-zero number; None if there is none."""
+    candidates = [a for a in u.atoms(sp.Indexed, sp.Symbol) if a not in bound
+                  and not (isinstance(a, sp.Symbol) and a.is_integer)
+                  and not any(x in bound for x in getattr(a, "indices", ()))]
+    for t in sorted(candidates, key=sp.default_sort_key):
+        if isinstance(t, sp.Symbol) and any(t in ind.indices for ind in u.atoms(sp.Indexed)):
+            continue
+        rest, dependent = sp.expand(u).as_independent(t, as_Add=True)
+        c = sp.cancel(dependent / t)
+        if c.is_number and c != 0 and not rest.has(t):
+            return t, c, rest
+    return None
+
+
+def _real(e) -> bool:
+    return e.is_extended_real is True
 
 
 def _polynomial_atom(f) -> bool:

@@ -75,7 +75,6 @@ import math as _math
 import time
 import types
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as _np
 import sympy as sp
@@ -85,11 +84,13 @@ from derivations.language.arrays import Array, CausalMask, RowMax, _label, docum
 from derivations.proof.obligations import backward_scope, flag_sets, forward_scope, setting_for
 from derivations.language.ops import Op, Table, grad_of
 
+from . import ROOT
+
 __all__ = ["ShimError", "Sym", "NUMPY", "MATH", "SCIPY", "load", "Check", "validate_op",
            "validate_step", "validate_table", "validate_all", "residual", "TRUSTED",
            "STEP_NAMES", "SIZES"]
 
-GENERATED = Path(__file__).resolve().parent.parent / "generated" / "numpy"
+GENERATED = ROOT / "generated" / "numpy"
 
 # What translation validation does not reach: it is trusted (docs/trusted.md says the same).
 TRUSTED = (
@@ -394,8 +395,12 @@ def _validate_shim():
             raise ValueError(f"{op}: the symbol {name} lies outside its domain")
         return None
 
-    ns = {k: getattr(real, k) for k in dir(real) if not k.startswith("__")}
-    ns.update(floats=floats, float_dtype=float_dtype, in_domain=in_domain, _label="_v")
+    scope = dict(vars(real), floats=floats, float_dtype=float_dtype, in_domain=in_domain)
+    for k, f in list(scope.items()):     # the module's own calls (`checked`) reach the shims too
+        if isinstance(f, types.FunctionType) and f.__module__ == real.__name__:
+            scope[k] = types.FunctionType(f.__code__, scope, k, f.__defaults__, f.__closure__)
+    ns = {k: v for k, v in scope.items() if not k.startswith("__")}
+    ns["_label"] = "_v"
     return _Namespace(**ns)
 
 
@@ -1038,7 +1043,7 @@ def validate_all() -> list[Check]:
     return out
 
 
-def main() -> int:  # pragma: no cover - a convenience: python -m qed.translation
+def main() -> int:  # pragma: no cover - a convenience: python -m qed.tools.translation
     bad = 0
     for c in validate_all():
         print(c)

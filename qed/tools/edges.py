@@ -70,7 +70,7 @@ Wherever the exact value of an output or gradient lies within the dtype's range:
 
 Entry points: `units()` (every op and step), `magnitudes(dtype)`, `cases()`,
 `check(unit, backend, dtype, magnitude) -> [Finding]`, `report(findings)`;
-`python -m qed.edges [unit ...]` prints every finding.
+`python -m qed.tools.edges [unit ...]` prints every finding.
 """
 from __future__ import annotations
 
@@ -1003,7 +1003,7 @@ class _Case:
 
 _CASES: dict = {}
 # (error / allowed error, where) of every element that needed the spread to decide: how close
-# the decisions are (for `python -m qed.edges --margins`)
+# the decisions are (for `python -m qed.tools.edges --margins`)
 MARGINS: list = []
 
 
@@ -1148,7 +1148,7 @@ def main(argv=None) -> int:
     import argparse
     import time
 
-    p = argparse.ArgumentParser(prog="python -m qed.edges", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m qed.tools.edges", description=__doc__.split("\n")[0])
     p.add_argument("units", nargs="*", help="ops or steps (default: all)")
     p.add_argument("--backend", choices=BACKENDS, action="append")
     p.add_argument("--dtype", choices=DTYPES, action="append")

@@ -2,7 +2,8 @@
 
 It is the independent side of the model-equivalence tests (tests/test_model_equivalence.py;
 llm.c's test_gpt2.c checks its C model against PyTorch the same way) and the baseline that
-`qed bench` measures both backends against (PyTorch eager autograd): every op here is PyTorch's own — F.layer_norm, F.rms_norm,
+`qed bench` measures both backends against (PyTorch eager autograd, `ReferenceRunner`, with
+torch.optim.AdamW: a tool, never what qed trains with): every op here is PyTorch's own — F.layer_norm, F.rms_norm,
 F.linear, F.embedding, F.gelu, F.relu, F.silu, F.scaled_dot_product_attention(is_causal=True),
 F.cross_entropy — and its gradients come from torch autograd. Parameter names are those of
 qed's models (nanoGPT's), so weights can be copied across with `load_numpy_params`.
@@ -24,6 +25,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from ..params import init_params
+from ..runner import TorchRunner
 
 EPS = 1e-5
 ROPE_BASE = 10000.0
@@ -177,4 +181,36 @@ def decay_groups(model: nn.Module, weight_decay: float) -> list[dict]:
             {"params": no_decay, "weight_decay": 0.0}]
 
 
-__all__ = ["ReferenceGPT", "sinusoidal_table", "rope_rotate", "decay_groups", "EPS"]
+class ReferenceRunner(TorchRunner):
+    """ReferenceGPT under eager autograd with torch.optim.AdamW (weight decay on matrices only),
+    started from qed's initial weights of `seed`: the baseline row of `qed bench`."""
+
+    backend = "reference"
+
+    def __init__(self, cfg, dtype=torch.float32, seed: int = 0, optimizer: dict | None = None,
+                 compile: bool = False):
+        """`compile=True`: the module's forward (and so its loss and, through AOTAutograd, its
+        backward) under torch.compile with the flags of the compiled qed backend (inductor,
+        dynamic=False, pattern matcher off): the peer a user would pick instead of it."""
+        model = ReferenceGPT(cfg, dtype=dtype)
+        model.load_numpy_params(init_params(cfg, seed))
+        if compile:
+            model.forward = torch.compile(model.forward, dynamic=False, options={"pattern_matcher": False})
+        super().__init__(cfg, model, seed, optimizer)
+
+    def new_optimizer(self):
+        h = self.hyper
+        return torch.optim.AdamW(decay_groups(self.model, h["weight_decay"]), lr=h["lr"], betas=h["betas"],
+                                 eps=h["eps"])
+
+    def update(self, lr) -> None:
+        if lr is not None:
+            for group in self.opt.param_groups:
+                group["lr"] = lr
+        self.opt.step()
+
+    def set_params(self, params: dict) -> None:
+        self.model.load_numpy_params(params)
+
+
+__all__ = ["ReferenceGPT", "ReferenceRunner", "sinusoidal_table", "rope_rotate", "decay_groups", "EPS"]

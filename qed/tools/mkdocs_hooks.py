@@ -15,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # loaded by path: qed/tools/ -> qed/ -> root
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -34,7 +34,7 @@ def _outside_target(page_uri: str, target: str) -> str | None:
 
 
 def on_config(config, **kwargs):
-    from qed import catalogue
+    from qed.tools import catalogue
 
     docs_dir = Path(config["docs_dir"])
     pages = [{"Catalogue": "derivations/index.md"}]

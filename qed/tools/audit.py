@@ -23,7 +23,7 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict
 
-from .errors import QedError
+from ..errors import QedError
 
 
 def units(prefixes: list[str] | None) -> list[tuple[str, str]]:

@@ -52,7 +52,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import QedError
+from ..errors import QedError
 
 RULES = ("block-spacing", "break-trailing", "italic-word", "subscript-braces", "lost-subscript",
          "env-rows")

@@ -1,4 +1,4 @@
-"""`make figures` (`python -m qed.figures`): the PNGs under docs/figures/, shown in docs/figures.md.
+"""`make figures` (`python -m qed.tools.figures`): the PNGs under docs/figures/, shown in docs/figures.md.
 
 * `saturation.png` — the experiment behind seed A §1.B (`derivations.variance.saturation_table`):
   softmax Jacobian and gradient norms against d_k with and without 1/√d_k, beside the proved law
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+from . import ROOT
 OUT = ROOT / "docs" / "figures"
 RUNS = ROOT / "runs"
 BENCH_RESULTS = RUNS / "bench" / "results.json"
@@ -193,8 +193,8 @@ def attention(run_dir: Path | None, out: Path = OUT / "attention.png") -> Path |
         print("figures: attention heatmap skipped: no trained run (run `qed train` first)", file=sys.stderr)
         return None
     try:
-        from .data import task_from_info
-        from .train import load_for_inference
+        from ..data import task_from_info
+        from ..train import load_for_inference
 
         runner, ck = load_for_inference(run_dir, backend="numpy", dtype="float64")
         task = task_from_info(ck.meta["task"])
@@ -278,7 +278,7 @@ def bench(results: Path = BENCH_RESULTS, out: Path = OUT / "bench.png") -> Path 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m qed.figures", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m qed.tools.figures", description=__doc__.split("\n")[0])
     p.add_argument("--run", type=Path, default=None,
                    help="run directory for the training and attention figures (default: newest under runs/)")
     p.add_argument("--bench", type=Path, default=BENCH_RESULTS, help="benchmark results JSON")

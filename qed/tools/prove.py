@@ -8,7 +8,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
-from .errors import QedError
+from ..errors import QedError
 
 
 def selected(claim, selectors: list[str] | None) -> bool:

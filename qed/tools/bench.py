@@ -14,8 +14,11 @@ with the same hyperparameters, the same batches):
                backward traced into one graph and fused by torch.compile (inductor, pattern
                matcher off); compiled on a throwaway step, after which the weights and AdamW's
                state are reset. Left out with --no-compile, and by the memory and sweep runs.
-    eager      ReferenceGPT (qed/reference.py) — torch.nn with F.scaled_dot_product_attention,
+    eager      ReferenceGPT (qed/tools/reference.py) — torch.nn with F.scaled_dot_product_attention,
                F.layer_norm, F.gelu, F.cross_entropy under eager autograd; torch.optim.AdamW
+    eager-compiled  the same ReferenceGPT, its forward under torch.compile with torch-compiled's
+               flags: the peer a user would pick instead of the compiled qed backend. Left out
+               with --no-compile, and by the memory and sweep runs.
 
 One step = forward + loss + backward + AdamW update (no gradient clipping). After `warmup`
 rounds the steps are interleaved (numpy, torch-gen, eager, numpy, …) so that a slow spell of
@@ -48,12 +51,17 @@ import subprocess
 import sys
 import time
 
+from ..cli_types import MEMORY_BATCH, MEMORY_T, NUMPY_PARALLEL, SWEEP_C, SWEEP_FIGURE, SWEEP_T  # the --help defaults
+from ..cpu import cpu_count
+from . import ROOT
+
 DEFAULT_MODEL = dict(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=65)
 DEFAULT_BATCH = 12
 LARGE_MODEL = dict(DEFAULT_MODEL, n_embd=384, n_head=6, block_size=256)
 IMPLS = ("numpy", "torch-gen", "eager")
-COMPILED = "torch-compiled"      # optional fourth row: torch-gen under torch.compile
-NUMPY_PARALLEL = "processes"     # how NumpyGPT runs its batch slices (see qed/workers.py)
+COMPILED = "torch-compiled"      # optional row: torch-gen under torch.compile
+COMPILED_REF = "eager-compiled"  # optional row: the torch.nn reference under the same torch.compile
+COMPILED_ROWS = (COMPILED, COMPILED_REF)
 # Untimed steps of the same implementation before each timed one. PyTorch's OpenMP threads spin
 # for some milliseconds after a parallel region: a step timed right after another
 # implementation's shared the CPUs with them (NumPy's step measured 4-5 ms slower right after
@@ -63,15 +71,11 @@ SETTLE_STEPS = 1
 LABELS = {"numpy": "(a) NumPy backend (generated kernels)",
           "torch-gen": "(b) PyTorch backend (generated autograd Functions)",
           COMPILED: "(b′) the same, compiled by torch.compile (inductor fuses the generated expressions)",
-          "eager": "(c) PyTorch eager (torch.nn, F.scaled_dot_product_attention)"}
+          "eager": "(c) PyTorch eager (torch.nn, F.scaled_dot_product_attention)",
+          COMPILED_REF: "(c′) the same torch.nn model, compiled by torch.compile with (b′)'s flags"}
 SHORT = {"numpy": "(a) numpy", "torch-gen": "(b) torch-gen", COMPILED: "(b′) compiled",
-         "eager": "(c) eager"}
+         "eager": "(c) eager", COMPILED_REF: "(c′) eager compiled"}
 HP = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
-MEMORY_T = 1024
-MEMORY_BATCH = 4
-SWEEP_T = (32, 64, 128, 256, 512)
-SWEEP_C = (64, 128, 256, 512)
-SWEEP_FIGURE = os.path.join("docs", "figures", "bench_sweep.png")
 
 
 def _log(msg: str) -> None:
@@ -82,7 +86,7 @@ def _log(msg: str) -> None:
 def parse_config(text: str | None) -> dict:
     """`--config`: a JSON object, a path to a JSON file, or key=value pairs (comma- or
     space-separated). Keys: GPTConfig fields, plus batch_size."""
-    from .errors import QedError
+    from ..errors import QedError
 
     if not text:
         return {}
@@ -109,7 +113,7 @@ def parse_config(text: str | None) -> dict:
 
 def build_config(overrides: dict, vocab_size: int | None = None):
     """(GPTConfig, batch_size) from the defaults and the overrides."""
-    from .config import ConfigError, GPTConfig
+    from ..config import ConfigError, GPTConfig
 
     d = dict(DEFAULT_MODEL)
     over = dict(overrides)
@@ -120,7 +124,7 @@ def build_config(overrides: dict, vocab_size: int | None = None):
     cfg = GPTConfig.from_dict(d)
     if batch < 1:
         raise ConfigError(f"batch_size={batch} must be a positive integer")
-    from .memory import check_fits
+    from ..memory import check_fits
 
     check_fits(cfg, batch_size=batch, seq_len=cfg.block_size, itemsize=4, backend="torch",
                what="n_embd, n_layer, block_size or batch_size in --config")
@@ -133,7 +137,7 @@ def make_batches(cfg, batch: int, n: int, data: str | None = None, seed: int = 0
 
     rng = np.random.default_rng(seed)
     if data is not None:
-        from .data import load_text
+        from ..data import load_text
 
         task = load_text(data)
         task.check_block_size(cfg.block_size)
@@ -148,7 +152,7 @@ def make_batches(cfg, batch: int, n: int, data: str | None = None, seed: int = 0
 def data_vocab(data: str | None) -> int | None:
     if data is None:
         return None
-    from .data import load_text
+    from ..data import load_text
 
     return load_text(data).vocab_size
 
@@ -176,20 +180,15 @@ def set_threads(threads: int) -> dict:
 
 
 def machine() -> dict:
-    cpu = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    ncpu = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    """What a figure was measured on: CPU model, SIMD level (and the level torch's kernels were
+    dispatched to), CPU count, library versions, load."""
     import numpy as np
     import torch
 
-    return {"cpu": cpu, "cpus": ncpu, "python": platform.python_version(), "numpy": np.__version__,
+    from ..cpu import cpu_model, simd_level
+
+    return {"cpu": cpu_model(), "simd": simd_level(), "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "cpus": cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
             "torch": torch.__version__, "loadavg": _loadavg()}
 
 
@@ -201,89 +200,40 @@ def _loadavg():
 
 
 # --------------------------------------------------------------------------- implementations
-class Impl:
-    """One implementation: `step(x, y)` runs one training step on int64 arrays."""
+def build_impl(name: str, cfg, threads: int, seed: int = 0, parallel: str = NUMPY_PARALLEL):
+    """The runner (qed/runner.py) of one row: float32, AdamW with `HP`, no gradient clipping."""
+    from ..runner import build_runner
 
-    def __init__(self, name: str, cfg, threads: int, seed: int = 0, parallel: str = NUMPY_PARALLEL):
-        import numpy as np
-        import torch
+    if name == "numpy":
+        return build_runner(cfg, "numpy", "float32", seed=seed, threads=threads, parallel=parallel, optimizer=HP)
+    if name in ("torch-gen", COMPILED):
+        return build_runner(cfg, "torch", "float32", seed=seed, compile=name == COMPILED, optimizer=HP)
+    if name in ("eager", COMPILED_REF):
+        from .reference import ReferenceRunner
 
-        from .model_numpy import NumpyGPT
-        from .params import init_params
+        return ReferenceRunner(cfg, seed=seed, optimizer=HP, compile=name == COMPILED_REF)
+    raise ValueError(f"unknown implementation {name!r}: choose one of {', '.join(IMPLS + COMPILED_ROWS)}")
 
-        self.name = name
-        self.cfg = cfg
-        if name == "numpy":
-            from .optim import AdamW
 
-            self.model = NumpyGPT(cfg, dtype=np.float32, seed=seed, threads=threads, parallel=parallel)
-            self.opt = AdamW(self.model.params, **HP)
-            self.step = self._numpy_step
-        elif name in ("torch-gen", COMPILED):
-            from .model_torch import TorchGPT
-            from .optim import TorchAdamW
+def build_impls(names, cfg, threads: int, parallel: str = NUMPY_PARALLEL) -> dict:
+    return {name: build_impl(name, cfg, threads, parallel=parallel) for name in names}
 
-            self.model = TorchGPT(cfg, dtype=torch.float32, seed=seed, compile=name == COMPILED)
-            self.opt = TorchAdamW(self.model, **HP)
-            self.step = self._torch_gen_step
-        elif name == "eager":
-            from .reference import ReferenceGPT, decay_groups
 
-            self.model = ReferenceGPT(cfg, dtype=torch.float32)
-            self.model.load_numpy_params(init_params(cfg, seed))
-            self.opt = torch.optim.AdamW(decay_groups(self.model, HP["weight_decay"]), lr=HP["lr"],
-                                         betas=HP["betas"], eps=HP["eps"])
-            self.step = self._eager_step
-        else:
-            raise ValueError(f"unknown implementation {name!r}: choose one of {', '.join(IMPLS + (COMPILED,))}")
-        self.torch = torch
-        self.seed = seed
-        self.compile_seconds = None
+def compile_first(runner, x, y) -> float:
+    """torch-compiled: compile now, on one throwaway step, then put the weights and AdamW's
+    state back to where they started (so every implementation trains the same steps); the
+    seconds it took."""
+    t0 = time.perf_counter()
+    runner.step(x, y)
+    seconds = time.perf_counter() - t0
+    runner.restart()
+    return seconds
 
-    def prepare(self, x, y) -> None:
-        """torch-compiled: compile now, on one throwaway step, then put the weights and AdamW's
-        state back to where they started (so every implementation trains the same steps)."""
-        if self.name != COMPILED:
-            return
-        from .params import init_params
-        from .optim import TorchAdamW
 
-        t0 = time.perf_counter()
-        self.step(x, y)
-        self.compile_seconds = time.perf_counter() - t0
-        self.model.load_params(init_params(self.cfg, self.seed))
-        self.opt = TorchAdamW(self.model, **HP)
-
-    def worker_peak_bytes(self) -> int:
-        """Peak RSS of the NumPy backend's worker processes (0 without any)."""
-        workers = getattr(self.model, "_workers", None)
-        return 0 if workers is None else workers.peak_rss_bytes()
-
-    def close(self) -> None:
-        """Stop the NumPy backend's worker processes, if any."""
-        if hasattr(self.model, "close"):
-            self.model.close()
-
-    def _numpy_step(self, x, y) -> float:
-        _, loss = self.model.forward(x, y)
-        self.opt.step(self.model.backward())
-        return loss
-
-    def _torch_gen_step(self, x, y) -> float:
-        x, y = self.torch.from_numpy(x), self.torch.from_numpy(y)
-        _, loss = self.model(x, y)
-        loss.backward()
-        self.opt.step()
-        self.opt.zero_grad()
-        return loss.item()
-
-    def _eager_step(self, x, y) -> float:
-        x, y = self.torch.from_numpy(x), self.torch.from_numpy(y)
-        _, loss = self.model(x, y)
-        loss.backward()
-        self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
-        return loss.item()
+def close_all(impls: dict) -> None:
+    """Stop the NumPy backend's worker processes, if any."""
+    for runner in impls.values():
+        runner.close()
 
 
 def summarize(times: list[float]) -> dict:
@@ -295,32 +245,32 @@ def summarize(times: list[float]) -> dict:
 
 def time_interleaved(impls: list, batches: list, warmup: int, steps: int, progress: bool = True) -> dict:
     """Median-friendly timings: `warmup` untimed rounds, then `steps` rounds of one step of
-    each implementation in turn, all on the same batch per round."""
-    times = {im.name: [] for im in impls}
-    losses = {im.name: [] for im in impls}
+    each implementation ({name: runner}) in turn, all on the same batch per round."""
+    times = {name: [] for name in impls}
+    losses = {name: [] for name in impls}
     for r in range(warmup + steps):
         x, y = batches[r % len(batches)]
         last = []
-        for im in impls:
+        for name, runner in impls.items():
             for _ in range(SETTLE_STEPS):             # untimed: this one's threads in their stride
-                im.step(x, y)
+                runner.step(x, y)
             t0 = time.perf_counter()
-            loss = im.step(x, y)
+            loss = runner.step(x, y)
             dt = time.perf_counter() - t0
             last.append(dt)
             if r >= warmup:
-                times[im.name].append(dt)
-            losses[im.name].append(float(loss))
+                times[name].append(dt)
+            losses[name].append(float(loss))
         if progress:
             _log(f"  round {r + 1}/{warmup + steps}" + ("" if r >= warmup else " (warm-up)") + ": "
-                 + ", ".join(f"{im.name} {1e3 * t:.0f} ms" for im, t in zip(impls, last)))
+                 + ", ".join(f"{name} {1e3 * t:.0f} ms" for name, t in zip(impls, last)))
     return {"times": times, "losses": losses}
 
 
 # --------------------------------------------------------------------------- FLOPs and matmul rate
 def model_flops(cfg, batch: int) -> dict:
     """Dense model FLOPs of one training step (see the module docstring)."""
-    from .params import param_shapes
+    from ..params import param_shapes
 
     shapes = param_shapes(cfg)
     n_matmul = sum(math.prod(s) for k, s in shapes.items()      # every linear weight ...
@@ -386,23 +336,24 @@ def probe(spec: dict) -> dict:
     steps, report peak memory and the step times."""
     threads = int(spec["threads"])
     set_threads(threads)
-    from .config import GPTConfig
+    from ..config import GPTConfig
 
     cfg = GPTConfig.from_dict(spec["config"])
     batches = make_batches(cfg, spec["batch"], max(1, spec["steps"]), spec.get("data"), seed=0)
-    im = Impl(spec["impl"], cfg, threads, parallel=spec.get("parallel", NUMPY_PARALLEL))
-    im.prepare(*batches[0])                          # torch-compiled: compile before the peak reset
+    runner = build_impl(spec["impl"], cfg, threads, parallel=spec.get("parallel", NUMPY_PARALLEL))
+    if spec["impl"] in COMPILED_ROWS:
+        compile_first(runner, *batches[0])           # compile before the peak reset
     reset = _reset_peak()
     before = _read_status().get("VmRSS", 0)
     times = []
     for r in range(spec["steps"]):
         x, y = batches[r % len(batches)]
         t0 = time.perf_counter()
-        im.step(x, y)
+        runner.step(x, y)
         times.append(time.perf_counter() - t0)
     st = _read_status()
-    workers = im.worker_peak_bytes()                  # worker processes: their whole peak counts
-    im.close()
+    workers = runner.worker_peak_bytes()              # worker processes: their whole peak counts
+    runner.close()
     if reset and "VmHWM" in st:
         peak, method = st["VmHWM"], "VmHWM after resetting it (/proc/self/clear_refs = 5) once the model was built"
     else:
@@ -420,9 +371,9 @@ def probe(spec: dict) -> dict:
 
 def run_probe(spec: dict, timeout: float = 1800) -> dict:
     env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = str(ROOT)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    proc = subprocess.run([sys.executable, "-m", "qed.bench", "--probe", json.dumps(spec)],
+    proc = subprocess.run([sys.executable, "-m", "qed.tools.bench", "--probe", json.dumps(spec)],
                           capture_output=True, text=True, env=env, timeout=timeout, cwd=root)
     if proc.returncode != 0:
         raise RuntimeError(f"memory probe of {spec['impl']} failed:\n{proc.stderr[-2000:]}")
@@ -431,7 +382,7 @@ def run_probe(spec: dict, timeout: float = 1800) -> dict:
 
 # --------------------------------------------------------------------------- proofs and codegen
 def timed_command(args: list[str], timeout: float = 3600) -> dict:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = str(ROOT)
     env = dict(os.environ)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     t0 = time.perf_counter()
@@ -450,7 +401,7 @@ def bench(overrides: dict | None = None, *, data: str | None = None, steps: int 
           progress: bool = True, parallel: str = NUMPY_PARALLEL, compile: bool = True) -> dict:
     """The side-by-side benchmark at one config; a JSON-able dict. `compile`: also time the
     generated-PyTorch backend under torch.compile (a fourth row, after its compilation)."""
-    threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+    threads = threads or cpu_count()
     cfg, batch = build_config(overrides or {}, data_vocab(data))
     result: dict = {"config": cfg.to_dict(), "batch_size": batch, "dtype": "float32",
                     "data": data or "random tokens", "steps": steps, "warmup": warmup, "settle_steps": SETTLE_STEPS,
@@ -470,29 +421,30 @@ def bench(overrides: dict | None = None, *, data: str | None = None, steps: int 
     batches = make_batches(cfg, batch, warmup + steps, data)
     _log(f"qed bench: {cfg.n_layer} layers, {cfg.n_head} heads, n_embd {cfg.n_embd}, block {cfg.block_size}, "
          f"batch {batch}, {threads} threads: {warmup} warm-up + {steps} interleaved rounds ...")
-    names = IMPLS[:2] + ((COMPILED,) if compile else ()) + IMPLS[2:]
-    impls = [Impl(name, cfg, threads, parallel=parallel) for name in names]
+    names = IMPLS[:2] + ((COMPILED,) if compile else ()) + IMPLS[2:] + ((COMPILED_REF,) if compile else ())
+    impls = build_impls(names, cfg, threads, parallel=parallel)
     try:
-        for im in impls:
-            if im.name == COMPILED:
-                _log("qed bench: compiling the generated-PyTorch backend (torch.compile, inductor) ...")
-                try:
-                    im.prepare(*batches[0])
-                except Exception as e:                # no C++ compiler, an unsupported platform, ...
-                    result["compile_error"] = f"{type(e).__name__}: {e}"[:2000]
-                    _log(f"qed bench: torch.compile failed, row (b′) left out: {result['compile_error'][:300]}")
-                    impls.remove(im)
-                    im.close()
-                else:
-                    result["compile_seconds"] = im.compile_seconds
-                    _log(f"qed bench: compiled in {im.compile_seconds:.1f} s")
-                break
-        names = tuple(im.name for im in impls)
+        for name in [n for n in COMPILED_ROWS if n in impls]:
+            tag = SHORT[name].split()[0]
+            _log(f"qed bench: compiling {tag} (torch.compile, inductor) ...")
+            try:
+                result.setdefault("compile_seconds_by_row", {})[name] = compile_first(impls[name], *batches[0])
+            except Exception as e:                    # no C++ compiler, an unsupported platform, ...
+                error = f"{type(e).__name__}: {e}"[:2000]
+                result.setdefault("compile_errors", {})[name] = error
+                _log(f"qed bench: torch.compile failed, row {tag} left out: {error[:300]}")
+                impls.pop(name).close()
+            else:
+                _log(f"qed bench: compiled in {result['compile_seconds_by_row'][name]:.1f} s")
+        if COMPILED in result.get("compile_seconds_by_row", {}):     # the keys of earlier results
+            result["compile_seconds"] = result["compile_seconds_by_row"][COMPILED]
+        if COMPILED in result.get("compile_errors", {}):
+            result["compile_error"] = result["compile_errors"][COMPILED]
+        names = tuple(impls)
         result["impls"] = list(names)
         timed = time_interleaved(impls, batches, warmup, steps, progress)
     finally:
-        for im in impls:
-            im.close()
+        close_all(impls)
     result["machine"]["loadavg_after"] = _loadavg()
     rows = {}
     ref = statistics.median(timed["times"]["eager"])
@@ -520,7 +472,7 @@ def memory_comparison(overrides: dict | None = None, *, T: int = MEMORY_T, batch
                       parallel: str = NUMPY_PARALLEL) -> dict:
     """Peak memory and step time of attention vs attention_lse at block size T, for both
     generated backends (a fresh process each: one peak-RSS counter per process)."""
-    threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+    threads = threads or cpu_count()
     over = dict(overrides or {})
     over.setdefault("block_size", T)
     over.setdefault("batch_size", batch)
@@ -555,7 +507,7 @@ def sweep(overrides: dict | None = None, *, out_png: str = SWEEP_FIGURE, Ts=SWEE
           parallel: str = NUMPY_PARALLEL) -> dict:
     """Step time as T doubles (n_embd fixed) and as n_embd doubles (T fixed), all three
     implementations interleaved at each point; a PNG of both; fitted growth exponents."""
-    threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+    threads = threads or cpu_count()
     set_threads(threads)
     base, batch = build_config(overrides or {})
     points = []
@@ -567,12 +519,11 @@ def sweep(overrides: dict | None = None, *, out_png: str = SWEEP_FIGURE, Ts=SWEE
                 over["n_head"] = 1
             cfg, b = build_config(over)
             _log(f"qed bench --sweep: {axis} = {val} ...")
-            impls = [Impl(name, cfg, threads, parallel=parallel) for name in IMPLS]
+            impls = build_impls(IMPLS, cfg, threads, parallel=parallel)
             try:
                 timed = time_interleaved(impls, make_batches(cfg, b, warmup + steps), warmup, steps, progress)
             finally:
-                for im in impls:
-                    im.close()
+                close_all(impls)
             row = {"axis": axis, "value": val}
             for name in IMPLS:
                 row[name] = summarize(timed["times"][name])["median_ms"]
@@ -651,7 +602,8 @@ def render(result: dict, console=None) -> None:
                   f"{th['threads']} slices, run by " + how[par].format(th['threads'] - 1)
                   + ", BLAS at 1 thread in each")
         m = result["machine"]
-        con.print(f"machine: {m['cpu']}, {m['cpus']} CPUs; load average {m['loadavg']} before, "
+        con.print(f"machine: {m['cpu']} ({m.get('simd', '?')}; torch kernels {m.get('torch_cpu_capability', '?')}), "
+                  f"{m['cpus']} CPUs; load average {m['loadavg']} before, "
                   f"{m.get('loadavg_after')} after; numpy {m['numpy']}, torch {m['torch']}")
         con.print(f"step: {result['step']}; {result['warmup']} warm-up + {result['steps']} interleaved rounds "
                   f"(each timed step after {result.get('settle_steps', 0)} untimed step(s) of the same implementation)")
@@ -676,10 +628,10 @@ def render(result: dict, console=None) -> None:
                       f"{r['ratio_to_eager']:.2f}")
         con.print(t)
         con.print("; ".join(LABELS[n] for n in names))
-        if "compile_seconds" in result:
-            con.print(f"(b′) compile: {result['compile_seconds']:.1f} s, on one throwaway step before the warm-up")
-        if "compile_error" in result:
-            con.print(f"(b′) left out: torch.compile failed: {result['compile_error'][:300]}")
+        for name, seconds in result.get("compile_seconds_by_row", {}).items():
+            con.print(f"{SHORT[name].split()[0]} compile: {seconds:.1f} s, on one throwaway step before the warm-up")
+        for name, error in result.get("compile_errors", {}).items():
+            con.print(f"{SHORT[name].split()[0]} left out: torch.compile failed: {error[:300]}")
         if any("memory" in r for r in result["results"].values()):
             con.print("peak memory: " + next(r["memory"]["method"] for r in result["results"].values()
                                              if "memory" in r) + "; (step) = peak − RSS before the first step")
@@ -718,61 +670,13 @@ def render(result: dict, console=None) -> None:
 
 
 # --------------------------------------------------------------------------- command line
-def add_parser(sub) -> None:
-    from .cli_types import nonnegative_int, positive_int
-
-    b = sub.add_parser(
-        "bench", help="training-step time of the NumPy and generated-PyTorch backends against PyTorch eager",
-        description="Train the same GPT for a fixed number of steps with the NumPy backend, the "
-                    "generated-PyTorch backend and a torch.nn reference (eager autograd, "
-                    "F.scaled_dot_product_attention), interleaved, and print median step time, spread, "
-                    "tokens/s, GFLOP/s, peak memory and ratios to the reference.")
-    b.add_argument("--config", metavar="JSON|K=V,...", help="model overrides (GPTConfig fields and batch_size), "
-                   "e.g. 'n_embd=384,n_head=6,block_size=256' or a JSON object/file")
-    b.add_argument("--data", metavar="FILE", help="windows of a UTF-8 text file (character vocabulary) "
-                   "instead of random tokens")
-    b.add_argument("--steps", type=positive_int, default=20, help="timed rounds (default 20)")
-    b.add_argument("--warmup", type=nonnegative_int, default=3, help="untimed rounds first (default 3)")
-    b.add_argument("--threads", type=positive_int, default=None, help="threads for every implementation (default: CPUs)")
-    b.add_argument("--numpy-parallel", choices=("processes", "threads"), default=NUMPY_PARALLEL,
-                   help="how the NumPy backend runs its batch slices (default: %(default)s)")
-    b.add_argument("--no-proofs", action="store_true", help="skip timing `python -m qed prove`")
-    b.add_argument("--no-codegen", action="store_true", help="skip timing `python -m codegen --check`")
-    b.add_argument("--no-peak-memory", action="store_true", help="skip the per-implementation memory processes")
-    b.add_argument("--no-compile", action="store_true", help="skip row (b′), the generated-PyTorch backend under "
-                   "torch.compile (its compilation takes tens of seconds)")
-    b.add_argument("--memory", action="store_true", help=f"also: attention vs attention_lse peak memory and "
-                   f"time at T = {MEMORY_T}")
-    b.add_argument("--memory-T", type=positive_int, default=MEMORY_T, metavar="T",
-                   help=f"--memory: the block size (default {MEMORY_T}; batch {MEMORY_BATCH} unless --config sets it)")
-    b.add_argument("--sweep", nargs="?", const=SWEEP_FIGURE, default=None, metavar="PNG",
-                   help=f"also: step time as T and n_embd double; plot to PNG (default {SWEEP_FIGURE})")
-    b.add_argument("--sweep-steps", type=positive_int, default=5, help="timed rounds per sweep point (default 5)")
-    b.add_argument("--sweep-T", type=_int_list, default=SWEEP_T, metavar="T,T,...",
-                   help="--sweep: block sizes (default " + ",".join(map(str, SWEEP_T)) + ")")
-    b.add_argument("--sweep-embd", type=_int_list, default=SWEEP_C, metavar="C,C,...",
-                   help="--sweep: n_embd values (default " + ",".join(map(str, SWEEP_C)) + ")")
-    b.add_argument("--only-extra", action="store_true", help="with --memory/--sweep: skip the main comparison")
-    b.add_argument("--json", action="store_true", help="print the results as JSON (only JSON on stdout)")
-
-
-def _int_list(text: str) -> tuple:
-    import argparse
-
-    try:
-        vals = tuple(int(v) for v in text.replace(",", " ").split())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if len(vals) < 2 or min(vals) < 1:
-        raise argparse.ArgumentTypeError(f"expected at least two positive integers, got {text!r}")
-    return vals
-
-
-def run_cli(args) -> int:
+def run_cli(args, sections=()) -> int:
+    """`sections`: more parts of the result, as (key, compute(overrides, args), render(part)),
+    e.g. `--nproc`'s (qed/tools/bench_distributed.py)."""
     overrides = parse_config(args.config)
     progress = True
     result: dict = {}
-    if not (args.only_extra and (args.memory or args.sweep)):
+    if not (args.only_extra and (args.memory or args.sweep or sections)):
         result.update(bench(overrides, data=args.data, steps=args.steps, warmup=args.warmup, threads=args.threads,
                             proofs=not args.no_proofs, codegen=not args.no_codegen,
                             memory=not args.no_peak_memory, progress=progress, parallel=args.numpy_parallel,
@@ -784,10 +688,14 @@ def run_cli(args) -> int:
     if args.sweep:
         result["sweep"] = sweep(overrides, out_png=args.sweep, threads=args.threads, steps=args.sweep_steps,
                                 Ts=args.sweep_T, Cs=args.sweep_embd, parallel=args.numpy_parallel)
+    for key, compute, _ in sections:
+        result[key] = compute(overrides, args)
     if args.json:
         sys.stdout.write(json.dumps(result, indent=2, sort_keys=True, default=_json_default) + "\n")
     else:
         render(result)
+        for key, _, show in sections:
+            show(result[key])
     return 0
 
 

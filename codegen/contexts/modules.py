@@ -1,0 +1,48 @@
+"""The contexts of the generated modules that print no formula of their own: a file of tables
+without an op, a composite (multi-head attention: calls of other kernels), the validation
+module, the package `__init__`s."""
+from __future__ import annotations
+
+from .common import backend_title, exports, import_lines, source_path, wrapped
+from .table import table_context
+
+__all__ = ["tables_module_context", "composite_context", "validate_context", "package_init_context",
+           "PACKAGE_DOCS"]
+
+PACKAGE_DOCS = {
+    None: "Generated code, printed from the proven formulas in `derivations/`: one module per op "
+          "in\n`generated.numpy` and `generated.torch`.",
+    "numpy": "Generated NumPy kernels, one module per op: `<op>_forward`, `<op>_backward`; constant\n"
+             "tables (`TABLES`) in the module of their op or in a module of their own.",
+    "torch": "Generated PyTorch kernels, one module per op: `<op>_forward`, `<op>_backward`,\n"
+             "`<Op>Function` (autograd), `<op>` (functional) and, for ops with parameters, an "
+             "`nn.Module`;\nconstant tables (`TABLES`) in the module of their op or in a module of their own.",
+}
+
+
+def tables_module_context(tables_in_file: list, backend: str) -> dict:
+    """generated/<backend>/<file>.py for tables that have no op of their own."""
+    ctx = [table_context(t, backend) for t in tables_in_file]
+    return {"title": "; ".join(c["title"] for c in ctx), "backend_title": backend_title(backend),
+            "tables": ctx, "import_lines": import_lines(set().union(*(c["modules"] for c in ctx))),
+            "exports": exports([c["name"] for c in ctx]),
+            "source": ", ".join(sorted({c["source"] for c in ctx}))}
+
+
+def composite_context(comp) -> dict:
+    """generated/<backend>/<composite>.py: the calls and reshapes that assemble other kernels
+    (the template is the composite's own: Composite.template)."""
+    return {"name": comp.name, "title": comp.title, "latex": comp.latex,
+            "claims": wrapped(", ".join(comp.claims), 88), "kernels": comp.kernels,
+            "source": source_path(comp.module)}
+
+
+def validate_context(backend: str) -> dict:
+    """generated/<backend>/_validate.py: the argument checks and shape handling (no per-op content)."""
+    return {"backend": backend, "source": "derivations/registry.py"}
+
+
+def package_init_context(key: str | None, names: list[str], table_files: list) -> dict:
+    """generated/__init__.py (key None) and generated/<backend>/__init__.py: what is generated."""
+    return {"doc": PACKAGE_DOCS[key], "ops": names, "tables": table_files,
+            "source": "derivations/registry.py"}

@@ -1,0 +1,187 @@
+"""The in-place memory plan: `target = expr` as a sequence of in-place updates of one array.
+
+NumPy and PyTorch allocate a new array for every operation of an expression. Where the value
+of a sum or product can be accumulated into one fresh array instead, the plan says how: the
+first operand that is itself computed (not an input, not a view) and has the result's full
+stored shape becomes `target`, and the other operands are applied with `+=`, `-=`, `*=`, `/=`, an
+elementwise function written into it (`np.exp(t, out=t)`), or a division into it. One
+allocation instead of one per operation; the value is the same expression, evaluated in the
+same order of operations.
+
+`plan(expr, facts)` is a pure function of the expression and of what the lowering knows about
+the statement (`Facts`): the stored shape of each subexpression, which subexpressions are the
+statement's temporaries, which arrays it reads for the last time. It returns `Update`s, which
+the lowering prints (codegen/lowering/statements.py), or None where nothing is gained.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import sympy as sp
+
+from derivations.language.arrays import Array
+
+from ..printers.code import split_sign
+
+__all__ = ["Update", "Facts", "plan", "reads", "VIEWS"]
+
+VIEWS = ("T", "Gather", "Take", "CausalMask", "OneHot")   # nodes whose value may be a view
+
+
+@dataclass(frozen=True)
+class Update:
+    """One step of the plan of `target = expr`:
+
+        "="            target = value        (fresh: value is computed, never just a name)
+        "+=" "-=" "*=" "/="   target op= value
+        "call"         target = f(target), written into target (value: f's name)
+        "divide-into"  target = value / target, written into target
+    """
+
+    op: str
+    value: object
+    fresh: bool = False
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the plan may assume about the statement `whole` it is part of."""
+
+    full: Callable            # stored shape of a subexpression (None: unknown, a scalar)
+    repeated: frozenset       # the statement's temporaries still to be named (read again)
+    computed_once: frozenset  # every temporary of the statement (each computed once)
+    dead: frozenset           # arrays read here for the last time, new arrays computed above
+    whole: object             # the statement's whole expression
+    scalar: Callable          # no array inside (the printer's notion: index grids are arrays)
+    out_funcs: dict           # elementwise functions the backend applies in place
+
+
+def reads(tree, a, computed_once) -> int:
+    """How many times the statement's code reads `a` in `tree`: each repeated subtree (a
+    temporary, computed once) counted once."""
+    seen: set = set()
+
+    def count(e) -> int:
+        if e == a:
+            return 1
+        if e in computed_once:
+            if e in seen:
+                return 0
+            seen.add(e)
+        return sum(count(x) for x in e.args)
+
+    return count(sp.sympify(tree))
+
+
+def plan(expr, facts: Facts) -> list[Update] | None:
+    """The in-place updates computing `expr` into one fresh array (None: nothing to gain)."""
+    full, scalar = facts.full, facts.scalar
+    want = full(expr)
+    if want is None:
+        return None
+    out: list[Update] = []
+
+    def computed(e) -> bool:
+        """A new array of the result's full shape (never an input, a view or a temporary
+        that is read again)."""
+        return not (scalar(e) or isinstance(e, (Array, sp.Symbol)) or e in facts.repeated
+                    or type(e).__name__ in VIEWS) and full(e) == want
+
+    def taken_over(pick, other) -> bool:
+        """`target = pick ∘ other` on a temporary `pick` that this statement alone reads,
+        in one in-place operation: the other operand (which may read the temporary, as
+        softmax's row sum does) is evaluated before the write, so the temporary's array can
+        become the target's. Not with a view operand (it would overlap the write)."""
+        own = pick in facts.repeated or (isinstance(pick, Array) and pick in facts.dead)
+        if not (own and full(pick) == want and not scalar(other)):
+            return False
+        # every read of `pick` in the whole statement is in this one operation
+        if reads(facts.whole, pick, facts.computed_once) != \
+                reads(sp.Add(pick, other, evaluate=False), pick, facts.computed_once):
+            return False
+        return not any(type(a).__name__ in VIEWS for a in sp.preorder_traversal(other))
+
+    def add(e) -> bool:
+        terms = list(e.as_ordered_terms())
+        fresh = [t for t in terms if computed(split_sign(t)[1])]
+        pick = next((t for t in fresh if not split_sign(t)[0]), None) or next(iter(fresh), None)
+        if pick is None and len(terms) == 2:
+            for a, b in (terms, terms[::-1]):
+                if not split_sign(a)[0] and taken_over(a, split_sign(b)[1]):
+                    out.append(Update("=", a))
+                    neg, mag = split_sign(b)
+                    out.append(Update("-=" if neg else "+=", mag))
+                    return True
+        if pick is None:
+            return False
+        neg, mag = split_sign(pick)
+        build(mag)
+        if neg:                                  # −a + b …: a, negated in place
+            out.append(Update("call", "negative"))
+        for t in terms:
+            if t is not pick:
+                neg, mag = split_sign(t)
+                out.append(Update("-=" if neg else "+=", mag))
+        return True
+
+    def mul(e) -> bool:
+        coeff, rest = e.as_coeff_Mul()
+        factors = list(rest.as_ordered_factors()) if rest.is_Mul else [rest]
+        numer = [f for f in factors if not (f.is_Pow and f.exp.is_Number and f.exp < 0)]
+        denom = [f.base if f.exp == -1 else sp.Pow(f.base, -f.exp) for f in factors if f not in numer]
+        pick = next((f for f in numer if computed(f)), None)
+        arrays = [f for f in numer + denom if not scalar(f)]
+        if pick is None and coeff == 1 and len(factors) == 2 and len(arrays) == 2:
+            for own, other in (arrays, arrays[::-1]):   # a·b: either may be taken over
+                if own in numer and taken_over(own, other):
+                    out.append(Update("=", own))
+                    out.append(Update("*=" if other in numer else "/=", other))
+                    return True
+        dpick = next((f for f in denom if computed(f)), None)
+        if pick is None and dpick is not None and sum(not scalar(f) for f in numer) <= 1:
+            # a / (computed d): d in place, then target = a / target (one new array)
+            build(dpick)
+            for f in denom:
+                if f is not dpick and not scalar(f):
+                    out.append(Update("*=", f))
+            s = coeff * sp.Mul(*[f for f in numer if scalar(f)]) / sp.Mul(*[f for f in denom if scalar(f)])
+            a = next((f for f in numer if not scalar(f)), None)
+            if s != 1 and a is not None:         # fold the scalar into the denominator
+                out.append(Update("*=", 1 / s))
+            out.append(Update("divide-into", a if a is not None else s))
+            return True
+        if pick is None:
+            return False
+        build(pick)
+        s_num = coeff * sp.Mul(*[f for f in numer if scalar(f)])
+        s_den = sp.Mul(*[f for f in denom if scalar(f)])
+        if s_num != 1:                           # the scalar factors: one pass
+            out.append(Update("*=", s_num / s_den))
+        elif s_den != 1:
+            out.append(Update("/=", s_den))
+        for f in numer:
+            if f is not pick and not scalar(f):
+                out.append(Update("*=", f))
+        for f in denom:
+            if not scalar(f):
+                out.append(Update("/=", f))
+        return True
+
+    def build(e) -> None:
+        if isinstance(e, sp.Add) and add(e):
+            return
+        if isinstance(e, sp.Mul) and mul(e):
+            return
+        if e.is_Pow and e.exp == sp.S.Half and computed(e.base):       # √ in place
+            build(e.base)
+            out.append(Update("call", "sqrt"))
+            return
+        if type(e) in facts.out_funcs and len(e.args) == 1 and computed(e.args[0]):
+            build(e.args[0])
+            out.append(Update("call", facts.out_funcs[type(e)]))
+            return
+        out.append(Update("=", e, fresh=True))   # the start: a new array
+
+    build(expr)
+    return out

@@ -1,0 +1,50 @@
+"""The speed idioms of the generated PyTorch kernels, by name.
+
+Each helper is the sum its name says: the row reductions, the column sum and the contraction over
+the rows of every leading axis, and a product with a weight matrix plus a bias as one addmm (the
+bias is the GEMM's initial C: no second pass over the output). The printers call them
+(`mean = _support.rowmean(x)`), so a kernel reads like its formula; tests/test_codegen_support.py
+checks each against torch's own. `python -m codegen` copies this file verbatim into
+generated/torch/_support.py.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = ["rows", "rowsum", "rowmean", "colsum", "contract", "addmm_rows"]
+
+
+def rows(a):
+    """`a` as the matrix of its rows of every leading axis, (Π leading·rows, c): a reshaped
+    view where the strides allow. The row count is spelled out (-1 is ambiguous for an empty
+    tensor with c = 0)."""
+    return a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
+
+
+def rowsum(a):
+    """Σ over the last axis, kept as a length-1 axis: (..., r, c) -> (..., r, 1)."""
+    return torch.sum(a, dim=-1, keepdim=True)
+
+
+def rowmean(a):
+    """The mean over the last axis, kept as a length-1 axis."""
+    return torch.mean(a, dim=-1, keepdim=True)
+
+
+def colsum(a):
+    """Σ over every row of every leading axis: (..., r, c) -> (c,)."""
+    return rows(a).sum(0)
+
+
+def contract(a, b):
+    """Σ over the rows of every leading axis of aᵀb: (..., r, ca), (..., r, cb) -> (ca, cb).
+    One matrix product of the two matrices of rows."""
+    return rows(a).T @ rows(b)
+
+
+def addmm_rows(b, x, w):
+    """x @ w + b for a weight matrix w (k, c), a bias b (c,) and x (..., r, k) -> (..., r, c):
+    one torch.addmm over all rows of every leading axis, the bias as the GEMM's initial C."""
+    return torch.addmm(b, rows(x), w).reshape(*x.shape[:-1], w.shape[-1])

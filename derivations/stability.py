@@ -1,0 +1,125 @@
+"""Numerically stable rewrites, each a proved lemma: the overflow-free form equals the document's.
+
+A formula that is right can still overflow: log(1 + e^{x}) is ∞ for x ≥ 89 in float32, and
+1/(1 + e^{−x}) divides by ∞ for x ≤ −89. The stable forms below evaluate every exponential at a
+non-positive argument (e^{−|x|} ∈ (0, 1]), or use the library's accurate log1p and expm1 where a
+sum would cancel. Each is proved equal to the document's formula for every real x by the index
+normaliser's region reasoning (derivations/proof/rewriting.py): a case split on the sign of x,
+|x|, max, min, H and sign evaluated in each branch, logarithms compared by exponentiating, tanh
+written by its exponentials; log1p(u) = log(1 + u), expm1(u) = e^{u} − 1 by definition.
+
+    softplus     log(1 + e^{x}) = max(x, 0) + log1p(e^{−|x|})
+    log σ        log σ(x) = min(x, 0) − log1p(e^{−|x|})
+    sigmoid      σ(x) = [x ≥ 0] 1/(1 + e^{−|x|}) + [x < 0] e^{−|x|}/(1 + e^{−|x|})
+    tanh         tanh x = sign(x) · (−expm1(−2|x|)) / (2 + expm1(−2|x|))
+    logsumexp    log Σ_j e^{x_j} = m + log Σ_j e^{x_j − m}    for any m (the row max)
+    GELU (tanh)  x/2 (1 + tanh u) = x σ(2u)
+    Mish         tanh(softplus x) = [x ≥ 0] (1 + 2e^{−x})/(1 + 2e^{−x} + 2e^{−2x})
+                                  + [x < 0] (e^{2x} + 2e^{x})/(e^{2x} + 2e^{x} + 2)
+"""
+from __future__ import annotations
+
+import sympy as sp
+from sympy.codegen.cfunctions import expm1, log1p
+
+from .language.arrays import Array, RowMax, RowSum, Sigmoid, entry, index, size
+from .proof.core import Claim, Setting, index_claim
+
+r, n = size("r"), size("n")
+i, j = index("i"), index("j")
+X = Array("x", (r, n))
+x = entry(X, (i, j))                    # one entry x_ij: a real number
+setting = Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1), j: (0, n - 1)})
+SOURCE = "numerical stability (float32 exp overflows at 88.7); seed B §13"
+
+ax = sp.Abs(x)
+small = sp.exp(-ax)                     # e^{−|x|} ∈ (0, 1]: never overflows
+nonneg, neg = sp.Heaviside(x, 1), sp.Heaviside(-x, 0)     # [x ≥ 0], [x < 0]
+
+
+def _at_zero(lhs, rhs) -> dict | None:
+    """A counterexample at x = 0, where a mistake in the boundary's branch shows."""
+    a, b = (sp.sympify(e).xreplace({x: 0}) for e in (lhs, rhs))
+    if sp.simplify(a - b) == 0:
+        return None
+    return {"at": {str(x): 0}, "lhs": float(a), "rhs": float(b)}
+
+
+def _lemma(id, title, latex, stable, document, mutants, source=SOURCE) -> Claim:
+    return index_claim(id, title, source, latex, lhs=stable, rhs=document, setting=setting,
+                       mutants=mutants, method="index normaliser with region reasoning (a case split on "
+                                              "the sign of x)")
+
+
+softplus = _lemma(
+    "stability.softplus", "Softplus without overflow: max(x, 0) + log1p(e^{−|x|})",
+    r"\log\left(1 + e^{x}\right) = \max(x, 0) + \operatorname{log1p}\left(e^{-|x|}\right)",
+    sp.Max(x, 0) + log1p(small), sp.log(1 + sp.exp(x)),
+    {"no-abs": ("e^{−x} for e^{−|x|}: wrong for x < 0", sp.Max(x, 0) + log1p(sp.exp(-x))),
+     "no-max": ("the max(x, 0) term dropped", log1p(small))})
+
+log_sigmoid = _lemma(
+    "stability.log_sigmoid", "log σ without overflow: min(x, 0) − log1p(e^{−|x|})",
+    r"\log \sigma(x) = \min(x, 0) - \operatorname{log1p}\left(e^{-|x|}\right)",
+    sp.Min(x, 0) - log1p(small), sp.log(1 / (1 + sp.exp(-x))),
+    {"max-for-min": ("max(x, 0) for min(x, 0)", sp.Max(x, 0) - log1p(small)),
+     "plus-log1p": ("+ log1p for − log1p", sp.Min(x, 0) + log1p(small))})
+
+sigmoid_wrong_boundary = nonneg / (1 + small) + sp.Heaviside(-x, 1) * small / (1 + small)
+sigmoid = _lemma(
+    "stability.sigmoid", "The sigmoid from e^{−|x|}: each branch divides by a number in [1, 2]",
+    r"\sigma(x) = \frac{1}{1 + e^{-x}} = [x \geq 0] \frac{1}{1 + e^{-|x|}} + [x < 0] \frac{e^{-|x|}}{1 + e^{-|x|}}",
+    nonneg / (1 + small) + neg * small / (1 + small), 1 / (1 + sp.exp(-x)),
+    {"branches-swapped": ("the two branches swapped", neg / (1 + small) + nonneg * small / (1 + small)),
+     "boundary-in-both": ("[x ≤ 0] for [x < 0]: x = 0 counted twice (σ(0) = 1)", sigmoid_wrong_boundary)})
+# a mistake at the boundary alone: its counterexample is x = 0 (the points drawn avoid 0)
+sigmoid.mutants[-1].refute = lambda: _at_zero(sigmoid_wrong_boundary, 1 / (1 + sp.exp(-x)))
+
+tanh_expm1 = _lemma(
+    "stability.tanh", "tanh from expm1(−2|x|): accurate at small x, no overflow at large |x|",
+    r"\tanh x = \operatorname{sign}(x) \frac{-\operatorname{expm1}(-2|x|)}{2 + \operatorname{expm1}(-2|x|)}",
+    sp.sign(x) * (-expm1(-2 * ax)) / (2 + expm1(-2 * ax)), sp.tanh(x),
+    {"no-sign": ("the sign(x) dropped: |tanh x|", (-expm1(-2 * ax)) / (2 + expm1(-2 * ax))),
+     "one-not-two": ("1 + expm1 for 2 + expm1 in the denominator",
+                     sp.sign(x) * (-expm1(-2 * ax)) / (1 + expm1(-2 * ax)))})
+
+# log Σ_j e^{x_ij} = m_i + log Σ_j e^{x_ij − m_i} for any per-row m (the row max: no e^{x} overflows)
+m = entry(RowMax(X), (i, 0))
+lse_stable = entry(RowMax(X) + sp.log(RowSum(sp.exp(X - RowMax(X)))), (i, 0))
+lse_document = entry(sp.log(RowSum(sp.exp(X))), (i, 0))
+logsumexp = index_claim(
+    "stability.logsumexp", "Log-sum-exp with the row max shifted out", SOURCE,
+    r"\log \sum_{j} e^{x_{j}} = m + \log \sum_{j} e^{x_{j} - m} \quad \text{for any } m, \text{ in particular } "
+    r"m = \max_{j} x_{j}",
+    lhs=lse_stable, rhs=lse_document, setting=Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1)}),
+    mutants={"not-added-back": ("the shift not added back", lse_stable - m),
+             "subtracted-twice": ("m − log Σ e^{x − m}", 2 * m - lse_stable)})
+
+u = sp.Symbol("u", real=True)           # GELU's √(2/π)(x + 0.044715x³), any real number
+gelu_setting = Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1), j: (0, n - 1)}, scalars={u: sp.Rational(3, 4)})
+gelu_tanh = index_claim(
+    "stability.gelu_tanh", "GELU's tanh form as a sigmoid: x/2 (1 + tanh u) = x σ(2u)", "seed B §12",
+    r"\frac{x}{2}\left(1 + \tanh u\right) = x \, \sigma(2 u)",
+    lhs=x * Sigmoid(2 * u), rhs=x / 2 * (1 + sp.tanh(u)), setting=gelu_setting,
+    mutants={"sigma-of-u": ("x σ(u) for x σ(2u)", x * Sigmoid(u)),
+             "half-dropped": ("x (1 + tanh u)", x * (1 + sp.tanh(u)))},
+    method="index normaliser (tanh written by its exponentials)")
+
+sp_x = sp.log(1 + sp.exp(x))            # softplus(x)
+e1, e2 = sp.exp(-x), sp.exp(-2 * x)
+mish_positive = (1 + 2 * e1) / (1 + 2 * e1 + 2 * e2)                                  # x ≥ 0: e^{−x} ≤ 1
+mish_negative = (sp.exp(2 * x) + 2 * sp.exp(x)) / (sp.exp(2 * x) + 2 * sp.exp(x) + 2)  # x < 0: e^{x} < 1
+mish = _lemma(
+    "stability.mish", "Mish's tanh(softplus x) with every exponential at a non-positive argument",
+    r"\tanh\left(\log\left(1 + e^{x}\right)\right) = [x \geq 0] \frac{1 + 2 e^{-x}}{1 + 2 e^{-x} + 2 e^{-2x}} + "
+    r"[x < 0] \frac{e^{2x} + 2 e^{x}}{e^{2x} + 2 e^{x} + 2}",
+    nonneg * mish_positive + neg * mish_negative, sp.tanh(sp_x),
+    # (the branches swapped would be no mistake: the two forms are equal everywhere, only their
+    # floating-point values differ, which no identity can tell; edges checks that)
+    {"exponent-halved": ("e^{−x} for e^{−2x} in the x ≥ 0 denominator",
+                         nonneg * (1 + 2 * e1) / (1 + 2 * e1 + 2 * e1) + neg * mish_negative),
+     "one-not-two": ("1 + e^{−x} for 1 + 2e^{−x} in the x ≥ 0 numerator",
+                     nonneg * (1 + e1) / (1 + 2 * e1 + 2 * e2) + neg * mish_negative)},
+    source="Mish (x tanh softplus x); numerical stability")
+
+CLAIMS: list[Claim] = [softplus, log_sigmoid, sigmoid, tanh_expm1, logsumexp, gelu_tanh, mish]

@@ -1,0 +1,332 @@
+"""Reverse mode over the array language (derivations/language/autodiff.py): the derived backward of
+every op, ops declared by their forward alone, and the derivation's refusals.
+
+The ops declared here (Softplus, squared ReLU, logit soft-capping, Mish, GeGLU) are not in the
+registry: each is declared by its specification and forward only, gets a derived backward, whose
+generated claims must prove, and whose values must agree with `torch.autograd` in float64 (the
+derived lines run through a small NumPy evaluator of the array language, below).
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.special
+import sympy as sp
+import torch
+from sympy.codegen.cfunctions import expm1, log1p
+
+from derivations import registry
+from derivations.language import arrays as A
+from derivations.language.arrays import Array, ArrayError, Assign, MatMul, NormalCDF, RowMax, RowSum, T, size
+from derivations.language.autodiff import derive
+from derivations.language.ops import Op, Option, grad_of
+from derivations.proof.derived import derived_op
+from derivations.proof.obligations import claims_for, flag_sets
+
+torch.set_default_dtype(torch.float64)
+
+# ---------------------------------------------------------------------------------------------
+# A NumPy evaluator of the array language (float64, 2-D arrays; (1, c) and (r, 1) kept 2-D).
+
+
+def _ev(e, env: dict, scalars: dict):
+    e = sp.sympify(e)
+    if isinstance(e, Array):
+        return env[e]
+    if e in scalars:
+        return scalars[e]
+    if e.is_Number or isinstance(e, sp.NumberSymbol):
+        return float(e)
+    args = [_ev(a, env, scalars) for a in e.args]
+    unary = {sp.exp: np.exp, sp.log: np.log, sp.tanh: np.tanh, sp.erf: scipy.special.erf, sp.Abs: np.abs,
+             sp.sign: np.sign, A.Sigmoid: scipy.special.expit, A.NormalCDF: scipy.special.ndtr,
+             log1p: np.log1p, expm1: np.expm1}
+    if isinstance(e, sp.Add):
+        return sum(args)
+    if isinstance(e, sp.Mul):
+        out = 1.0
+        for a in args:
+            out = out * a
+        return out
+    if isinstance(e, sp.Pow):
+        return np.power(args[0], args[1])
+    if e.func in unary:
+        return unary[e.func](args[0])
+    if isinstance(e, sp.Max):
+        return np.maximum.reduce(np.broadcast_arrays(*args))
+    if isinstance(e, sp.Min):
+        return np.minimum.reduce(np.broadcast_arrays(*args))
+    if isinstance(e, sp.Heaviside):
+        return np.heaviside(args[0], args[1] if len(args) > 1 else 0.5)
+    if isinstance(e, A.MatMul):
+        return args[0] @ args[1]
+    if isinstance(e, A.T):
+        return np.swapaxes(args[0], -1, -2)
+    if isinstance(e, A.RowSum):
+        return args[0].sum(-1, keepdims=True)
+    if isinstance(e, A.RowMean):
+        return args[0].mean(-1, keepdims=True)
+    if isinstance(e, A.RowMax):
+        return args[0].max(-1, keepdims=True)
+    if isinstance(e, A.ColSum):
+        return np.asarray(args[0]).sum(0, keepdims=True)
+    if isinstance(e, A.Contract):
+        return args[0].T @ args[1]
+    if isinstance(e, A.CausalMask):
+        m, n = args[0].shape
+        return np.where(np.tri(m, n, dtype=bool), args[0], -np.inf)
+    if isinstance(e, A.Gather):
+        return args[0][args[1][:, 0].astype(int)]
+    if isinstance(e, A.OneHot):
+        ids, vocab = args[0], int(args[1])
+        return (ids.astype(int) == np.arange(vocab)).astype(float)
+    if isinstance(e, A.Take):
+        a, ids = args
+        return a[np.arange(a.shape[0]), ids[:, 0].astype(int)][:, None]
+    raise TypeError(f"no NumPy rule for {type(e).__name__}: {e}")
+
+
+def run(assigns, env: dict, scalars: dict, when=frozenset()) -> dict:
+    env = dict(env)
+    for a in assigns:
+        if a.when is None or a.when in when:
+            env[a.target] = np.broadcast_to(_ev(a.expr, env, scalars), _dims(a.target.shape, scalars)).copy()
+    return env
+
+
+def _dims(shape, scalars):
+    return tuple(int(sp.sympify(d).xreplace(scalars)) for d in shape)
+
+
+def _draw(arr: Array, scalars, rng, ids_hi=None):
+    shape = _dims(arr.shape, scalars)
+    if arr.integer_valued:
+        return rng.integers(0, ids_hi or 2, size=shape).astype(float)
+    return rng.uniform(-2, 2, size=shape)
+
+
+def backward_values(op: Op, inputs: dict, upstream: dict, scalars: dict, when=frozenset()) -> dict:
+    """The op's forward, then its backward from the cache and the upstream gradients."""
+    fwd = run(op.forward, inputs, scalars, when)
+    cache = {a: fwd[a] for a in op.saved}
+    return run(op.backward, {**cache, **upstream}, scalars, when)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ops declared by their forward alone (not in the registry: generated/ is not regenerated here).
+
+r, n, d, f = size("r"), size("n"), size("d"), size("f")
+X, Y = Array("x", (r, n)), Array("y", (r, n))
+cap = sp.Symbol("cap", positive=True)
+
+
+def elementwise(name, spec, forward=None, **kw) -> Op:
+    return Op(name=name, module=__name__, title=name, inputs=[X], outputs=[Y], spec=[Assign(Y, spec)],
+              forward=[Assign(Y, forward)] if forward is not None else [], optional_axes=2, **kw)
+
+
+# Softplus: the document's log(1 + e^x), printed overflow-free (stability.softplus)
+SOFTPLUS = elementwise("softplus", sp.log(1 + sp.exp(X)), sp.Max(X, 0) + sp.log(1 + sp.exp(-sp.Abs(X))))
+SQUARED_RELU = elementwise("squared_relu", sp.Max(0, X) ** 2)
+SOFTCAP = elementwise("softcap", cap * sp.tanh(X / cap), options=[Option(cap, "cap", 30.0)])
+SP = Array("sp", (r, n), latex=r"\mathrm{softplus}(x)")
+MISH = Op(name="mish", module=__name__, title="Mish", inputs=[X], outputs=[Y], optional_axes=2,
+          spec=[Assign(SP, sp.log(1 + sp.exp(X))), Assign(Y, X * sp.tanh(SP))],
+          forward=[Assign(SP, sp.Max(X, 0) + sp.log(1 + sp.exp(-sp.Abs(X)))), Assign(Y, X * sp.tanh(SP))])
+GX, GY = Array("x", (r, d)), Array("y", (r, d))
+W_GATE, W_UP, W_DOWN = Array("w_gate", (f, d)), Array("w_up", (f, d)), Array("w_down", (d, f))
+G, U, H = Array("g", (r, f)), Array("u", (r, f)), Array("h", (r, f))
+PHI = Array("Phi", (r, f), latex=r"\Phi")
+GEGLU = Op(name="geglu", module=__name__, title="GeGLU", inputs=[GX], params=[W_GATE, W_UP, W_DOWN],
+           outputs=[GY], optional_axes=1,
+           spec=[Assign(G, MatMul(GX, T(W_GATE))), Assign(U, MatMul(GX, T(W_UP))),
+                 Assign(PHI, (1 + sp.erf(G / sp.sqrt(2))) / 2), Assign(H, G * PHI * U),
+                 Assign(GY, MatMul(H, T(W_DOWN)))],
+           forward=[Assign(G, MatMul(GX, T(W_GATE))), Assign(U, MatMul(GX, T(W_UP))),
+                    Assign(H, G * NormalCDF(G) * U), Assign(GY, MatMul(H, T(W_DOWN)))])
+FORWARD_ONLY = [SOFTPLUS, SQUARED_RELU, SOFTCAP, MISH, GEGLU]
+
+F = torch.nn.functional
+REFERENCE = {   # torch's own functions: the independent check
+    "softplus": lambda x: F.softplus(x),
+    "squared_relu": lambda x: F.relu(x) ** 2,
+    "softcap": lambda x, cap=30.0: cap * torch.tanh(x / cap),
+    "mish": lambda x: F.mish(x),
+    "geglu": lambda x, wg, wu, wd: (F.gelu(x @ wg.T) * (x @ wu.T)) @ wd.T,
+}
+SIZES = {r: 3, n: 4, d: 3, f: 5}
+
+
+@pytest.mark.parametrize("op", FORWARD_ONLY, ids=[o.name for o in FORWARD_ONLY])
+def test_a_forward_only_op_gets_a_derived_backward(op):
+    assert op.derived and op.backward and op.grads == [grad_of(a) for a in op.inputs + op.params]
+    assert set(op.claims) == {c.id for c in claims_for(op)}
+
+
+@pytest.mark.parametrize("op", FORWARD_ONLY, ids=[o.name for o in FORWARD_ONLY])
+def test_the_derived_backward_is_proved_against_the_specification(op):
+    for claim in claims_for(op):
+        cert = claim.run()
+        assert cert.status == "proved-general", (claim.id, cert.method, cert.residual)
+        assert cert.mutants and all(m.refuted for m in cert.mutants), claim.id
+
+
+@pytest.mark.parametrize("op", FORWARD_ONLY, ids=[o.name for o in FORWARD_ONLY])
+def test_the_derived_backward_agrees_with_torch_autograd(op):
+    rng = np.random.default_rng(0)
+    scalars = {**SIZES, cap: 30.0}
+    args = op.inputs + op.params
+    values = {a: _draw(a, scalars, rng) * (8.0 if op.name == "softcap" else 1.0) for a in args}
+    (out,) = op.outputs
+    upstream = {grad_of(out): _draw(out, scalars, rng)}
+    got = backward_values(op, values, upstream, scalars)
+    tensors = [torch.tensor(values[a], requires_grad=True) for a in args]
+    y = REFERENCE[op.name](*tensors)
+    fwd = run(op.forward, values, scalars)
+    np.testing.assert_allclose(fwd[out], y.detach().numpy(), rtol=1e-12, atol=1e-12)
+    grads = torch.autograd.grad((y * torch.tensor(upstream[grad_of(out)])).sum(), tensors)
+    for a, want in zip(args, grads):
+        np.testing.assert_allclose(got[grad_of(a)], want.numpy(), rtol=1e-10, atol=1e-12, err_msg=a.name)
+
+
+def test_softplus_derived_backward_is_exact_at_the_kink_and_stable():
+    """max(x, 0) and |x| both have a kink at 0 that cancels in softplus: the derivative there is
+    ½, which the derived (1 + sign x)/2 form keeps; and no exp overflows at ±1e4 in float32."""
+    scalars = dict(SIZES)
+    x = np.array([[0.0, 1e4, -1e4, 3.0]] * 3, dtype=np.float32)
+    dy = np.ones_like(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = backward_values(SOFTPLUS, {X: x}, {grad_of(Y): dy}, scalars)[grad_of(X)]
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got[0], scipy.special.expit(x[0].astype(np.float64)), rtol=1e-6)
+    assert got[0, 0] == 0.5
+
+
+# ---------------------------------------------------------------------------------------------
+# The registry's ops: the derived backward, with each op's own cache, against the printed one.
+
+OPS = list(registry.ops())
+
+
+@pytest.mark.parametrize("op", OPS, ids=[o.name for o in OPS])
+def test_the_derived_backward_equals_the_hand_written_one_numerically(op):
+    rng = np.random.default_rng(1)
+    sym_sizes = {s for a in op.inputs + op.params + op.outputs for dim in a.shape for s in sp.sympify(dim).free_symbols}
+    scalars = {s: v for s, v in zip(sorted(sym_sizes, key=lambda s: s.name), (3, 4, 2, 5, 3, 4))}
+    scalars.update({o.symbol: float(o.default) for o in op.options if o.symbol is not None})
+    if op.name == "cross_entropy":
+        scalars.update({s: 4 for s in sym_sizes if s.name == "V"})
+    vocab = {a.name: int(scalars.get(size("V"), 2)) for a in op.integer_inputs}
+    values = {a: _draw(a, scalars, rng, vocab.get(a.name)) for a in op.inputs + op.params}
+    if any(a.name == "mask" for a in op.integer_inputs):
+        values[next(a for a in op.integer_inputs if a.name == "mask")][0] = 1.0
+    upstream = {grad_of(o): _draw(o, scalars, rng) for o in op.outputs}
+    derived = derived_op(op)
+    for when in flag_sets(op):
+        want = backward_values(op, values, upstream, scalars, when)
+        got = backward_values(derived, values, upstream, scalars, when)
+        for g in op.grads:
+            np.testing.assert_allclose(got[g], want[g], rtol=1e-9, atol=1e-12,
+                                       err_msg=f"{op.name} {g.name} {set(when)}")
+
+
+def test_every_hand_written_backward_has_derived_claims():
+    ids = {c.id for c in registry.claims()}
+    for op in registry.ops():
+        for g in op.grads:
+            assert f"{op.name}.backward_derived.{g.name}" in ids
+
+
+def test_the_derived_backward_reads_the_cache_not_what_it_caches():
+    """Nothing the forward cached is recomputed: no derived line assigns a cached array, and no
+    cached array's forward value appears inside a derived line (it is read by name)."""
+    for op in registry.ops():
+        derived = derived_op(op)
+        values = {a.target: a.expr for a in op.forward if a.target in op.saved and not isinstance(a.expr, Array)}
+        for line in derived.backward:
+            assert line.target not in op.saved, (op.name, line.target.name)
+            for value in values.values():
+                assert not line.expr.has(value), (op.name, line.target.name, value)
+
+
+def test_common_subexpressions_are_computed_once():
+    from derivations.language.autodiff import _costly
+
+    for op in [derived_op(o) for o in registry.ops()] + FORWARD_ONLY:
+        seen: dict = {}
+        for line in op.backward:
+            for sub in sp.preorder_traversal(line.expr):
+                if _costly(sub) and A.shape_of(sub) != ():
+                    seen[sub] = seen.get(sub, 0) + 1
+        assert not [s for s, k in seen.items() if k > 1], (op.name, [s for s, k in seen.items() if k > 1])
+
+
+def test_attention_derivation_proves_its_lemmas():
+    lemmas = " ".join(derived_op(registry.op("attention")).derivation_lemmas)
+    assert "RowMax" in lemmas and "without causal" in lemmas
+    assert "CausalMask" in lemmas and "above the diagonal" in lemmas
+
+
+# ---------------------------------------------------------------------------------------------
+# The cache: automatic, or as the op declares.
+
+rs, ns = size("r"), size("n")
+x, y = Array("x", (rs, ns)), Array("y", (rs, ns))
+softmax_forward = [Assign(y, sp.exp(x - RowMax(x)) / RowSum(sp.exp(x - RowMax(x))))]
+
+
+def test_the_automatic_cache_is_what_the_backward_reads():
+    d = derive(softmax_forward, [x], [y])
+    assert d.saved == [y]
+    (line,) = d.backward
+    assert line.expr == y * (grad_of(y) - RowSum(grad_of(y) * y))
+
+
+def test_a_declared_cache_is_recomputed_from():
+    d = derive(softmax_forward, [x], [y], saved=[x])
+    assert d.saved == [x]
+    targets = [a.target for a in d.backward]
+    assert targets[-1] == grad_of(x) and y in targets     # y recomputed by the forward's own line
+    defined = {x, grad_of(y)}
+    for line in d.backward:                               # each line reads the cache and earlier lines
+        assert {a for a in line.expr.free_symbols if isinstance(a, Array)} <= defined, line
+        defined.add(line.target)
+
+
+# ---------------------------------------------------------------------------------------------
+# Refusals: never an assumed rule.
+
+
+def test_a_row_max_that_carries_a_gradient_is_refused():
+    with pytest.raises(ArrayError, match="carries a gradient"):
+        derive([Assign(y, x - RowMax(x))], [x], [y])
+
+
+def test_a_guarded_line_that_is_not_a_mask_is_refused():
+    with pytest.raises(ArrayError, match="guarded"):
+        derive([Assign(y, 2 * x), Assign(y, 3 * y, when="flag")], [x], [y])
+
+
+def test_an_unused_input_is_refused():
+    z = Array("z", (rs, ns))
+    with pytest.raises(ArrayError, match="no gradient"):
+        derive([Assign(y, 2 * x)], [x, z], [y])
+
+
+def test_a_backward_with_grads_but_no_lines_is_refused():
+    with pytest.raises(ArrayError, match="grads"):
+        Op(name="t", module=__name__, title="t", inputs=[x], outputs=[y], spec=[Assign(y, 2 * x)],
+           grads=[grad_of(x)])
+
+
+@pytest.mark.parametrize("op", FORWARD_ONLY, ids=[o.name for o in FORWARD_ONLY])
+def test_the_audit_kills_the_wrong_edits_of_a_derived_backward(op):
+    """Every automatic wrong edit of the derived (printed) lines is refuted by a generated
+    claim, or proved equivalent: none survives."""
+    from derivations.proof import mutation
+
+    results = mutation.audit_op(op, limit=12)
+    assert results and not [r for r in results if r.outcome == "survived"]
