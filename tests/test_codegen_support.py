@@ -94,7 +94,8 @@ def test_a_wrong_helper_fails_translation_validation(monkeypatch):
     line = "    return rowsum(a) / a.shape[-1]"
     assert text.count(line) == 1
     wrong = tv.load("_support", source=text.replace(line, "    return rowsum(a) / a.shape[-2]"))
-    monkeypatch.setitem(tv._LOADED, "_support", wrong)
-    monkeypatch.delitem(tv._LOADED, "rmsnorm", raising=False)
+    # a fresh module cache holding only the wrong helper: rmsnorm is loaded against it here, and
+    # the cache of the other tests (their rmsnorm bound to the right helper) comes back after
+    monkeypatch.setattr(tv, "_LOADED", {"_support": wrong})
     checks = tv.validate_op("rmsnorm")
     assert any(not c.ok for c in checks)
