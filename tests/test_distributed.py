@@ -181,14 +181,7 @@ def differences(losses_a, params_a, losses_b, params_b) -> tuple[float, float]:
     return loss_rel, param_rel
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")   # tests/conftest.py
 
 
 # --------------------------------------------------------------------------- equivalence

@@ -12,15 +12,7 @@ from qed.train import Trainer, TrainSettings, generate, load_for_inference, make
 TASK = SortTask(length=4, num_digits=3)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny models: torch's intra-op threads only slow them down (badly, on a busy machine)."""
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")   # tests/conftest.py
 
 
 def tiny_config(task=TASK, **kw):
