@@ -14,7 +14,7 @@ import jinja2
 
 from derivations.language.ops import Op
 
-from .contexts import (composite_context, op_context, package_init_context, special_context, step_context,
+from .contexts import (composite_context, model_ops_context, op_context, package_init_context, special_context, step_context,
                        tables_module_context, validate_context)
 from .headers import tidy, with_header
 from .names import CodegenError, PrinterError
@@ -107,6 +107,8 @@ def render_all(ops=None, *, raise_errors: bool = True, errors_out: dict | None =
         names.append(st.name)
     names = sorted(n for n in names if n not in errors)
     table_files = sorted((t.name, f) for f, group in by_file.items() if f not in errors for t in group)
+    files["generated/model_ops.py"] = render("model_ops.py.j2",
+                                             model_ops_context([o for o in ops if o.name not in errors]), env)
     for key in ("numpy", "torch", None):
         path = f"generated/{key}/__init__.py" if key else "generated/__init__.py"
         files[path] = render("package_init.py.j2", package_init_context(key, names, table_files), env)

@@ -108,12 +108,12 @@ EX, EY = Array("x", (r, n)), Array("y", (r, n))
 EDY, EDX = grad_of(EY), grad_of(EX)
 
 
-def _elementwise_op(name, title, claims, f, f_grad, *, module, spec, source, mistakes) -> Op:
-    """y = f(x), dx = dy ⊙ f'(x), elementwise. `module` is the module that declares the op
-    (named at each call: a helper must not stamp its own module on another module's op)."""
+def _elementwise_op(name, title, claims, f, f_grad, *, spec, source, mistakes, reference) -> Op:
+    """y = f(x), dx = dy ⊙ f'(x), elementwise (the registry sets the declaring module: the one
+    whose OPS lists the op)."""
     return Op(
-        name=name, module=module, title=title, spec=spec, source=source, mistakes=mistakes,
-        claims=claims,
+        name=name, title=title, spec=spec, source=source, mistakes=mistakes,
+        claims=claims, reference=reference,
         inputs=[EX], forward=[Assign(EY, f(EX))], outputs=[EY], saved=[EX],
         backward=[Assign(EDX, EDY * f_grad(EX))], grads=[EDX],
         optional_axes=2,                                   # elementwise: any shape, 0-D too
@@ -125,7 +125,7 @@ def _elementwise_op(name, title, claims, f, f_grad, *, module, spec, source, mis
 # proved admissible by `ffn.relu.derivative`. The two agree wherever x ≠ 0.
 RELU = _elementwise_op(
     "relu", "ReLU", ["ffn.relu.derivative", "ffn.relu.vjp"], relu, relu_grad,
-    module=__name__, source="seed A §4, seed B §11",
+    source="seed A §4, seed B §11", reference=lambda torch, x: torch.relu(x),
     spec=[Assign(EY, sp.Max(0, EX))],                                  # y = max(0, x)
     mistakes={
         "min-not-max": ("y = min(0, x)", "forward", "y", sp.Min(0, EX)),
@@ -154,7 +154,7 @@ def _gelu_op() -> Op:
         Assign(y, x * phi_s),                                                                    # y = x Φ(x)
     ]
     return Op(
-        name="gelu", module=__name__, title="GELU (exact, erf)",
+        name="gelu", title="GELU (exact, erf)", reference=lambda torch, x: torch.nn.functional.gelu(x),
         spec=spec, source="seed B §12",
         mistakes={
             "no-x-phi": ("dx = dy ⊙ Φ(x): the xφ(x) term of the product rule dropped", "backward", "dx", dy * cdf),
@@ -181,7 +181,7 @@ U_TANH = Array("u", (r, n), latex="u")
 GELU_TANH = _elementwise_op(
     "gelu_tanh", "GELU (tanh approximation)", ["gelu.tanh.derivative", "gelu.tanh.vjp", "gelu.tanh.bound"],
     gelu_tanh, gelu_tanh_grad,
-    module=__name__, source="seed B §12",
+    source="seed B §12", reference=lambda torch, x: torch.nn.functional.gelu(x, approximate="tanh"),
     spec=[Assign(U_TANH, sp.sqrt(2 / sp.pi) * (EX + GELU_C * EX**3)),     # u = √(2/π)(x + 0.044715 x³)
           Assign(EY, EX / 2 * (1 + sp.tanh(U_TANH)))],                     # y = x/2 (1 + tanh u)
     mistakes={
@@ -202,7 +202,7 @@ GELU_TANH = _elementwise_op(
 SIGMA_S = Array("sigma", (r, n), latex=r"\sigma")
 SILU = _elementwise_op(
     "silu", "SiLU (swish)", ["silu.derivative", "silu.vjp"], silu, silu_grad,
-    module=__name__, source="seed B §13",
+    source="seed B §13", reference=lambda torch, x: torch.nn.functional.silu(x),
     spec=[Assign(SIGMA_S, 1 / (1 + sp.exp(-EX))),                        # σ(x) = 1/(1 + e^{−x})
           Assign(EY, EX * SIGMA_S)],                                       # y = x σ(x)
     mistakes={

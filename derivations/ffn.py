@@ -42,7 +42,9 @@ SWIGLU_SPEC = [
 ]
 
 SWIGLU = Op(
-    name="swiglu", module=__name__, title="SwiGLU feed-forward network",
+    name="swiglu", title="SwiGLU feed-forward network",
+    reference=lambda torch, x, wg, wu, wd: torch.nn.functional.linear(
+        torch.nn.functional.silu(torch.nn.functional.linear(x, wg)) * torch.nn.functional.linear(x, wu), wd),
     spec=SWIGLU_SPEC, source="seed B §13-14",
     mistakes={
         "swapped-gate": ("SiLU applied to the up projection instead of the gate", "forward", "h", silu(u) * g),

@@ -83,7 +83,14 @@ def generated_claim_ids(o: Op) -> list[str]:
 def ops() -> tuple[Op, ...]:
     out = []
     for mod in topic_modules():
-        out.extend(getattr(mod, "OPS", []))
+        for o in getattr(mod, "OPS", []):
+            # provenance: the module that declares the op (lists it in OPS), never a helper's
+            if o.module and o.module != mod.__name__:
+                raise ValueError(f"op {o.name} is declared in {mod.__name__} (its OPS) but names "
+                                 f"module {o.module!r}: the generated header would cite the wrong "
+                                 "module; omit `module` (the registry sets it)")
+            o.module = mod.__name__
+            out.append(o)
     names = [o.name for o in out]
     if len(names) != len(set(names)):
         raise ValueError(f"duplicate op names: {names}")

@@ -22,7 +22,8 @@ from __future__ import annotations
 import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
 
-from .language.arrays import Array, RowMax, RowSum, Sigmoid, entry, index, size
+from .language import stabilise as rw
+from .language.arrays import Array, NormalCDF, RowMax, RowSum, Sigmoid, entry, index, size
 from .proof.core import Claim, Setting, index_claim
 
 r, n = size("r"), size("n")
@@ -51,17 +52,19 @@ def _lemma(id, title, latex, stable, document, mutants, source=SOURCE) -> Claim:
                                               "the sign of x)")
 
 
+# the rewrites that codegen applies (derivations/language/stabilise.py), each proved from its own
+# document and stable functions at u = x_ij
 softplus = _lemma(
-    "stability.softplus", "Softplus without overflow: max(x, 0) + log1p(e^{−|x|})",
+    rw.SOFTPLUS.lemma, "Softplus without overflow: max(x, 0) + log1p(e^{−|x|})",
     r"\log\left(1 + e^{x}\right) = \max(x, 0) + \operatorname{log1p}\left(e^{-|x|}\right)",
-    sp.Max(x, 0) + log1p(small), sp.log(1 + sp.exp(x)),
+    rw.SOFTPLUS.stable(x), rw.SOFTPLUS.document(x),
     {"no-abs": ("e^{−x} for e^{−|x|}: wrong for x < 0", sp.Max(x, 0) + log1p(sp.exp(-x))),
      "no-max": ("the max(x, 0) term dropped", log1p(small))})
 
 log_sigmoid = _lemma(
-    "stability.log_sigmoid", "log σ without overflow: min(x, 0) − log1p(e^{−|x|})",
+    rw.LOG_SIGMOID.lemma, "log σ without overflow: min(x, 0) − log1p(e^{−|x|})",
     r"\log \sigma(x) = \min(x, 0) - \operatorname{log1p}\left(e^{-|x|}\right)",
-    sp.Min(x, 0) - log1p(small), sp.log(1 / (1 + sp.exp(-x))),
+    rw.LOG_SIGMOID.stable(x), rw.LOG_SIGMOID.document(x),
     {"max-for-min": ("max(x, 0) for min(x, 0)", sp.Max(x, 0) - log1p(small)),
      "plus-log1p": ("+ log1p for − log1p", sp.Min(x, 0) + log1p(small))})
 
@@ -122,4 +125,53 @@ mish = _lemma(
                      nonneg * (1 + e1) / (1 + 2 * e1 + 2 * e2) + neg * mish_negative)},
     source="Mish (x tanh softplus x); numerical stability")
 
-CLAIMS: list[Claim] = [softplus, log_sigmoid, sigmoid, tanh_expm1, logsumexp, gelu_tanh, mish]
+sigmoid_node = _lemma(
+    rw.SIGMOID.lemma, "1/(1 + e^{−x}) is the sigmoid, printed overflow-free (expit, torch.sigmoid)",
+    r"\frac{1}{1 + e^{-x}} = \sigma(x)", rw.SIGMOID.stable(x), rw.SIGMOID.document(x),
+    {"sign": ("σ(−x) for σ(x)", Sigmoid(-x)), "complement": ("1 − σ(x)", 1 - Sigmoid(x))})
+
+v = sp.Symbol("v", real=True)           # the exponent of the ratio: any real number
+sigmoid_ratio = index_claim(
+    "stability.sigmoid_ratio", "A ratio e^{v}/(1 + e^{v})^{k} as sigmoids: e^{v} σ(−v) = σ(v)", SOURCE,
+    r"\frac{e^{x}}{\left(1 + e^{x}\right)^{k}} = \sigma(x)\, \sigma(-x)^{k-1}, \quad "
+    r"\frac{1}{\left(1 + e^{x}\right)^{k}} = \sigma(-x)^{k}",
+    lhs=[Sigmoid(x) * Sigmoid(-x), Sigmoid(x) * Sigmoid(-x) ** 2, Sigmoid(-x) ** 3],
+    rhs=[sp.exp(x) / (1 + sp.exp(x)) ** 2, sp.exp(x) / (1 + sp.exp(x)) ** 3, 1 / (1 + sp.exp(x)) ** 3],
+    setting=setting,
+    mutants={"one-power-short": ("σ(x) σ(−x)^{k−2}", [Sigmoid(x), Sigmoid(x) * Sigmoid(-x), Sigmoid(-x) ** 2]),
+             "sign": ("σ(−x) σ(x)^{k−1} with the signs swapped at k = 3",
+                      [Sigmoid(x) * Sigmoid(-x), Sigmoid(-x) * Sigmoid(x) ** 2, Sigmoid(x) ** 3])},
+    method="index normaliser (σ read as 1/(1 + e^{−u}))")
+
+c = sp.Symbol("c", positive=True)       # the gaussian's rate: e^{−c u²}, c > 0
+gauss_setting = Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1), j: (0, n - 1)}, scalars={c: sp.Rational(1, 2)})
+gaussian = index_claim(
+    rw.GAUSSIAN.lemma, "e^{−c x²} as (e^{−c|x|})^{|x|}: x² is never formed (it overflows first)", SOURCE,
+    r"e^{-c x^{2}} = \left(e^{-c |x|}\right)^{|x|}, \quad c > 0",
+    lhs=sp.Pow(sp.exp(-c * ax), ax, evaluate=False), rhs=rw.GAUSSIAN.document((c, x)), setting=gauss_setting,
+    mutants={"no-abs-exponent": ("(e^{−c|x|})^{x}", sp.Pow(sp.exp(-c * ax), x, evaluate=False)),
+             "rate-doubled": ("(e^{−2c|x|})^{|x|}", sp.Pow(sp.exp(-2 * c * ax), ax, evaluate=False))},
+    method="index normaliser (|x|·|x| = x² for real x)")
+
+sech2 = _lemma(
+    rw.SECH2.lemma, "1 − tanh² x from e^{−2|x|}: the sech² without the cancellation 1 − 1",
+    r"1 - \tanh^{2} x = \frac{4 e^{-2|x|}}{\left(1 + e^{-2|x|}\right)^{2}}",
+    rw.SECH2.stable(x), rw.SECH2.document(x),
+    {"no-four": ("e^{−2|x|}/(1 + e^{−2|x|})²: the 4 forgotten",
+                 sp.exp(-2 * ax) / (1 + sp.exp(-2 * ax)) ** 2),
+     "rate-halved": ("e^{−|x|} for e^{−2|x|}", 4 * sp.exp(-ax) / (1 + sp.exp(-ax)) ** 2)})
+
+expm1_lemma = _lemma(
+    rw.EXPM1.lemma, "e^{x} − 1 as expm1(x): no cancellation near 0",
+    r"e^{x} - 1 = \operatorname{expm1}(x)", rw.EXPM1.stable(x), rw.EXPM1.document(x),
+    {"plus-one": ("expm1(x) + 1", expm1(x) + 1), "sign": ("expm1(−x)", expm1(-x))})
+
+normal_cdf = _lemma(
+    rw.NORMAL_CDF.lemma, "1 + erf(x/√2) is 2Φ(x), the normal CDF, printed as one call",
+    r"1 + \operatorname{erf}\left(\frac{x}{\sqrt{2}}\right) = 2 \Phi(x)",
+    rw.NORMAL_CDF.stable((1, x)), rw.NORMAL_CDF.document((1, x)),
+    {"unscaled": ("2Φ(√2 x): erf(x) for erf(x/√2)", 2 * NormalCDF(sp.sqrt(2) * x)),
+     "no-two": ("Φ(x): the 2 forgotten", NormalCDF(x))})
+
+CLAIMS: list[Claim] = [normal_cdf, softplus, log_sigmoid, sigmoid, tanh_expm1, logsumexp, gelu_tanh, mish,
+                       sigmoid_node, sigmoid_ratio, gaussian, sech2, expm1_lemma]

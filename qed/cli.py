@@ -102,7 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--n-embd", type=int, default=None)
     m.add_argument("--block-size", type=int, default=None)
     m.add_argument("--norm", default=None, help="layernorm | rmsnorm")
-    m.add_argument("--ffn", default=None, help="relu | gelu | gelu_tanh | swiglu")
+    m.add_argument("--ffn", default=None, help="an activation (relu, gelu, gelu_tanh, silu, softplus, "
+                   "squared_relu, mish, ...) or an MLP op (swiglu, geglu): every op of that role in "
+                   "the registry (generated/model_ops.py)")
     m.add_argument("--pos", default=None, help="learned | sinusoidal | rope")
     m.add_argument("--norm-position", default=None, help="pre | post")
     m.add_argument("--no-bias", action="store_true", help="no biases in linear layers and norms")

@@ -74,8 +74,11 @@ def add_bench_parser(sub) -> None:
     b.add_argument("--nproc", type=positive_int, default=None, metavar="N",
                    help="also: N ranks of torch.distributed (gloo) against one process with N threads and "
                         "against the worker-process split, and the all-reduce's time per step")
+    b.add_argument("--ops", nargs="*", default=None, metavar="OP", dest="ops_names",
+                   help="also: every hand-written backward against the derived one (time per call, arrays "
+                        "allocated), NumPy and torch; all ops, or those named")
     b.add_argument("--only-extra", action="store_true",
-                   help="with --memory/--sweep/--nproc: skip the main comparison")
+                   help="with --memory/--sweep/--nproc/--ops: skip the main comparison")
     b.add_argument("--json", action="store_true", help="print the results as JSON (only JSON on stdout)")
 
 
@@ -84,6 +87,9 @@ def run(args) -> int:
         from .tools.bench import run_cli
 
         sections = []
+        if args.ops_names is not None:             # derived vs hand-written backward, per op
+            from .tools.bench_ops import SECTION as OPS_SECTION
+            sections.append(OPS_SECTION)
         if args.nproc:                             # N ranks of torch.distributed against one process
             from .tools.bench_distributed import SECTION
             sections.append(SECTION)

@@ -3,7 +3,9 @@
 Every choice names the generated kernels it needs:
 
     norm           "layernorm" | "rmsnorm"                 -> generated/<backend>/<norm>.py
-    ffn            "relu" | "gelu" | "gelu_tanh" | "swiglu" -> the activation kernel (swiglu: swiglu.py)
+    ffn            an activation between the MLP's linear maps ("relu", "gelu", "softplus", ...) or
+                   a whole MLP op ("swiglu", "geglu"): the registry's ops with that role, listed
+                   in generated/model_ops.py (`ffn_choices()`) -> generated/<backend>/<ffn>.py
     pos            "learned" (wpe table + embedding kernel) | "sinusoidal" (fixed table, no params)
                    | "rope" (rotary, applied to q and k of every head)
     attention      "attention" (saves the T×T weights for the backward) | "attention_lse" (saves one
@@ -20,7 +22,6 @@ from dataclasses import asdict, dataclass, fields
 from .errors import QedError
 
 NORMS = ("layernorm", "rmsnorm")
-FFNS = ("relu", "gelu", "gelu_tanh", "swiglu")
 POSITIONS = ("learned", "sinusoidal", "rope")
 NORM_POSITIONS = ("pre", "post")
 ATTENTIONS = ("attention", "attention_lse")
@@ -28,6 +29,21 @@ ATTENTIONS = ("attention", "attention_lse")
 
 class ConfigError(QedError):
     """A GPTConfig that cannot be built; the message says what to change (a ValueError)."""
+
+
+def ffn_choices() -> tuple[str, ...]:
+    """Every `ffn` a GPT can take: the registry's activations and MLP ops (generated/model_ops.py)."""
+    from generated import model_ops
+
+    return tuple(sorted(model_ops.ACTIVATIONS + tuple(model_ops.FFNS)))
+
+
+def ffn_weights(ffn: str) -> tuple | None:
+    """An MLP op's weights, ((name, (axis, axis)), ...) with axes "model"/"hidden"; None for an
+    activation (the MLP is then c_fc, the activation, c_proj)."""
+    from generated import model_ops
+
+    return model_ops.FFNS.get(ffn)
 
 
 def _even_multiple(n: int, m: int) -> int:
@@ -58,8 +74,8 @@ class GPTConfig:
 
     @property
     def ffn_hidden(self) -> int:
-        """Hidden width of the MLP: 4·n_embd (GPT-2); for SwiGLU the same width is used for
-        the gate and up projections (so a SwiGLU block has 1.5x the MLP parameters)."""
+        """Hidden width of the MLP: 4·n_embd (GPT-2); a gated MLP op (SwiGLU, GeGLU) uses the
+        same width for its gate and up projections (so its block has 1.5x the MLP parameters)."""
         return 4 * self.n_embd
 
     # ------------------------------------------------------------------ validation
@@ -77,7 +93,7 @@ class GPTConfig:
             v = getattr(self, name)
             if not isinstance(v, bool):
                 raise ConfigError(f"{name}={v!r} must be True or False")
-        for name, allowed in (("norm", NORMS), ("ffn", FFNS), ("pos", POSITIONS),
+        for name, allowed in (("norm", NORMS), ("ffn", ffn_choices()), ("pos", POSITIONS),
                               ("norm_position", NORM_POSITIONS), ("attention", ATTENTIONS)):
             v = getattr(self, name)
             if v not in allowed:

@@ -59,7 +59,7 @@ def kernels_for(config: GPTConfig) -> tuple[list[str], list[tuple[str, str]]]:
     c = config
     names = ["embedding", c.attention, "cross_entropy", c.norm,
              "linear" if c.bias else "linear_nobias", "linear_nobias"]
-    names += ["swiglu"] if c.ffn == "swiglu" else [c.ffn]
+    names.append(c.ffn)                  # an activation or a whole MLP op (generated/model_ops.py)
     tables = []
     if c.pos == "rope":
         names.append("rope")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import os
 
+from .config import ffn_weights
 from .errors import QedError
 
 RUNTIME_BYTES = {"numpy": 300 << 20, "torch": 500 << 20}
@@ -48,7 +49,7 @@ def estimate(config, *, batch_size: int, seq_len: int, itemsize: int, backend: s
     """Bytes by part (Python integers: no overflow however large the sizes)."""
     P = num_params(config)
     C, L, h, V = config.n_embd, config.n_layer, config.n_head, config.vocab_size
-    hidden = 2 if config.ffn == "swiglu" else 1
+    hidden = 2 if ffn_weights(config.ffn) else 1        # a gated MLP op keeps two hidden arrays
     per_token = L * ((40 + 8 * hidden) * C + 3 * h * seq_len) + 4 * V
     parts = {
         "parameter state": P * itemsize * (5 if training else 1),

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import GPTConfig, check_idx
+from .config import GPTConfig, check_idx, ffn_weights
 from .cpu import default_threads, tune_malloc
 from .flat import flat_layout, flat_params, flat_views
 from .kernels import NORM_EPS, load_kernels
@@ -155,9 +155,10 @@ class NumpyGPT:
 
     def _mlp_fwd(self, prefix, x):
         c, P = self.config, self.params
-        if c.ffn == "swiglu":
-            return self._k["swiglu"].swiglu_forward(
-                x, P[prefix + ".w_gate.weight"], P[prefix + ".w_up.weight"], P[prefix + ".w_down.weight"])
+        weights = ffn_weights(c.ffn)
+        if weights is not None:                                                 # one MLP op
+            return getattr(self._k[c.ffn], c.ffn + "_forward")(
+                x, *(P[f"{prefix}.{name}.weight"] for name, _ in weights))
         h, c_fc = self._linear_fwd(prefix + ".c_fc", x, c.bias)                 # (B, T, H)
         a, c_act = getattr(self._k[c.ffn], c.ffn + "_forward")(h)
         out, c_proj = self._linear_fwd(prefix + ".c_proj", a, c.bias)           # (B, T, C)
@@ -165,11 +166,11 @@ class NumpyGPT:
 
     def _mlp_bwd(self, prefix, dout, cache, grads):
         c = self.config
-        if c.ffn == "swiglu":
-            dx, dwg, dwu, dwd = self._k["swiglu"].swiglu_backward(dout, cache)
-            _acc(grads, prefix + ".w_gate.weight", dwg)
-            _acc(grads, prefix + ".w_up.weight", dwu)
-            _acc(grads, prefix + ".w_down.weight", dwd)
+        weights = ffn_weights(c.ffn)
+        if weights is not None:
+            dx, *dws = getattr(self._k[c.ffn], c.ffn + "_backward")(dout, cache)
+            for (name, _), dw in zip(weights, dws):
+                _acc(grads, f"{prefix}.{name}.weight", dw)
             return dx
         c_fc, c_act, c_proj = cache
         da = self._linear_bwd(prefix + ".c_proj", dout, c_proj, c.bias, grads)

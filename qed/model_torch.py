@@ -15,7 +15,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .config import GPTConfig, check_idx
+from .config import GPTConfig, check_idx, ffn_weights
 from .errors import CompileError
 from .flat import flat_layout, flat_params, flat_views
 from .kernels import NORM_EPS, kernel, load_kernels
@@ -105,9 +105,9 @@ class TorchGPT(nn.Module):
 
     def _mlp(self, P, prefix, x):
         c = self.config
-        if c.ffn == "swiglu":
-            return self._k("swiglu")(x, P[prefix + ".w_gate.weight"], P[prefix + ".w_up.weight"],
-                                     P[prefix + ".w_down.weight"])
+        weights = ffn_weights(c.ffn)
+        if weights is not None:                                                 # one MLP op
+            return self._k(c.ffn)(x, *(P[f"{prefix}.{name}.weight"] for name, _ in weights))
         h = self._linear(P, prefix + ".c_fc", x, c.bias)
         return self._linear(P, prefix + ".c_proj", self._k(c.ffn)(h), c.bias)
 

@@ -8,7 +8,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .config import GPTConfig
+from .config import GPTConfig, ffn_weights
 from .errors import QedError
 
 INIT_STD = 0.02          # GPT-2
@@ -43,10 +43,11 @@ def param_shapes(config: GPTConfig) -> "OrderedDict[str, tuple[int, ...]]":
         lin(f"{p}.attn.c_attn", 3 * C, C, c.bias)
         lin(f"{p}.attn.c_proj", C, C, c.bias)
         norm(f"{p}.ln_2")
-        if c.ffn == "swiglu":
-            lin(f"{p}.mlp.w_gate", H, C, False)
-            lin(f"{p}.mlp.w_up", H, C, False)
-            lin(f"{p}.mlp.w_down", C, H, False)
+        weights = ffn_weights(c.ffn)
+        if weights is not None:                     # one MLP op (SwiGLU, GeGLU): no biases
+            axis = {"model": C, "hidden": H}
+            for name, (rows, cols) in weights:
+                lin(f"{p}.mlp.{name}", axis[rows], axis[cols], False)
         else:
             lin(f"{p}.mlp.c_fc", H, C, c.bias)
             lin(f"{p}.mlp.c_proj", C, H, c.bias)
@@ -57,8 +58,12 @@ def param_shapes(config: GPTConfig) -> "OrderedDict[str, tuple[int, ...]]":
     return out
 
 
-def _is_residual_projection(name: str) -> bool:
-    return name.endswith(("attn.c_proj.weight", "mlp.c_proj.weight", "mlp.w_down.weight"))
+def _is_residual_projection(name: str, config: GPTConfig) -> bool:
+    """The maps into the residual stream: attention's and the MLP's output projections (an MLP
+    op's weight of shape (model, hidden))."""
+    outputs = ["attn.c_proj.weight", "mlp.c_proj.weight"]
+    outputs += [f"mlp.{w}.weight" for w, axes in (ffn_weights(config.ffn) or ()) if axes == ("model", "hidden")]
+    return name.endswith(tuple(outputs))
 
 
 def init_params(config: GPTConfig, seed: int = 0) -> "OrderedDict[str, np.ndarray]":
@@ -69,7 +74,7 @@ def init_params(config: GPTConfig, seed: int = 0) -> "OrderedDict[str, np.ndarra
     out: OrderedDict = OrderedDict()
     for name, shape in param_shapes(config).items():
         if len(shape) == 2:
-            std = INIT_STD / math.sqrt(2 * config.n_layer) if _is_residual_projection(name) else INIT_STD
+            std = INIT_STD / math.sqrt(2 * config.n_layer) if _is_residual_projection(name, config) else INIT_STD
             out[name] = rng.normal(0.0, std, size=shape)
         elif name.endswith(".bias"):
             out[name] = np.zeros(shape)

@@ -1,10 +1,11 @@
 """Reverse mode over the array language (derivations/language/autodiff.py): the derived backward of
 every op, ops declared by their forward alone, and the derivation's refusals.
 
-The ops declared here (Softplus, squared ReLU, logit soft-capping, Mish, GeGLU) are not in the
-registry: each is declared by its specification and forward only, gets a derived backward, whose
-generated claims must prove, and whose values must agree with `torch.autograd` in float64 (the
-derived lines run through a small NumPy evaluator of the array language, below).
+The registry's forward-only ops (Softplus, squared ReLU, logit soft-capping, Mish, GeGLU: one
+module each under derivations/) are declared by their specification alone: each gets a derived
+backward, whose generated claims must prove, and whose values must agree with `torch.autograd`
+over PyTorch's own function (`Op.reference`) in float64 (the derived lines run through a small
+NumPy evaluator of the array language, below).
 """
 from __future__ import annotations
 
@@ -118,51 +119,25 @@ def backward_values(op: Op, inputs: dict, upstream: dict, scalars: dict, when=fr
 # Ops declared by their forward alone (not in the registry: generated/ is not regenerated here).
 
 r, n, d, f = size("r"), size("n"), size("d"), size("f")
-X, Y = Array("x", (r, n)), Array("y", (r, n))
 cap = sp.Symbol("cap", positive=True)
 
-
-def elementwise(name, spec, forward=None, **kw) -> Op:
-    return Op(name=name, module=__name__, title=name, inputs=[X], outputs=[Y], spec=[Assign(Y, spec)],
-              forward=[Assign(Y, forward)] if forward is not None else [], optional_axes=2, **kw)
-
-
-# Softplus: the document's log(1 + e^x), printed overflow-free (stability.softplus)
-SOFTPLUS = elementwise("softplus", sp.log(1 + sp.exp(X)), sp.Max(X, 0) + sp.log(1 + sp.exp(-sp.Abs(X))))
-SQUARED_RELU = elementwise("squared_relu", sp.Max(0, X) ** 2)
-SOFTCAP = elementwise("softcap", cap * sp.tanh(X / cap), options=[Option(cap, "cap", 30.0)])
-SP = Array("sp", (r, n), latex=r"\mathrm{softplus}(x)")
-MISH = Op(name="mish", module=__name__, title="Mish", inputs=[X], outputs=[Y], optional_axes=2,
-          spec=[Assign(SP, sp.log(1 + sp.exp(X))), Assign(Y, X * sp.tanh(SP))],
-          forward=[Assign(SP, sp.Max(X, 0) + sp.log(1 + sp.exp(-sp.Abs(X)))), Assign(Y, X * sp.tanh(SP))])
-GX, GY = Array("x", (r, d)), Array("y", (r, d))
-W_GATE, W_UP, W_DOWN = Array("w_gate", (f, d)), Array("w_up", (f, d)), Array("w_down", (d, f))
-G, U, H = Array("g", (r, f)), Array("u", (r, f)), Array("h", (r, f))
-PHI = Array("Phi", (r, f), latex=r"\Phi")
-GEGLU = Op(name="geglu", module=__name__, title="GeGLU", inputs=[GX], params=[W_GATE, W_UP, W_DOWN],
-           outputs=[GY], optional_axes=1,
-           spec=[Assign(G, MatMul(GX, T(W_GATE))), Assign(U, MatMul(GX, T(W_UP))),
-                 Assign(PHI, (1 + sp.erf(G / sp.sqrt(2))) / 2), Assign(H, G * PHI * U),
-                 Assign(GY, MatMul(H, T(W_DOWN)))],
-           forward=[Assign(G, MatMul(GX, T(W_GATE))), Assign(U, MatMul(GX, T(W_UP))),
-                    Assign(H, G * NormalCDF(G) * U), Assign(GY, MatMul(H, T(W_DOWN)))])
-FORWARD_ONLY = [SOFTPLUS, SQUARED_RELU, SOFTCAP, MISH, GEGLU]
-
-F = torch.nn.functional
-REFERENCE = {   # torch's own functions: the independent check
-    "softplus": lambda x: F.softplus(x),
-    "squared_relu": lambda x: F.relu(x) ** 2,
-    "softcap": lambda x, cap=30.0: cap * torch.tanh(x / cap),
-    "mish": lambda x: F.mish(x),
-    "geglu": lambda x, wg, wu, wd: (F.gelu(x @ wg.T) * (x @ wu.T)) @ wd.T,
-}
+# the registry's ops declared by their forward alone (derivations/softplus.py, ...), each with
+# PyTorch's own function as `reference`: the independent check
+FORWARD_ONLY = [registry.op(name) for name in ("softplus", "squared_relu", "softcap", "mish", "geglu")]
+SOFTPLUS = registry.op("softplus")
+(X,), (Y,) = SOFTPLUS.inputs, SOFTPLUS.outputs
 SIZES = {r: 3, n: 4, d: 3, f: 5}
+
+
+def reference(op, *tensors):
+    return op.reference(torch, *tensors)
 
 
 @pytest.mark.parametrize("op", FORWARD_ONLY, ids=[o.name for o in FORWARD_ONLY])
 def test_a_forward_only_op_gets_a_derived_backward(op):
     assert op.derived and op.backward and op.grads == [grad_of(a) for a in op.inputs + op.params]
-    assert set(op.claims) == {c.id for c in claims_for(op)}
+    assert set(op.claims) == {c.id for c in claims_for(op)} | set(op.stability)
+    assert all(c.startswith("stability.") for c in op.stability)
 
 
 @pytest.mark.parametrize("op", FORWARD_ONLY, ids=[o.name for o in FORWARD_ONLY])
@@ -183,7 +158,7 @@ def test_the_derived_backward_agrees_with_torch_autograd(op):
     upstream = {grad_of(out): _draw(out, scalars, rng)}
     got = backward_values(op, values, upstream, scalars)
     tensors = [torch.tensor(values[a], requires_grad=True) for a in args]
-    y = REFERENCE[op.name](*tensors)
+    y = reference(op, *tensors)
     fwd = run(op.forward, values, scalars)
     np.testing.assert_allclose(fwd[out], y.detach().numpy(), rtol=1e-12, atol=1e-12)
     grads = torch.autograd.grad((y * torch.tensor(upstream[grad_of(out)])).sum(), tensors)
@@ -235,9 +210,11 @@ def test_the_derived_backward_equals_the_hand_written_one_numerically(op):
 
 def test_every_hand_written_backward_has_derived_claims():
     ids = {c.id for c in registry.claims()}
+    hand = [op for op in registry.ops() if not op.derived]
+    assert hand and len(hand) < len(registry.ops())
     for op in registry.ops():
-        for g in op.grads:
-            assert f"{op.name}.backward_derived.{g.name}" in ids
+        for g in op.grads:      # a derived backward is proved by <op>.backward.<grad> itself
+            assert (f"{op.name}.backward_derived.{g.name}" in ids) == (not op.derived), (op.name, g.name)
 
 
 def test_the_derived_backward_reads_the_cache_not_what_it_caches():

@@ -316,15 +316,13 @@ REFERENCES = {
     "rmsnorm": lambda x, g, eps=1e-5: F.rms_norm(x, (x.shape[-1],), g, eps),
     "linear": F.linear,
     "linear_nobias": F.linear,
-    "relu": F.relu,
-    "gelu": F.gelu,
-    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    "silu": F.silu,
     "embedding": lambda ids, w: F.embedding(ids.long(), w),
     "cross_entropy": _ce,
     "ffn_relu": lambda x, w1, b1, w2, b2: F.linear(F.relu(F.linear(x, w1, b1)), w2, b2),
-    "swiglu": lambda x, wg, wu, wd: F.linear(F.silu(F.linear(x, wg)) * F.linear(x, wu), wd),
 }
+# the ops that declare PyTorch's own function with their formula (`Op.reference`: the
+# activations, the MLP ops, every op declared by its forward alone that names one)
+REFERENCES.update({o.name: (lambda *t, o=o, **kw: o.reference(torch, *t, **kw)) for o in OPS if o.reference})
 REF_OPS = [o for o in OPS if o.name in REFERENCES]
 
 
@@ -444,9 +442,11 @@ def edge_cases(dtype):
     eye = np.eye(len(EDGE), dtype=dtype)
     logits = np.array([[1e4, -1e4, 0.0], [-1e4, -1e4, 1e4], [1e4, 1e4, 1e4]], dtype=dtype)
     const = np.array([[0.1] * 5, [0.0] * 5, [-3e4] * 5], dtype=dtype)
+    from derivations.language.ops import model_role
+
     return {
-        "silu": [x], "gelu": [x], "gelu_tanh": [x], "relu": [x],
-        "swiglu": [x, eye, eye, eye],                                   # g = u = x
+        **{o.name: [x] for o in OPS if model_role(o) == "activation"},
+        **{o.name: [x, eye, eye, eye] for o in OPS if model_role(o) == "ffn"},   # g = u = x
         "cross_entropy": [logits, np.array([0, 1, 2]), np.array([1, 1, 1])],
         "softmax": [logits],
         "layernorm": [const, np.ones(5, dtype), np.zeros(5, dtype)],

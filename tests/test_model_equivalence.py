@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from qed.config import ConfigError, GPTConfig
+from qed.config import ConfigError, GPTConfig, ffn_choices
 from qed.kernels import kernel, table_fn
 from qed.model_numpy import NumpyGPT
 from qed.params import init_params, param_shapes
@@ -152,6 +152,18 @@ def check_equivalence(cfg: GPTConfig):
 @pytest.mark.parametrize("norm,ffn,pos,flow", COMBOS, ids=["-".join(c) for c in COMBOS])
 def test_equivalence(norm, ffn, pos, flow):
     check_equivalence(GPTConfig(**TINY, norm=norm, ffn=ffn, pos=pos, norm_position=flow))
+
+
+@pytest.mark.parametrize("ffn", ffn_choices())
+def test_equivalence_every_ffn_of_the_registry(ffn):
+    """Every activation and MLP op the registry offers (generated/model_ops.py), the ops declared by
+    their forward alone included, against the torch.nn reference's PyTorch function (`Op.reference`)."""
+    check_equivalence(GPTConfig(**TINY, ffn=ffn))
+
+
+def test_the_registry_offers_the_forward_only_ops():
+    assert {"softplus", "squared_relu", "softcap", "mish", "geglu"} <= set(ffn_choices())
+    assert not {"softmax", "layernorm", "ffn_relu", "linear"} & set(ffn_choices())
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS), ids=list(VARIANTS))
@@ -375,7 +387,7 @@ def test_model_input_errors():
     (dict(n_embd=12, n_head=4, pos="rope"), r"head size .* = 3 is odd: choose n_embd a multiple of 2\*n_head \(e\.g\. 16\)"),
     (dict(n_embd=9, n_head=3, pos="sinusoidal"), r"n_embd=9 is odd"),
     (dict(norm="batchnorm"), r"norm='batchnorm' is not a known option: choose one of 'layernorm', 'rmsnorm'"),
-    (dict(ffn="tanh"), r"ffn='tanh' .*'relu', 'gelu', 'gelu_tanh', 'swiglu'"),
+    (dict(ffn="tanh"), r"ffn='tanh' .*'gelu', 'gelu_tanh', .*'relu', .*'swiglu'"),
     (dict(pos="alibi"), r"pos='alibi' .*'learned', 'sinusoidal', 'rope'"),
     (dict(norm_position="sandwich"), r"norm_position='sandwich' .*'pre', 'post'"),
     (dict(n_layer=0), r"n_layer=0 must be a positive integer"),

@@ -47,6 +47,9 @@ KNOWN = {
     "ffn_relu": (BOTH, {"float32": 1e20, "float64": 1e300},
                  "ffn_relu: z = x W1ᵀ + b1 ~ M² is out of range; terms ±inf give NaN, and the "
                  "ReLU mask (z > 0) of a NaN drops its row from db1 (exact db1 ~ M is finite)"),
+    "geglu": (BOTH, {"float32": 1e20, "float64": 1e300},
+              "geglu: as swiglu — the pre-activations g, u ~ M² and h = GELU(g)·u ~ M⁴ overflow where "
+              "y ~ h·w_down is in range (or Φ(g) = 0 meets g·u = inf: 0·inf = NaN)"),
     "gelu_tanh": (BOTH, {"float32": 1e20, "float64": 1e300},
                   "gelu_tanh: x*x*x overflows (|x| > 7e12 in float32) — an overflow warning in "
                   "the forward — and the backward's (1 − tanh² u)·x·(0.134145 x² + 1) is 0·inf = "

@@ -119,3 +119,22 @@ def test_two_printed_conventions_at_a_kink_are_not_identified():
     under a hypothesis (translation validation relies on it)."""
     ok, _ = decided(sp.Heaviside(x, 0), sp.Heaviside(x, 1))
     assert not ok
+
+
+def test_a_kink_with_a_scaled_subject_is_a_hypothesis_not_a_mistake():
+    """(1 + sign x)/2 (the derived midpoint) against H(99x/100, 0) (the specification's
+    subgradient): equal off the kink, the same kink (x = 0) though the subjects differ by a factor."""
+    ok, norm = decided((99 * sp.sign(x) + 101) / 200, sp.Heaviside(99 * x / 100, 0) + sp.Heaviside(-99 * x / 100, 0) / 100)
+    assert ok and norm.hypotheses
+    # a kink elsewhere (x = 1) is no such hypothesis: refused
+    assert not decided((1 + sp.sign(x)) / 2, sp.Heaviside(x - 1, 0))[0]
+
+
+def test_a_whole_sum_is_split_as_one_number():
+    """A pre-activation s = Σ_k w_k x_k inside max and |·|: split on its sign as an opaque real."""
+    s = sp.Sum(w_[k] * x_[e, k], (k, 0, n - 1))
+    ok, norm = decided(sp.Max(s, 0) + sp.Min(s, 0), s)
+    assert ok and any("case split" in a for a in norm.discharged)
+    assert decided(sp.Abs(s) * sp.sign(s), s)[0]
+    assert not decided(sp.Abs(s), s)[0]                         # false where s < 0
+    assert not decided(sp.Max(s, 0), sp.Max(s, 0) + sp.Min(s, 0))[0]

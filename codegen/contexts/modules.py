@@ -7,7 +7,7 @@ from .common import backend_title, exports, import_lines, source_path, wrapped
 from .table import table_context
 
 __all__ = ["tables_module_context", "composite_context", "validate_context", "package_init_context",
-           "PACKAGE_DOCS"]
+           "model_ops_context", "PACKAGE_DOCS"]
 
 PACKAGE_DOCS = {
     None: "Generated code, printed from the proven formulas in `derivations/`: one module per op "
@@ -45,4 +45,19 @@ def validate_context(backend: str) -> dict:
 def package_init_context(key: str | None, names: list[str], table_files: list) -> dict:
     """generated/__init__.py (key None) and generated/<backend>/__init__.py: what is generated."""
     return {"doc": PACKAGE_DOCS[key], "ops": names, "tables": table_files,
+            "source": "derivations/registry.py"}
+
+
+def model_ops_context(ops) -> dict:
+    """generated/model_ops.py: the ops by their role in the model (derivations' `model_role`),
+    an FFN's weights with their axes named "model" (x's last axis) or "hidden"."""
+    from derivations.language.ops import model_role
+
+    ffns = []
+    for op in ops:
+        if model_role(op) == "ffn":
+            d = op.inputs[0].shape[1]
+            ffns.append((op.name, [(w.name, tuple("model" if dim == d else "hidden" for dim in w.shape))
+                                   for w in op.params]))
+    return {"activations": [op.name for op in ops if model_role(op) == "activation"], "ffns": ffns,
             "source": "derivations/registry.py"}

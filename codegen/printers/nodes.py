@@ -48,7 +48,7 @@ class NodeRules:
         return Code(self._call(name, self._print(expr.args[0])), ATOM)
 
     _print_exp = _print_tanh = _print_erf = _print_sin = _print_cos = \
-        _print_Abs = _print_sign = _print_elementwise
+        _print_Abs = _print_sign = _print_log1p = _print_expm1 = _print_elementwise
 
     def _print_Sigmoid(self, expr):
         """σ(u) = 1/(1 + e^{−u}) as the library's overflow-free logistic function."""

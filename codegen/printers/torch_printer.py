@@ -3,6 +3,7 @@ device-aware masks, `torch.addmm` for a product with a weight matrix plus a bias
 from __future__ import annotations
 
 import sympy as sp
+from sympy.codegen.cfunctions import expm1, log1p
 
 from .base import ArrayPrinter
 from .code import ATOM
@@ -36,7 +37,8 @@ class TorchPrinter(ArrayPrinter):
     table_param_docs = {"device=None": "the torch device of the result (default: the CPU)"}
     default_dtype_doc = "torch.get_default_dtype()"
     funcs = {sp.exp: "torch.exp", sp.log: "torch.log", sp.tanh: "torch.tanh", sp.erf: "torch.erf",
-             sp.sin: "torch.sin", sp.cos: "torch.cos", sp.Abs: "torch.abs", sp.sign: "torch.sign"}
+             sp.sin: "torch.sin", sp.cos: "torch.cos", sp.Abs: "torch.abs", sp.sign: "torch.sign",
+             log1p: "torch.log1p", expm1: "torch.expm1"}
 
     def _cast(self, boolean):
         return f"{boolean}.to({self._dtype()})"

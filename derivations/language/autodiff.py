@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
+from .stabilise import stabilise, stabilise_assigns
 from .arrays import (Array, ArrayError, ArrayNode, Assign, CausalMask, ColSum, Contract, Gather, MatMul,
                      OneHot, RowMax, RowMean, RowSum, T, Take, entry, index, is_scalar, shape_of)
 
@@ -210,7 +211,7 @@ def derivative(expr, leaf):
     return _kinks(d).xreplace({v: k for k, v in symbols.items()})
 
 
-def elementwise_vjp(expr, G, batched, recognised=None) -> list[tuple[sp.Expr, sp.Expr]]:
+def elementwise_vjp(expr, G, batched, recognised=None, stable: set | None = None) -> list[tuple[sp.Expr, sp.Expr]]:
     """[(operand, contribution)] for an elementwise expression with adjoint G: G ⊙ ∂expr/∂operand,
     summed over the operand's broadcast axes. `recognised(e)` rewrites forward values by name
     before the sum (so that a row-constant factor is seen as one)."""
@@ -219,6 +220,11 @@ def elementwise_vjp(expr, G, batched, recognised=None) -> list[tuple[sp.Expr, sp
         d = derivative(expr, leaf)
         if d == 0:
             continue
+        if stable is not None:
+            # overflow-free before the forward's values are read by name: 1 − tanh²(x) must be
+            # seen as a sech² (derivations/language/stabilise.py), not as 1 − y² with y = tanh x
+            d, lemmas = stabilise(d)
+            stable |= lemmas
         share = G * d
         if recognised is not None:
             share = recognised(share)
@@ -348,6 +354,7 @@ class Derivation:
     saved: list[Array]
     grads: list[Array]
     lemmas: list[str] = field(default_factory=list)
+    stability: list[str] = field(default_factory=list)   # the stable rewrites applied (claim ids)
 
 
 @dataclass
@@ -505,8 +512,13 @@ def derive(forward: list[Assign], inputs: list[Array], outputs: list[Array], *, 
         body = _readable(body, lines, _recomputable(lines, saved))
     upstream = {grad_of(o) for o in outputs}
     backward, cache = _with_cache(body, lines, graph, saved, upstream, name)
-    backward = _share(backward, state.taken | {a.target.name for a in backward})
-    return Derivation(backward=backward, saved=cache, grads=grads, lemmas=lemmas)
+    taken = state.taken | {a.target.name for a in backward}
+    # the derivative of a stable forward can still square or overflow (Φ′ = e^{−u²/2}/√(2π)):
+    # every line in its overflow-free form where a proved rewrite applies, before sharing
+    backward, stable = stabilise_assigns(backward, taken)
+    stable |= state.stable
+    backward = _share(backward, taken | {a.target.name for a in backward})
+    return Derivation(backward=backward, saved=cache, grads=grads, lemmas=lemmas, stability=sorted(stable))
 
 
 class _Sweep:
@@ -526,6 +538,7 @@ class _Sweep:
         self.masks: list = []           # (CausalMask node, its adjoint, flag): 0 above the diagonal
         self.guarded = {ln.leaf: ln.assign.when for ln in lines if ln.assign.when is not None}
         self.origin = {ln.leaf: ln.assign.target for ln in lines}
+        self.stable: set = set()        # the stable rewrites applied to the derivatives (claim ids)
         self.taken = taken
         self.touched: set = set()      # nodes that received a contribution (even one that cancelled)
 
@@ -567,7 +580,7 @@ class _Sweep:
                 else:
                     self.add(child, P)
             elif kind == "cluster":
-                for leaf, share in elementwise_vjp(e, G, self.g.batched, self.recognised):
+                for leaf, share in elementwise_vjp(e, G, self.g.batched, self.recognised, self.stable):
                     self.add(leaf, share)
             elif kind == "node":
                 if isinstance(e, RowMax):           # (its adjoint may also cancel to 0 exactly: below)

@@ -68,10 +68,12 @@ def assumed_set(symbol) -> sp.Set:
 @dataclass
 class Op:
     name: str
-    module: str
-    title: str
-    inputs: list[Array]
-    outputs: list[Array]
+    # the declaring module (the generated header's provenance): set by the registry to the
+    # topic module whose `OPS` lists the op; one given here must be that module
+    module: str = ""
+    title: str = ""
+    inputs: list[Array] = field(default_factory=list)
+    outputs: list[Array] = field(default_factory=list)
     # the forward that codegen prints (default: the specification's own lines)
     forward: list[Assign] = field(default_factory=list)
     # the backward that codegen prints; omitted, it is derived from the forward by the rules of
@@ -122,16 +124,38 @@ class Op:
     # way (the row max carries no gradient, ...)
     derived: bool = False
     derivation_lemmas: list[str] = field(default_factory=list)
+    # the stable rewrites applied to the printed lines (derivations/language/stabilise.py): their
+    # claim ids, cited with the op's claims
+    stability: list[str] = field(default_factory=list)
+    # PyTorch's own function for the op, `reference(torch, *tensors, **options)`: the independent
+    # check of the tests and the `torch.nn` reference model (None: the specification is evaluated
+    # with torch's autograd instead)
+    reference: object = None
+    # where the model can use the op: "activation" (elementwise, between the MLP's two linear
+    # maps), "ffn" (the whole MLP: x (r, d) and weights over d and the hidden width f, no
+    # biases) or "" (not in the model); None: inferred from the signature (`model_role`)
+    role: str | None = None
 
     def __post_init__(self):
+        if not self.outputs:
+            raise ArrayError(f"op {self.name}: no outputs")
+        self.title = self.title or self.name
         if not self.spec:
             raise ArrayError(f"op {self.name}: no specification (`spec`): the sources' formula, "
                              "which the generated claims prove the printed lines against")
         from .latex import assigns_latex
 
         self.latex = assigns_latex(self.spec)
+        stable: set = set()
         if not self.forward:
-            self.forward = list(self.spec)
+            # the specification printed, every line in its overflow-free form where a proved
+            # rewrite applies (log(1 + e^{x}) is printed max(x, 0) + log1p(e^{−|x|})); lines
+            # written by hand are printed as written, and the numerical-edges check judges them
+            from .stabilise import stabilise_assigns
+
+            taken = {a.name for a in self.inputs + self.params + self.outputs}
+            taken |= {a.target.name for a in self.spec + self.backward}
+            self.forward, stable = stabilise_assigns(list(self.spec), taken)
         if not self.backward:
             self._derive_backward()
         if self.saved is None:
@@ -161,10 +185,20 @@ class Op:
             raise ArrayError(f"op {self.name}: optional_axes is 0, 1 or 2 (of the declared (rows, "
                              f"cols)), got {self.optional_axes!r}")
         check_scopes(self)
+        if self.role is not None:
+            if self.role not in ROLES:
+                raise ArrayError(f"op {self.name}: role {self.role!r} is not one of {ROLES}")
+            if self.role and inferred_role(self) != self.role:
+                raise ArrayError(f"op {self.name}: role {self.role!r} needs its signature: "
+                                 + ("one elementwise input and output of the same shape (optional_axes=2), "
+                                    "no parameters" if self.role == "activation" else
+                                    "x (r, d) -> y (r, d), weight matrices (f, d) and one (d, f), no biases"))
         if self.derived and not self.claims:      # a derived op is proved by its generated claims
             from ..proof.obligations import obligations
 
             self.claims = [ob.id for ob in obligations(self)]
+        self.stability = sorted(stable | set(self.stability))
+        self.claims = list(self.claims) + [c for c in self.stability if c not in self.claims]
 
     def _derive_backward(self) -> None:
         """The backward by reverse mode over the forward (derivations/language/autodiff.py)."""
@@ -178,6 +212,7 @@ class Op:
                    flag_sets=flag_combinations(self.forward), name=self.name)
         self.backward, self.saved, self.grads = d.backward, d.saved, d.grads
         self.derived, self.derivation_lemmas = True, d.lemmas
+        self.stability = sorted(set(self.stability) | set(d.stability))
         if not self.cache_doc:
             self.cache_doc = (", ".join(a.name for a in self.saved) or "nothing") + \
                 " (the cache of the derived backward: what it reads of the forward)."
@@ -206,6 +241,38 @@ class Op:
     def value(self, target: Array, when=frozenset()) -> sp.Expr:
         """The expression that the generated code computes for `target`."""
         return self.env(when)[target]
+
+
+ROLES = ("activation", "ffn", "")
+
+
+def inferred_role(op: Op) -> str:
+    """The role an op's signature fits in a GPT: "activation" (one elementwise input, an output
+    of its shape, no parameters), "ffn" (x (r, d) -> y (r, d) through weight matrices over d and
+    one hidden width f, no biases), else ""."""
+    if len(op.inputs) != 1 or len(op.outputs) != 1 or op.integer_inputs or op.constant_inputs:
+        return ""
+    (x,), (y,) = op.inputs, op.outputs
+    if x.shape != y.shape:
+        return ""
+    if not op.params:
+        from .arrays import ArrayNode
+
+        elementwise = not any(isinstance(node, ArrayNode) for a in op.spec for node in sp.preorder_traversal(a.expr))
+        return "activation" if op.optional_axes == 2 and elementwise else ""
+    d = x.shape[1]
+    dims = {dim for w in op.params for dim in w.shape}
+    hidden = dims - {d}
+    if len(hidden) != 1 or any(w.shape not in ((d, *hidden), (*hidden, d)) for w in op.params):
+        return ""
+    if sum(w.shape == (d, *hidden) for w in op.params) != 1:   # one output projection
+        return ""
+    return "ffn"
+
+
+def model_role(op: Op) -> str:
+    """The op's role in the model: the declared `role`, else the one its signature fits."""
+    return inferred_role(op) if op.role is None else op.role
 
 
 def flag_combinations(assigns) -> list[frozenset]:

@@ -41,8 +41,10 @@ So qed decides identities between index expressions with its own, deliberately s
      recorded as a hypothesis (two printed conventions, H(u, 0) against H(u, 1), never are).
      Inside a sum, the coefficient of a combined summand is split the same way with the
      summed indices held fixed (per summand).
-     It cannot split on a non-linear subject (x² − 1), on a sum of summed entries (Σ_k |x_k|
-     needs a data-dependent split of the range), nor prove an inequality; and equal values
+     A subject that is a whole sum (a pre-activation Σ_k w_jk x_ik, inside |·|, H or max) is
+     split as one opaque real number. It cannot split on a non-linear subject (x² − 1), on a
+     sum of summed entries inside the sum (Σ_k |x_k| needs a data-dependent split of the
+     range), nor prove an inequality; and equal values
      are all it proves: whether a form overflows is a question for the numerical edge checks.
 
 **Side conditions are goals.** Sums are read as loops (`Σ_{k=lo}^{hi}` is 0 when hi < lo, as the
@@ -906,7 +908,12 @@ def _sign_subjects(expr, bound: set) -> list:
 
 
 def _same_subject(a, b) -> bool:
-    return sp.expand(a - b) == 0 or sp.expand(a + b) == 0
+    """a = c·b for a non-zero number c: the same sign, or the opposite, everywhere (H(99x/100)
+    and sign(x) jump at the same point)."""
+    if sp.expand(a - b) == 0 or sp.expand(a + b) == 0:
+        return True
+    ratio = sp.cancel(a / b)
+    return bool(ratio.is_number and ratio != 0)
 
 
 def _linear_atom(u, bound: set):
@@ -922,6 +929,11 @@ def _linear_atom(u, bound: set):
         c = sp.cancel(dependent / t)
         if c.is_number and c != 0 and not rest.has(t):
             return t, c, rest
+    # a whole sum as the subject (a pre-activation Σ_k w_jk x_ik): an opaque real number, each
+    # of its occurrences replaced by the branch's symbol
+    c, t = sp.sympify(u).as_coeff_Mul()
+    if isinstance(t, sp.Sum) and c != 0 and not (t.free_symbols & bound):
+        return t, c, sp.Integer(0)
     return None
 
 

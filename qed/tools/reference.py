@@ -15,7 +15,10 @@ Conventions shared with qed (see qed/config.py):
   θ = pos·ω_i with ω_i = 10000^(−2i/head_dim), pos = 0, 1, ...;
 * post-norm blocks (the source document's flow): x = ln_1(x + attn(x)); x = ln_2(x + mlp(x)),
   and no final ln_f; pre-norm blocks (GPT-2): x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)); ln_f;
-* swiglu MLP: w_down(silu(w_gate x) ⊙ w_up x), no biases, hidden width 4·n_embd;
+* the MLP: c_proj(act(c_fc x)) for an activation, or an MLP op's weights (swiglu: w_down(silu(w_gate x)
+  ⊙ w_up x), no biases), hidden width 4·n_embd; the activation or MLP is the op's `reference`
+  (PyTorch's own function, declared with the op under derivations/), or, for an op that declares
+  none, its specification evaluated with torch operations (`spec_function`), autograd deriving it;
 * norms use eps = 1e-5; with bias=False a LayerNorm has no bias (β = 0);
 * targets equal to -1 are ignored by the loss (mean over the other tokens).
 """
@@ -86,26 +89,37 @@ class Attention(nn.Module):
         return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
 
 
+def op_function(name: str):
+    """The torch function of a registry op: its declared `reference` (PyTorch's own ops), else its
+    specification evaluated with torch operations."""
+    from derivations import registry
+
+    op = registry.op(name)
+    if op.reference is not None:
+        return lambda *tensors: op.reference(torch, *tensors)
+    return spec_function(op)
+
+
 class MLP(nn.Module):
     def __init__(self, cfg):
         super().__init__()
-        self.kind = cfg.ffn
+        from ..config import ffn_weights
+
         h = 4 * cfg.n_embd
-        if cfg.ffn == "swiglu":
-            self.w_gate = nn.Linear(cfg.n_embd, h, bias=False)
-            self.w_up = nn.Linear(cfg.n_embd, h, bias=False)
-            self.w_down = nn.Linear(h, cfg.n_embd, bias=False)
+        self.weights = ffn_weights(cfg.ffn)
+        self.fn = op_function(cfg.ffn)
+        if self.weights is not None:                   # one MLP op: its weights, no biases
+            axis = {"model": cfg.n_embd, "hidden": h}
+            for name, (rows, cols) in self.weights:
+                setattr(self, name, nn.Linear(axis[cols], axis[rows], bias=False))
         else:
             self.c_fc = nn.Linear(cfg.n_embd, h, bias=cfg.bias)
             self.c_proj = nn.Linear(h, cfg.n_embd, bias=cfg.bias)
 
     def forward(self, x):
-        if self.kind == "swiglu":
-            return self.w_down(F.silu(self.w_gate(x)) * self.w_up(x))
-        z = self.c_fc(x)
-        act = {"relu": F.relu, "gelu": F.gelu,
-               "gelu_tanh": lambda t: F.gelu(t, approximate="tanh")}[self.kind]
-        return self.c_proj(act(z))
+        if self.weights is not None:
+            return self.fn(x, *(getattr(self, name).weight for name, _ in self.weights))
+        return self.c_proj(self.fn(self.c_fc(x)))
 
 
 class Block(nn.Module):
@@ -214,3 +228,74 @@ class ReferenceRunner(TorchRunner):
 
 
 __all__ = ["ReferenceGPT", "ReferenceRunner", "sinusoidal_table", "rope_rotate", "decay_groups", "EPS"]
+
+
+# ---------------------------------------------------------------------------------------------
+# An op's specification with torch operations: the reference of an op that names no PyTorch
+# function of its own. The expression tree is walked (no text is evaluated); torch autograd
+# differentiates the result.
+
+def spec_function(op):
+    """f(*inputs, *params) -> the outputs (one tensor, or a tuple) of `op.spec`, in torch."""
+    import sympy as sp
+    from sympy.codegen.cfunctions import expm1, log1p
+
+    from derivations.language import arrays as A
+
+    unary = {sp.exp: torch.exp, sp.log: torch.log, sp.tanh: torch.tanh, sp.erf: torch.erf,
+             sp.sin: torch.sin, sp.cos: torch.cos, sp.Abs: torch.abs, sp.sign: torch.sign,
+             log1p: torch.log1p, expm1: torch.expm1, A.Sigmoid: torch.sigmoid,
+             A.NormalCDF: lambda u: 0.5 * (1 + torch.erf(u / 2 ** 0.5))}
+    options = {o.symbol: float(o.default) for o in op.options if o.symbol is not None}
+
+    def ev(e, env):
+        if isinstance(e, A.Array):
+            return env[e]
+        if e in options:
+            return options[e]
+        if e.is_Number or e.is_NumberSymbol:
+            return float(e)
+        args = [ev(a, env) for a in e.args]
+        if isinstance(e, sp.Add):
+            out = args[0]
+            for a in args[1:]:
+                out = out + a
+            return out
+        if isinstance(e, sp.Mul):
+            out = args[0]
+            for a in args[1:]:
+                out = out * a
+            return out
+        if isinstance(e, sp.Pow):
+            return args[0] ** args[1]
+        if isinstance(e, (sp.Max, sp.Min)):
+            out = torch.as_tensor(args[0])
+            for a in args[1:]:
+                out = (torch.maximum if isinstance(e, sp.Max) else torch.minimum)(out, torch.as_tensor(a))
+            return out
+        if isinstance(e, sp.Heaviside):
+            h0 = args[1] if len(args) > 1 else 0.5
+            return torch.where(args[0] > 0, 1.0, torch.where(args[0] < 0, 0.0, h0)).to(args[0].dtype)
+        if isinstance(e, A.MatMul):
+            return args[0] @ args[1]
+        if isinstance(e, A.T):
+            return args[0].transpose(-1, -2)
+        if isinstance(e, A.RowSum):
+            return args[0].sum(-1, keepdim=True)
+        if isinstance(e, A.RowMean):
+            return args[0].mean(-1, keepdim=True)
+        if isinstance(e, A.RowMax):
+            return args[0].amax(-1, keepdim=True)
+        if type(e) in unary:
+            return unary[type(e)](*args)
+        raise ValueError(f"op {op.name}: no torch form for {type(e).__name__} in its specification; "
+                         "declare `reference=` with PyTorch's own function")
+
+    def fn(*tensors):
+        env = dict(zip(op.inputs + op.params, tensors))
+        for line in op.spec:
+            env[line.target] = ev(line.expr, env)
+        outs = tuple(env[o] for o in op.outputs)
+        return outs[0] if len(outs) == 1 else outs
+
+    return fn
