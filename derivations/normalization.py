@@ -80,6 +80,7 @@ LAYERNORM = Op(
     options=[EPS],
     sizes={n: (x, 1)},
     module_params={"gamma": "weight", "beta": "bias"},      # the nn.Module looks like torch.nn.LayerNorm
+    reference=lambda torch, x, g, b, eps=1e-5: torch.nn.functional.layer_norm(x, x.shape[-1:], g, b, eps),
     param_init={"gamma": "ones"},                           # beta: zeros (a row vector's default)
     forward=[
         Assign(mean, RowMean(x)),                                  # μ = mean(x)
@@ -139,6 +140,7 @@ RMSNORM = Op(
     options=[EPS],
     sizes={n: (rx, 1)},
     module_params={"gamma": "weight"},                       # like torch.nn.RMSNorm
+    reference=lambda torch, x, g, eps=1e-5: torch.nn.functional.rms_norm(x, x.shape[-1:], g, eps),
     param_init={"gamma": "ones"},
     forward=[
         Assign(rrms, 1 / sp.sqrt(RowMean(rx ** 2) + eps)),         # 1/RMS(x), ε inside the root

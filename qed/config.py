@@ -2,7 +2,8 @@
 
 Every choice names the generated kernels it needs:
 
-    norm           "layernorm" | "rmsnorm"                 -> generated/<backend>/<norm>.py
+    norm           "layernorm" | "rmsnorm" | any norm op of the registry (`norm_choices()`,
+                   generated/model_ops.py)  -> generated/<backend>/<norm>.py
     ffn            an activation between the MLP's linear maps ("relu", "gelu", "softplus", ...) or
                    a whole MLP op ("swiglu", "geglu"): the registry's ops with that role, listed
                    in generated/model_ops.py (`ffn_choices()`) -> generated/<backend>/<ffn>.py
@@ -21,7 +22,6 @@ from dataclasses import asdict, dataclass, fields
 
 from .errors import QedError
 
-NORMS = ("layernorm", "rmsnorm")
 POSITIONS = ("learned", "sinusoidal", "rope")
 NORM_POSITIONS = ("pre", "post")
 ATTENTIONS = ("attention", "attention_lse")
@@ -36,6 +36,31 @@ def ffn_choices() -> tuple[str, ...]:
     from generated import model_ops
 
     return tuple(sorted(model_ops.ACTIVATIONS + tuple(model_ops.FFNS)))
+
+
+def norm_choices() -> tuple[str, ...]:
+    """Every `norm` a GPT can take: the registry's norm ops (generated/model_ops.py)."""
+    from generated import model_ops
+
+    return tuple(sorted(model_ops.NORMS))
+
+
+def norm_params(config: "GPTConfig") -> tuple:
+    """The norm's parameters the model keeps: ((module name, "ones" | "zeros"), ...) in the order
+    the kernel takes them; a shift ("zeros") only with bias=True (else the kernel gets 0)."""
+    from generated import model_ops
+
+    params, _ = model_ops.NORMS[config.norm]
+    return tuple(p for p in params if config.bias or p[1] != "zeros")
+
+
+def norm_call(norm: str, eps: float) -> tuple[tuple, dict]:
+    """(every parameter of the norm op, in its kernel's order, as (module name, init); the keyword
+    options the model passes: eps where the op takes one)."""
+    from generated import model_ops
+
+    params, options = model_ops.NORMS[norm]
+    return params, ({"eps": eps} if "eps" in options else {})
 
 
 def ffn_weights(ffn: str) -> tuple | None:
@@ -93,7 +118,7 @@ class GPTConfig:
             v = getattr(self, name)
             if not isinstance(v, bool):
                 raise ConfigError(f"{name}={v!r} must be True or False")
-        for name, allowed in (("norm", NORMS), ("ffn", ffn_choices()), ("pos", POSITIONS),
+        for name, allowed in (("norm", norm_choices()), ("ffn", ffn_choices()), ("pos", POSITIONS),
                               ("norm_position", NORM_POSITIONS), ("attention", ATTENTIONS)):
             v = getattr(self, name)
             if v not in allowed:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import GPTConfig, check_idx, ffn_weights
+from .config import GPTConfig, check_idx, ffn_weights, norm_call
 from .cpu import default_threads, tune_malloc
 from .flat import flat_layout, flat_params, flat_views
 from .kernels import NORM_EPS, load_kernels
@@ -55,6 +55,7 @@ class NumpyGPT:
         self.offsets = flat_layout(self.flat_views)[1]
         self._tape = None
         self._k = load_kernels("numpy", config)           # fail now, not mid-forward, if one is missing
+        self._norm_all, self._norm_kw = norm_call(config.norm, NORM_EPS)
         self._positions = PositionTables("numpy", config)
 
     # ------------------------------------------------------------------ params
@@ -90,21 +91,19 @@ class NumpyGPT:
         return dx
 
     def _norm_fwd(self, prefix, x):
+        """The norm op of the config (generated/model_ops.py): its gains and shifts by name, a
+        shift held at 0 in a model without biases."""
         P, c = self.params, self.config
-        if c.norm == "layernorm":
-            beta = P[prefix + ".bias"] if c.bias else np.zeros(c.n_embd, self.dtype)  # bias=False: β = 0
-            return self._k["layernorm"].layernorm_forward(x, P[prefix + ".weight"], beta, eps=NORM_EPS)
-        return self._k["rmsnorm"].rmsnorm_forward(x, P[prefix + ".weight"], eps=NORM_EPS)
+        args = [P[f"{prefix}.{name}"] if f"{prefix}.{name}" in P else np.zeros(c.n_embd, self.dtype)
+                for name, _ in self._norm_all]
+        return getattr(self._k[c.norm], c.norm + "_forward")(x, *args, **self._norm_kw)
 
     def _norm_bwd(self, prefix, dy, cache, grads):
         c = self.config
-        if c.norm == "layernorm":
-            dx, dgamma, dbeta = self._k["layernorm"].layernorm_backward(dy, cache)
-            if c.bias:
-                _acc(grads, prefix + ".bias", dbeta)
-        else:
-            dx, dgamma = self._k["rmsnorm"].rmsnorm_backward(dy, cache)
-        _acc(grads, prefix + ".weight", dgamma)
+        dx, *dps = getattr(self._k[c.norm], c.norm + "_backward")(dy, cache)
+        for (name, _), dp in zip(self._norm_all, dps):
+            if f"{prefix}.{name}" in self.params:
+                _acc(grads, f"{prefix}.{name}", dp)
         return dx
 
     def _rope_fwd(self, x):

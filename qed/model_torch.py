@@ -15,7 +15,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .config import GPTConfig, check_idx, ffn_weights
+from .config import GPTConfig, check_idx, ffn_weights, norm_call
 from .errors import CompileError
 from .flat import flat_layout, flat_params, flat_views
 from .kernels import NORM_EPS, kernel, load_kernels
@@ -43,6 +43,7 @@ class TorchGPT(nn.Module):
         self._compiled = None
         # the functional wrapper `<op>(...)` of every generated/torch/<op>.py the config calls
         self._kfn = {name: getattr(module, name) for name, module in load_kernels("torch", config).items()}
+        self._norm_all, self._norm_kw = norm_call(config.norm, NORM_EPS)
         # every parameter is a view of one flat buffer (matrices first, as NumpyGPT), so that
         # TorchAdamW can update them all with one kernel call per weight-decay group
         flat = flat_params(init_params(config, seed), np.float64)
@@ -84,12 +85,12 @@ class TorchGPT(nn.Module):
         return self._k("linear_nobias")(x, P[prefix + ".weight"])
 
     def _norm(self, P, prefix, x):
+        """The norm op of the config (generated/model_ops.py): its gains and shifts by name, a
+        shift held at 0 in a model without biases."""
         c = self.config
-        if c.norm == "layernorm":
-            w = P[prefix + ".weight"]
-            beta = P[prefix + ".bias"] if c.bias else torch.zeros_like(w)     # bias=False: β = 0
-            return self._k("layernorm")(x, w, beta, eps=NORM_EPS)
-        return self._k("rmsnorm")(x, P[prefix + ".weight"], eps=NORM_EPS)
+        args = [P[f"{prefix}.{name}"] if f"{prefix}.{name}" in P else x.new_zeros(c.n_embd)
+                for name, _ in self._norm_all]
+        return self._k(c.norm)(x, *args, **self._norm_kw)
 
     def _attn(self, P, prefix, x):
         c = self.config

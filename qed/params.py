@@ -8,7 +8,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .config import GPTConfig, ffn_weights
+from .config import GPTConfig, ffn_weights, norm_params
 from .errors import QedError
 
 INIT_STD = 0.02          # GPT-2
@@ -28,9 +28,8 @@ def param_shapes(config: GPTConfig) -> "OrderedDict[str, tuple[int, ...]]":
         out["wpe.weight"] = (c.block_size, C)
 
     def norm(prefix):
-        out[f"{prefix}.weight"] = (C,)
-        if c.norm == "layernorm" and c.bias:
-            out[f"{prefix}.bias"] = (C,)
+        for name, _ in norm_params(c):
+            out[f"{prefix}.{name}"] = (C,)
 
     def lin(prefix, n_out, n_in, bias):
         out[f"{prefix}.weight"] = (n_out, n_in)
@@ -58,6 +57,10 @@ def param_shapes(config: GPTConfig) -> "OrderedDict[str, tuple[int, ...]]":
     return out
 
 
+def _is_norm(name: str) -> bool:
+    return name.split(".")[-2] in ("ln_1", "ln_2", "ln_f")
+
+
 def _is_residual_projection(name: str, config: GPTConfig) -> bool:
     """The maps into the residual stream: attention's and the MLP's output projections (an MLP
     op's weight of shape (model, hidden))."""
@@ -72,14 +75,15 @@ def init_params(config: GPTConfig, seed: int = 0) -> "OrderedDict[str, np.ndarra
     norm weights 1."""
     rng = np.random.default_rng(seed)
     out: OrderedDict = OrderedDict()
+    norm_init = dict(norm_params(config))       # a norm's gains 1, its shifts 0
     for name, shape in param_shapes(config).items():
         if len(shape) == 2:
             std = INIT_STD / math.sqrt(2 * config.n_layer) if _is_residual_projection(name, config) else INIT_STD
             out[name] = rng.normal(0.0, std, size=shape)
-        elif name.endswith(".bias"):
-            out[name] = np.zeros(shape)
-        else:                                    # a norm's weight (gain)
+        elif _is_norm(name) and norm_init.get(name.rsplit(".", 1)[1]) == "ones":
             out[name] = np.ones(shape)
+        else:                                    # linear biases, norm shifts
+            out[name] = np.zeros(shape)
     return out
 
 

@@ -312,8 +312,6 @@ REFERENCES = {
     "softmax": lambda x: F.softmax(x, dim=-1),
     "attention": lambda q, k, v, causal=False: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
     "attention_lse": lambda q, k, v, causal=False: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
-    "layernorm": lambda x, g, b, eps=1e-5: F.layer_norm(x, (x.shape[-1],), g, b, eps),
-    "rmsnorm": lambda x, g, eps=1e-5: F.rms_norm(x, (x.shape[-1],), g, eps),
     "linear": F.linear,
     "linear_nobias": F.linear,
     "embedding": lambda ids, w: F.embedding(ids.long(), w),

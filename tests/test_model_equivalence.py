@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from qed.config import ConfigError, GPTConfig, ffn_choices
+from qed.config import ConfigError, GPTConfig, ffn_choices, norm_choices
 from qed.kernels import kernel, table_fn
 from qed.model_numpy import NumpyGPT
 from qed.params import init_params, param_shapes
@@ -159,6 +159,12 @@ def test_equivalence_every_ffn_of_the_registry(ffn):
     """Every activation and MLP op the registry offers (generated/model_ops.py), the ops declared by
     their forward alone included, against the torch.nn reference's PyTorch function (`Op.reference`)."""
     check_equivalence(GPTConfig(**TINY, ffn=ffn))
+
+
+@pytest.mark.parametrize("norm", norm_choices())
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+def test_equivalence_every_norm_of_the_registry(norm, bias):
+    check_equivalence(GPTConfig(**TINY, norm=norm, bias=bias))
 
 
 def test_the_registry_offers_the_forward_only_ops():

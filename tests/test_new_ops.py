@@ -19,7 +19,8 @@ import sympy as sp
 import torch
 
 from derivations import registry
-from derivations.language.arrays import Array, Assign, MatMul, T, size
+from codegen.analysis import analyse, storage_shape
+from derivations.language.arrays import Array, Assign, MatMul, RowMean, T, size
 from derivations.language.ops import Op, Option, model_role
 from derivations.proof.obligations import claims_for
 from qed.tools import edges
@@ -44,6 +45,13 @@ REGLU = Op(name="reglu_new", module=__name__, inputs=[gx], params=[w_gate, w_up,
            spec=[Assign(g, MatMul(gx, T(w_gate))), Assign(u, MatMul(gx, T(w_up))),
                  Assign(h, sp.Max(0, g) * u), Assign(gy, MatMul(h, T(w_down)))])
 
+# a norm: RMS normalisation with ε inside the root and a gain, written as the sources write it
+eps = sp.Symbol("eps", positive=True)
+nx, ny, gain = Array("x", (r, n)), Array("y", (r, n)), Array("gain", (1, n))
+RMS_NEW = Op(name="rmsnorm_new", module=__name__, inputs=[nx], params=[gain], outputs=[ny], optional_axes=1,
+             options=[Option(eps, "eps", 1e-5, "ε > 0 inside the root")], sizes={n: (nx, 1)},
+             spec=[Assign(ny, nx / sp.sqrt(RowMean(nx ** 2) + eps) * gain)])
+
 NEW_OPS = [
     activation("leaky_relu_new", sp.Max(x, x / 100)),                          # max(x, x/100)
     activation("softsign_new", x / (1 + sp.Abs(x))),                            # x/(1 + |x|)
@@ -54,6 +62,7 @@ NEW_OPS = [
     activation("swish_beta_new", x / (1 + sp.exp(-beta * x)),                   # x σ(βx), β an option
                options=[Option(beta, "beta", 1.0, "the slope β > 0")]),
     REGLU,
+    RMS_NEW,
 ]
 IDS = [o.name for o in NEW_OPS]
 
@@ -96,7 +105,8 @@ def test_the_printed_kernels_are_stable_at_1e4(scratch, op, backend, dtype):
 @pytest.mark.parametrize("op", NEW_OPS, ids=IDS)
 def test_the_printed_torch_kernel_agrees_with_autograd_over_the_specification(scratch, op):
     gen = torch.Generator().manual_seed(0)
-    shapes = [(2, 3, 4)] if len(op.inputs + op.params) == 1 else [(2, 3, 4), (5, 4), (5, 4), (4, 5)]
+    sizes = {r: 3, n: 4, d: 4, f: 5}
+    shapes = [storage_shape(a.array, a.integer, a.batched, sizes, (2,)) for a in analyse(op).args]
     args = [torch.randn(s, generator=gen, dtype=torch.float64) * 3 for s in shapes]
     ours = [a.clone().requires_grad_() for a in args]
     ref = [a.clone().requires_grad_() for a in args]
@@ -114,4 +124,4 @@ def test_the_printed_torch_kernel_agrees_with_autograd_over_the_specification(sc
 
 @pytest.mark.parametrize("op", NEW_OPS, ids=IDS)
 def test_the_model_role_follows_from_the_signature(op):
-    assert model_role(op) == ("ffn" if op.params else "activation")
+    assert model_role(op) == ("norm" if op is RMS_NEW else "ffn" if op.params else "activation")

@@ -59,5 +59,10 @@ def model_ops_context(ops) -> dict:
             d = op.inputs[0].shape[1]
             ffns.append((op.name, [(w.name, tuple("model" if dim == d else "hidden" for dim in w.shape))
                                    for w in op.params]))
+    norms = []
+    for op in ops:
+        if model_role(op) == "norm":     # each parameter by its module name, initialised ones or zeros
+            norms.append((op.name, [(op.module_params.get(w.name, w.name), op.param_init.get(w.name, "zeros"))
+                                    for w in op.params], [o.name for o in op.options]))
     return {"activations": [op.name for op in ops if model_role(op) == "activation"], "ffns": ffns,
-            "source": "derivations/registry.py"}
+            "norms": norms, "source": "derivations/registry.py"}

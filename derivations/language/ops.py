@@ -192,7 +192,9 @@ class Op:
                 raise ArrayError(f"op {self.name}: role {self.role!r} needs its signature: "
                                  + ("one elementwise input and output of the same shape (optional_axes=2), "
                                     "no parameters" if self.role == "activation" else
-                                    "x (r, d) -> y (r, d), weight matrices (f, d) and one (d, f), no biases"))
+                                    "x (r, d) -> y (r, d), weight matrices (f, d) and one (d, f), no biases"
+                                    if self.role == "ffn" else
+                                    "a row op x (r, n) -> y (r, n) with parameters (1, n) only"))
         if self.derived and not self.claims:      # a derived op is proved by its generated claims
             from ..proof.obligations import obligations
 
@@ -243,18 +245,24 @@ class Op:
         return self.env(when)[target]
 
 
-ROLES = ("activation", "ffn", "")
+ROLES = ("activation", "ffn", "norm", "")
 
 
 def inferred_role(op: Op) -> str:
     """The role an op's signature fits in a GPT: "activation" (one elementwise input, an output
     of its shape, no parameters), "ffn" (x (r, d) -> y (r, d) through weight matrices over d and
-    one hidden width f, no biases), else ""."""
+    one hidden width f, no biases), "norm" (a row op x (r, n) -> y (r, n) with per-feature
+    parameters (1, n): gains and shifts), else ""."""
     if len(op.inputs) != 1 or len(op.outputs) != 1 or op.integer_inputs or op.constant_inputs:
         return ""
     (x,), (y,) = op.inputs, op.outputs
     if x.shape != y.shape:
         return ""
+    if op.params and all(w.shape == (1, x.shape[1]) for w in op.params):
+        from .arrays import RowMax, RowMean, RowSum
+
+        row_op = any(isinstance(node, (RowMean, RowSum, RowMax)) for a in op.spec for node in sp.preorder_traversal(a.expr))
+        return "norm" if row_op and op.optional_axes >= 1 else ""
     if not op.params:
         from .arrays import ArrayNode
 

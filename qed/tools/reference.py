@@ -59,16 +59,23 @@ def rope_rotate(x: torch.Tensor) -> torch.Tensor:
 
 
 class Norm(nn.Module):
+    """The config's norm op by its PyTorch function (`op_function`): its gains (ones) and shifts
+    (zeros, held at 0 without biases) as parameters named as qed's models name them."""
+
     def __init__(self, kind: str, n: int, bias: bool):
         super().__init__()
-        self.kind = kind
-        self.weight = nn.Parameter(torch.ones(n))
-        self.bias = nn.Parameter(torch.zeros(n)) if (kind == "layernorm" and bias) else None
+        from ..config import norm_call
+
+        self.fn = op_function(kind)
+        self.names, self.kw = norm_call(kind, EPS)
+        for name, init in self.names:
+            if init == "zeros" and not bias:
+                self.register_buffer(name, torch.zeros(n), persistent=False)
+            else:
+                setattr(self, name, nn.Parameter((torch.ones if init == "ones" else torch.zeros)(n)))
 
     def forward(self, x):
-        if self.kind == "layernorm":
-            return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, EPS)
-        return F.rms_norm(x, x.shape[-1:], self.weight, EPS)
+        return self.fn(x, *(getattr(self, name) for name, _ in self.names), **self.kw)
 
 
 class Attention(nn.Module):
@@ -96,7 +103,7 @@ def op_function(name: str):
 
     op = registry.op(name)
     if op.reference is not None:
-        return lambda *tensors: op.reference(torch, *tensors)
+        return lambda *tensors, **options: op.reference(torch, *tensors, **options)
     return spec_function(op)
 
 
@@ -236,7 +243,7 @@ __all__ = ["ReferenceGPT", "ReferenceRunner", "sinusoidal_table", "rope_rotate",
 # differentiates the result.
 
 def spec_function(op):
-    """f(*inputs, *params) -> the outputs (one tensor, or a tuple) of `op.spec`, in torch."""
+    """f(*inputs, *params, **options) -> the outputs (one tensor, or a tuple) of `op.spec`, in torch."""
     import sympy as sp
     from sympy.codegen.cfunctions import expm1, log1p
 
@@ -246,53 +253,43 @@ def spec_function(op):
              sp.sin: torch.sin, sp.cos: torch.cos, sp.Abs: torch.abs, sp.sign: torch.sign,
              log1p: torch.log1p, expm1: torch.expm1, A.Sigmoid: torch.sigmoid,
              A.NormalCDF: lambda u: 0.5 * (1 + torch.erf(u / 2 ** 0.5))}
-    options = {o.symbol: float(o.default) for o in op.options if o.symbol is not None}
+    reductions = {A.RowSum: lambda a: a.sum(-1, keepdim=True), A.RowMean: lambda a: a.mean(-1, keepdim=True),
+                  A.RowMax: lambda a: a.amax(-1, keepdim=True), A.MatMul: lambda a, b: a @ b,
+                  A.T: lambda a: a.transpose(-1, -2)}
+
+    def fold(combine, args):
+        out = args[0]
+        for a in args[1:]:
+            out = combine(out, a)
+        return out
 
     def ev(e, env):
-        if isinstance(e, A.Array):
+        if e in env:
             return env[e]
-        if e in options:
-            return options[e]
         if e.is_Number or e.is_NumberSymbol:
             return float(e)
         args = [ev(a, env) for a in e.args]
         if isinstance(e, sp.Add):
-            out = args[0]
-            for a in args[1:]:
-                out = out + a
-            return out
+            return fold(lambda a, b: a + b, args)
         if isinstance(e, sp.Mul):
-            out = args[0]
-            for a in args[1:]:
-                out = out * a
-            return out
+            return fold(lambda a, b: a * b, args)
         if isinstance(e, sp.Pow):
             return args[0] ** args[1]
         if isinstance(e, (sp.Max, sp.Min)):
-            out = torch.as_tensor(args[0])
-            for a in args[1:]:
-                out = (torch.maximum if isinstance(e, sp.Max) else torch.minimum)(out, torch.as_tensor(a))
-            return out
+            pick = torch.maximum if isinstance(e, sp.Max) else torch.minimum
+            return fold(lambda a, b: pick(torch.as_tensor(a), torch.as_tensor(b)), args)
         if isinstance(e, sp.Heaviside):
             h0 = args[1] if len(args) > 1 else 0.5
             return torch.where(args[0] > 0, 1.0, torch.where(args[0] < 0, 0.0, h0)).to(args[0].dtype)
-        if isinstance(e, A.MatMul):
-            return args[0] @ args[1]
-        if isinstance(e, A.T):
-            return args[0].transpose(-1, -2)
-        if isinstance(e, A.RowSum):
-            return args[0].sum(-1, keepdim=True)
-        if isinstance(e, A.RowMean):
-            return args[0].mean(-1, keepdim=True)
-        if isinstance(e, A.RowMax):
-            return args[0].amax(-1, keepdim=True)
-        if type(e) in unary:
-            return unary[type(e)](*args)
-        raise ValueError(f"op {op.name}: no torch form for {type(e).__name__} in its specification; "
-                         "declare `reference=` with PyTorch's own function")
+        fn = reductions.get(type(e)) or unary.get(type(e))
+        if fn is None:
+            raise ValueError(f"op {op.name}: no torch form for {type(e).__name__} in its specification; "
+                             "declare `reference=` with PyTorch's own function")
+        return fn(*args)
 
-    def fn(*tensors):
-        env = dict(zip(op.inputs + op.params, tensors))
+    def fn(*tensors, **options):
+        env = {o.symbol: float(options.get(o.name, o.default)) for o in op.options if o.symbol is not None}
+        env.update(zip(op.inputs + op.params, tensors))
         for line in op.spec:
             env[line.target] = ev(line.expr, env)
         outs = tuple(env[o] for o in op.outputs)
