@@ -22,7 +22,7 @@ The kernel runs in a module namespace of its own (`load`), with the names the pr
 calls replaced by exact ones:
 
 * `np` — a strict shim (`NUMPY`): the elementwise functions the printer emits (`np.exp`,
-  `np.log`, `np.sqrt`, `np.tanh`, `np.sin`, `np.cos`, `np.abs`, `np.sign`, `np.negative`,
+  `np.log`, `np.log1p`, `np.expm1`, `np.sqrt`, `np.tanh`, `np.sin`, `np.cos`, `np.abs`, `np.sign`, `np.negative`,
   `np.divide`, `np.multiply`, `np.add`, `np.subtract`, with `out=`) map to SymPy's functions;
   `np.max` to `Max` of the row, `np.maximum`/`np.minimum` to `Max`/`Min`; `np.arange` gives
   exact integers (the printed `dtype=np.float64` grid holds integers exactly); structural
@@ -78,6 +78,7 @@ from dataclasses import dataclass, field
 
 import numpy as _np
 import sympy as sp
+from sympy.codegen.cfunctions import expm1, log1p
 
 from derivations import registry
 from derivations.language.arrays import Array, CausalMask, RowMax, _label, document_form, entry, shape_of
@@ -322,6 +323,7 @@ NUMPY = _Namespace(
     sqrt=_elementwise("sqrt", sp.sqrt), tanh=_elementwise("tanh", sp.tanh),
     sin=_elementwise("sin", sp.sin), cos=_elementwise("cos", sp.cos),
     abs=_elementwise("abs", sp.Abs), sign=_elementwise("sign", sp.sign),
+    log1p=_elementwise("log1p", log1p), expm1=_elementwise("expm1", expm1),
     negative=_elementwise("negative", lambda a: -a),
     divide=_binary("divide", lambda a, b: sp.sympify(a) / sp.sympify(b)),
     multiply=_binary("multiply", lambda a, b: sp.sympify(a) * sp.sympify(b)),
@@ -486,7 +488,7 @@ def load(name: str, source: str | None = None) -> types.ModuleType:
 
 
 _MP_FUNCS = {sp.exp: "exp", sp.log: "log", sp.tanh: "tanh", sp.erf: "erf", sp.sin: "sin",
-             sp.cos: "cos", sp.Abs: "fabs"}
+             sp.cos: "cos", sp.Abs: "fabs", log1p: "log1p", expm1: "expm1"}
 
 
 def _mp_value(e, point: dict, memo: dict):
