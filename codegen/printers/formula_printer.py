@@ -195,6 +195,7 @@ _FORMULA_CALLS = {
     "Max": "max",
     "Min": "min",
     "Sigmoid": "σ",
+    "HalfStep": "H",
     "NormalCDF": "Φ",
     "KroneckerDelta": "δ",
     "RowSum": "rowsum",

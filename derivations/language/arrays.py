@@ -172,6 +172,28 @@ class NormalCDF(DocumentFunction):
         return (1 + sp.erf(arg / sp.sqrt(2))) / 2
 
 
+class HalfStep(DocumentFunction):
+    """The unit step with its midpoint at the jump, H(u) = (1 + sign u)/2: 0, ½, 1 for u < 0,
+    u = 0, u > 0 (SymPy's own Heaviside(u), the derivative of max(0, u) that reverse mode takes).
+
+    A node of its own so that the formulas read H(x); printed as (1 + sign u)/2. Its derivative
+    is 0 (away from the jump, where it is taken)."""
+
+    latex_name = r"H"
+
+    def derivative(self):
+        return sp.Integer(0)
+
+    def document_form(self) -> sp.Expr:
+        return (1 + sp.sign(self.args[0])) / 2
+
+    def _eval_is_positive(self):
+        return None
+
+    def _eval_is_nonnegative(self):
+        return True if self.args[0].is_real else None
+
+
 DOCUMENT_NODES = (DocumentFunction,)   # nodes that stand for a document formula
 
 

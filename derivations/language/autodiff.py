@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from .stabilise import stabilise, stabilise_assigns
-from .arrays import (Array, ArrayError, ArrayNode, Assign, CausalMask, ColSum, Contract, Gather, MatMul,
+from .arrays import (Array, ArrayError, ArrayNode, Assign, CausalMask, ColSum, Contract, Gather, HalfStep, MatMul,
                      OneHot, RowMax, RowMean, RowSum, T, Take, entry, index, is_scalar, shape_of)
 
 __all__ = ["Derivation", "derive", "vjp", "elementwise_vjp", "reduce_to", "transpose", "matmul", "contract",
@@ -193,11 +193,11 @@ def _leaves(expr) -> list:
 def _kinks(d):
     """SymPy's derivative of max(0, u) is H(u) with H(0) = ½, of |u| sign(u) with sign(0) = 0:
     the one-sided derivatives' midpoints, the derivative itself where the kinks cancel
-    (softplus' max(x, 0) + log(1 + e^{−|x|}) has the derivative ½ at 0). The printed code has no
-    H(0) = ½, so H(u) is written (1 + sign(u))/2, equal everywhere; a derivative of a step
-    (DiracDelta) is 0 away from the step."""
+    (softplus' max(x, 0) + log(1 + e^{−|x|}) has the derivative ½ at 0). H(u) with H(0) = ½ is the
+    `HalfStep` node, (1 + sign u)/2 to the proofs and one `heaviside` call to the printers; a
+    derivative of a step (DiracDelta) is 0 away from the step."""
     d = d.replace(lambda e: isinstance(e, sp.Heaviside) and (len(e.args) == 1 or e.args[1] == sp.S.Half),
-                  lambda e: (1 + sp.sign(e.args[0])) / 2)
+                  lambda e: HalfStep(e.args[0]))
     return d.replace(lambda e: isinstance(e, sp.DiracDelta), lambda e: sp.Integer(0))
 
 

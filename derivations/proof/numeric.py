@@ -15,7 +15,7 @@ import mpmath
 import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
 
-from ..language.arrays import NormalCDF, Sigmoid
+from ..language.arrays import HalfStep, NormalCDF, Sigmoid
 
 mpmath.mp.dps = 40
 
@@ -123,6 +123,9 @@ def _ev(e, p: Point, local: dict):
         return mpmath.mpf(1) if x > 0 else (mpmath.mpf(0) if x < 0 else at_zero)
     if isinstance(e, Sigmoid):       # exactly the document's 1/(1 + e^{−u}), at 40 digits
         return 1 / (1 + mpmath.exp(-_ev(e.args[0], p, local)))
+    if isinstance(e, HalfStep):      # (1 + sign u)/2
+        x = _ev(e.args[0], p, local)
+        return mpmath.mpf(1) if x > 0 else (mpmath.mpf(0) if x < 0 else mpmath.mpf(0.5))
     if isinstance(e, NormalCDF):     # exactly the document's (1 + erf(u/√2))/2
         return (1 + mpmath.erf(_ev(e.args[0], p, local) / mpmath.sqrt(2))) / 2
     fn = _FUNCS.get(e.func)

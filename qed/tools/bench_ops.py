@@ -11,6 +11,7 @@ upstream gradients, interleaved, in float32:
     arrays    the temporaries each backward allocates: statements of the printed body that
               bind a fresh array (NumPy; torch prints the same statements)
     ratio     derived / printed (the target: within 1.5×)
+    agree     every derived gradient within 1e-5 of the printed one's largest entry (float32)
 
 Ops declared by their forward alone have only the derived backward and are listed as such.
 Sizes: rows 128 with 8 leading rows, features 64, hidden widths 256, vocabulary 256.
@@ -101,7 +102,9 @@ def compare(op, pkg, backend: str, rounds: int, repeats: int) -> dict:
     run_derived = lambda: getattr(derived, f"{op.name}_backward")(*ups, cache)   # noqa: E731
     got, want = run_derived(), run_printed()
     got, want = (g if isinstance(g, tuple) else (g,) for g in (got, want))
-    agree = all(np.allclose(np.asarray(a), np.asarray(b), rtol=1e-3, atol=1e-4) for a, b in zip(got, want))
+    # float32 rounding of sums over 1024 rows: each gradient within 1e-5 of its largest entry
+    agree = all(np.abs(np.asarray(a) - np.asarray(b)).max() <= 1e-5 * max(np.abs(np.asarray(b)).max(), 1e-30)
+                for a, b in zip(got, want))
     times = {"printed": [], "derived": []}
     for _ in range(rounds):                          # interleaved: the machine's drift hits both
         times["printed"].append(_time(run_printed, repeats))
