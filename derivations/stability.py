@@ -156,7 +156,7 @@ gaussian = index_claim(
 sech2 = _lemma(
     rw.SECH2.lemma, "1 − tanh² x from e^{−2|x|}: the sech² without the cancellation 1 − 1",
     r"1 - \tanh^{2} x = \frac{4 e^{-2|x|}}{\left(1 + e^{-2|x|}\right)^{2}}",
-    rw.SECH2.stable(x), rw.SECH2.document(x),
+    rw.SECH2.stable((1, x)), rw.SECH2.document((1, x)),
     {"no-four": ("e^{−2|x|}/(1 + e^{−2|x|})²: the 4 forgotten",
                  sp.exp(-2 * ax) / (1 + sp.exp(-2 * ax)) ** 2),
      "rate-halved": ("e^{−|x|} for e^{−2|x|}", 4 * sp.exp(-ax) / (1 + sp.exp(-ax)) ** 2)})

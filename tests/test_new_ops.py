@@ -59,6 +59,12 @@ NEW_OPS = [
     activation("quick_gelu_new", x / (1 + sp.exp(-sp.Rational(1702, 1000) * x))),  # x σ(1.702x)
     activation("elu_new", sp.Max(x, 0) + sp.exp(sp.Min(x, 0)) - 1),            # ELU, α = 1
     activation("tanh_new", sp.tanh(x)),
+    activation("shifted_tanh_new", sp.tanh(x / 2 + 1)),                         # a linear argument
+    activation("shifted_softplus_new", sp.log(1 + sp.exp(2 * x + 1))),
+    activation("hardtanh_new", sp.Max(-1, sp.Min(1, x))),
+    activation("hardswish_new", x * sp.Min(sp.Max(x + 3, 0), 6) / 6),
+    activation("selu_new", sp.Rational(10507, 10000) * (sp.Max(x, 0)                 # SELU's λ, α
+                                                        + sp.Rational(16733, 10000) * (sp.exp(sp.Min(x, 0)) - 1))),
     activation("swish_beta_new", x / (1 + sp.exp(-beta * x)),                   # x σ(βx), β an option
                options=[Option(beta, "beta", 1.0, "the slope β > 0")]),
     REGLU,

@@ -20,7 +20,7 @@ to the specification directly (the rewrite is not trusted, only recorded).
                     e^{u}/(1 + e^{u})     → σ(u)
     gaussian        e^{−c u²}, c > 0      → (e^{−c|u|})^{|u|}
     normal CDF      c (1 + erf(u/√2))     → 2c Φ(u)           (one library call: ndtr)
-    sech²           1 − tanh²(u)          → 4e^{−2|u|}/(1 + e^{−2|u|})²   (no 1 − 1 at large |u|)
+    sech²           c (1 − tanh²(u))      → 4c e^{−2|u|}/(1 + e^{−2|u|})²  (no 1 − 1 at large |u|)
     expm1           e^{u} − 1             → expm1(u)          (accurate near 0)
 
 What is left unstable is found by the numerical-edges check (qed/tools/edges.py), which runs
@@ -94,12 +94,13 @@ def _expm1_match(e):
 
 
 def _sech2_match(e):
-    """u where e is 1 − tanh²(u)."""
-    if isinstance(e, sp.Add) and len(e.args) == 2 and sp.S.One in e.args:
-        rest = e.args[1] if e.args[0] == 1 else e.args[0]
-        coeff, square = rest.as_coeff_Mul()
-        if coeff == -1 and isinstance(square, sp.Pow) and square.exp == 2 and isinstance(square.base, sp.tanh):
-            return square.base.args[0]
+    """(c, u) where e is c (1 − tanh²(u)), c a number (SymPy distributes c over the sum)."""
+    if isinstance(e, sp.Add) and len(e.args) == 2:
+        const, term = (e.args if e.args[0].is_number else e.args[::-1])
+        coeff, square = term.as_coeff_Mul()
+        if (const.is_number and const != 0 and coeff == -const and isinstance(square, sp.Pow)
+                and square.exp == 2 and isinstance(square.base, sp.tanh)):
+            return (const, square.base.args[0])
     return None
 
 
@@ -127,9 +128,10 @@ GAUSSIAN = Rewrite("stability.gaussian", "e^{−c u²} without squaring u",
 NORMAL_CDF = Rewrite("stability.normal_cdf", "c (1 + erf(u/√2)) as 2c Φ(u), the normal CDF (one library call)",
                      lambda cu: cu[0] * (1 + sp.erf(cu[1] / sp.sqrt(2))), lambda cu: 2 * cu[0] * NormalCDF(cu[1]),
                      _normal_cdf_match)
-SECH2 = Rewrite("stability.sech2", "1 − tanh²(u) from e^{−2|u|}: no cancellation at large |u|",
-                lambda u: 1 - sp.tanh(u) ** 2,
-                lambda u: 4 * sp.exp(-2 * sp.Abs(u)) / (1 + sp.exp(-2 * sp.Abs(u))) ** 2, _sech2_match)
+SECH2 = Rewrite("stability.sech2", "c (1 − tanh²(u)) from e^{−2|u|}: no cancellation at large |u|",
+                lambda cu: cu[0] * (1 - sp.tanh(cu[1]) ** 2),
+                lambda cu: 4 * cu[0] * sp.exp(-2 * sp.Abs(cu[1])) / (1 + sp.exp(-2 * sp.Abs(cu[1]))) ** 2,
+                _sech2_match)
 EXPM1 = Rewrite("stability.expm1", "e^{u} − 1 as expm1(u)",
                 lambda u: sp.exp(u) - 1, lambda u: expm1(u), _expm1_match)
 
@@ -137,26 +139,28 @@ EXPM1 = Rewrite("stability.expm1", "e^{u} − 1 as expm1(u)",
 REWRITES: tuple[Rewrite, ...] = (SOFTPLUS, SIGMOID, LOG_SIGMOID, GAUSSIAN, NORMAL_CDF, SECH2, EXPM1)
 
 
-# the forms that split on the sign of u (|u|, max, min): applied only where u is one array (entry)
-# times a constant, the case the index normaliser's region reasoning decides (a split on the sign
-# of an entry); a compound u (a cubic, a sum) is left in the document's form, where the
-# numerical-edges check judges it, and is best given a line of its own
+# the forms that split on the sign of u (|u|, max, min): applied only where u is linear in one
+# array (entry), c·a + b, the case the index normaliser's region reasoning decides (a split on
+# the sign of an entry); a compound u (a cubic, a sum of arrays) is left in the document's form,
+# where the numerical-edges check judges it, and is best given a line of its own
 SIGN_SPLIT = (SOFTPLUS, LOG_SIGMOID, GAUSSIAN, SECH2)
 
 
 def sign_decidable(u) -> bool:
-    """u is c·a: a an array (or an entry of one), c a constant of known sign (a number, a
-    positive symbol such as the cap)."""
+    """u is c·a + b: a one array (or an entry of one), c a constant of known sign (a number, a
+    positive symbol such as the cap), b a number: the normaliser splits on the sign of such a u
+    (a = (p − b)/c for p of either sign)."""
     from .arrays import Array
 
     u = sp.sympify(u)
-    if isinstance(u, (Array, sp.Indexed)):
-        return True
-    if not isinstance(u, sp.Mul):
+    arrays = [s for s in u.free_symbols if isinstance(s, Array)] + list(u.atoms(sp.Indexed))
+    if len(arrays) != 1:
         return False
-    arrays = [f for f in u.args if isinstance(f, (Array, sp.Indexed))]
-    coeff = sp.Mul(*[f for f in u.args if not isinstance(f, (Array, sp.Indexed))])
-    return len(arrays) == 1 and not coeff.has(Array) and bool(coeff.is_positive or coeff.is_negative)
+    (a,) = arrays
+    b, term = u.as_independent(a, as_Add=True)
+    coeff = sp.cancel(term / a)
+    return bool(b.is_number and not coeff.has(a) and not coeff.free_symbols & {a}
+                and (coeff.is_positive or coeff.is_negative) and (coeff.is_number or not coeff.has(Array)))
 
 
 def _sigmoid_ratios(e: sp.Mul, used: set) -> sp.Expr:
@@ -207,7 +211,7 @@ def stabilise(expr, hoist: Callable | None = None) -> tuple[sp.Expr, set[str]]:
             if rule is GAUSSIAN and hoist is None:
                 continue
             u = rule.match(e)
-            if u is not None and rule in SIGN_SPLIT and not sign_decidable(u[1] if rule is GAUSSIAN else u):
+            if u is not None and rule in SIGN_SPLIT and not sign_decidable(u[1] if rule in (GAUSSIAN, SECH2) else u):
                 continue
             if u is not None:
                 used.add(rule.lemma)
