@@ -80,7 +80,7 @@ def test_bench_numpy_worker_processes():
 def test_bench_memory_and_sweep(tmp_path):
     png = tmp_path / "sweep.png"
     out = qed_bench("--only-extra", "--memory", "--memory-T", "16", "--sweep", str(png),
-                    "--sweep-T", "4,8", "--sweep-embd", "8,16", "--sweep-steps", "1")
+                    "--sweep-T", "4,8", "--sweep-embd", "8,16", "--sweep-steps", "1", "--no-compile")
     assert "results" not in out
     rows = out["memory_comparison"]["rows"]
     assert [r["backend"] for r in rows] == ["numpy", "torch-gen"]

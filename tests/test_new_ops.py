@@ -85,8 +85,9 @@ def registered(scratch, monkeypatch):
     """The edges harness pointed at the new ops, as if they were in the registry and generated/
     (patched on the objects the harness itself reads, for this test only)."""
     by_name = {o.name for o in NEW_OPS}
-    known = edges.registry.ops()
-    monkeypatch.setattr(edges.registry, "ops", lambda: known + tuple(NEW_OPS))
+    known = edges.units()                 # the registry's units (cached by the harness)
+    added = tuple(edges._op_unit(o) for o in NEW_OPS)
+    monkeypatch.setattr(edges, "units", lambda: known + added)
     original = edges._module
     monkeypatch.setattr(edges, "_module", lambda backend, name: scratch[(name, backend)] if name in by_name
                         else original(backend, name))

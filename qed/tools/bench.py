@@ -13,12 +13,12 @@ with the same hyperparameters, the same batches):
     torch-compiled  the same TorchGPT with compile=True: forward, loss and the generated
                backward traced into one graph and fused by torch.compile (inductor, pattern
                matcher off); compiled on a throwaway step, after which the weights and AdamW's
-               state are reset. Left out with --no-compile, and by the memory and sweep runs.
+               state are reset. Left out with --no-compile (and by the memory run).
     eager      ReferenceGPT (qed/tools/reference.py) — torch.nn with F.scaled_dot_product_attention,
                F.layer_norm, F.gelu, F.cross_entropy under eager autograd; torch.optim.AdamW
     eager-compiled  the same ReferenceGPT, its forward under torch.compile with torch-compiled's
                flags: the peer a user would pick instead of the compiled qed backend. Left out
-               with --no-compile, and by the memory and sweep runs.
+               with --no-compile (and by the memory run).
 
 One step = forward + loss + backward + AdamW update (no gradient clipping). After `warmup`
 rounds the steps are interleaved (numpy, torch-gen, eager, numpy, …) so that a slow spell of
@@ -230,6 +230,24 @@ def compile_first(runner, x, y) -> float:
     return seconds
 
 
+def compile_rows(impls: dict, batches: list, result: dict) -> None:
+    """Compile the rows (b′) and (c′) in `impls` on one throwaway step each; a row whose compile
+    fails is left out, its error in `result["compile_errors"]`, the seconds in
+    `result["compile_seconds_by_row"]`."""
+    for name in [n for n in COMPILED_ROWS if n in impls]:
+        tag = SHORT[name].split()[0]
+        _log(f"qed bench: compiling {tag} (torch.compile, inductor) ...")
+        try:
+            result.setdefault("compile_seconds_by_row", {})[name] = compile_first(impls[name], *batches[0])
+        except Exception as e:                    # no C++ compiler, an unsupported platform, ...
+            error = f"{type(e).__name__}: {e}"[:2000]
+            result.setdefault("compile_errors", {})[name] = error
+            _log(f"qed bench: torch.compile failed, row {tag} left out: {error[:300]}")
+            impls.pop(name).close()
+        else:
+            _log(f"qed bench: compiled in {result['compile_seconds_by_row'][name]:.1f} s")
+
+
 def close_all(impls: dict) -> None:
     """Stop the NumPy backend's worker processes, if any."""
     for runner in impls.values():
@@ -424,18 +442,7 @@ def bench(overrides: dict | None = None, *, data: str | None = None, steps: int 
     names = IMPLS[:2] + ((COMPILED,) if compile else ()) + IMPLS[2:] + ((COMPILED_REF,) if compile else ())
     impls = build_impls(names, cfg, threads, parallel=parallel)
     try:
-        for name in [n for n in COMPILED_ROWS if n in impls]:
-            tag = SHORT[name].split()[0]
-            _log(f"qed bench: compiling {tag} (torch.compile, inductor) ...")
-            try:
-                result.setdefault("compile_seconds_by_row", {})[name] = compile_first(impls[name], *batches[0])
-            except Exception as e:                    # no C++ compiler, an unsupported platform, ...
-                error = f"{type(e).__name__}: {e}"[:2000]
-                result.setdefault("compile_errors", {})[name] = error
-                _log(f"qed bench: torch.compile failed, row {tag} left out: {error[:300]}")
-                impls.pop(name).close()
-            else:
-                _log(f"qed bench: compiled in {result['compile_seconds_by_row'][name]:.1f} s")
+        compile_rows(impls, batches, result)
         if COMPILED in result.get("compile_seconds_by_row", {}):     # the keys of earlier results
             result["compile_seconds"] = result["compile_seconds_by_row"][COMPILED]
         if COMPILED in result.get("compile_errors", {}):
@@ -504,9 +511,10 @@ def memory_comparison(overrides: dict | None = None, *, T: int = MEMORY_T, batch
 
 def sweep(overrides: dict | None = None, *, out_png: str = SWEEP_FIGURE, Ts=SWEEP_T, Cs=SWEEP_C,
           steps: int = 5, warmup: int = 2, threads: int | None = None, progress: bool = False,
-          parallel: str = NUMPY_PARALLEL) -> dict:
-    """Step time as T doubles (n_embd fixed) and as n_embd doubles (T fixed), all three
-    implementations interleaved at each point; a PNG of both; fitted growth exponents."""
+          parallel: str = NUMPY_PARALLEL, compile: bool = True) -> dict:
+    """Step time as T doubles (n_embd fixed) and as n_embd doubles (T fixed), every row
+    interleaved at each point (with `compile`, the rows (b′) and (c′) too, each compiled afresh
+    at the point's shapes); a PNG of both; fitted growth exponents per row."""
     threads = threads or cpu_count()
     set_threads(threads)
     base, batch = build_config(overrides or {})
@@ -519,15 +527,18 @@ def sweep(overrides: dict | None = None, *, out_png: str = SWEEP_FIGURE, Ts=SWEE
                 over["n_head"] = 1
             cfg, b = build_config(over)
             _log(f"qed bench --sweep: {axis} = {val} ...")
-            impls = build_impls(IMPLS, cfg, threads, parallel=parallel)
+            names = IMPLS[:2] + ((COMPILED,) if compile else ()) + IMPLS[2:] + ((COMPILED_REF,) if compile else ())
+            impls = build_impls(names, cfg, threads, parallel=parallel)
+            batches = make_batches(cfg, b, warmup + steps)
+            row = {"axis": axis, "value": val}
             try:
-                timed = time_interleaved(impls, make_batches(cfg, b, warmup + steps), warmup, steps, progress)
+                compile_rows(impls, batches, row)
+                timed = time_interleaved(impls, batches, warmup, steps, progress)
             finally:
                 close_all(impls)
-            row = {"axis": axis, "value": val}
-            for name in IMPLS:
+            for name in impls:
                 row[name] = summarize(timed["times"][name])["median_ms"]
-            row["ratios"] = {name: row[name] / row["eager"] for name in IMPLS}
+            row["ratios"] = {name: row[name] / row["eager"] for name in impls}
             points.append(row)
     import numpy as np
 
@@ -536,7 +547,7 @@ def sweep(overrides: dict | None = None, *, out_png: str = SWEEP_FIGURE, Ts=SWEE
         pts = [p for p in points if p["axis"] == axis]
         xs = np.log2([p["value"] for p in pts])
         growth[axis] = {}
-        for name in IMPLS:
+        for name in [n for n in names if all(n in p for p in pts)]:
             ys = np.log2([p[name] for p in pts])
             slope_all = float(np.polyfit(xs, ys, 1)[0]) if len(pts) >= 2 else None
             slope_last = float((ys[-1] - ys[-2]) / (xs[-1] - xs[-2])) if len(pts) >= 2 else None
@@ -558,9 +569,11 @@ def plot_sweep(result: dict, out_png: str) -> str:
     names = {"block_size": "block size T (n_embd {n_embd})", "n_embd": "n_embd (T {block_size})"}
     for ax, axis in zip(axes, ("block_size", "n_embd")):
         pts = [p for p in result["points"] if p["axis"] == axis]
-        for name, style in zip(IMPLS, ("o-", "s-", "^--")):
-            ax.plot([p["value"] for p in pts], [p[name] for p in pts], style, label=LABELS[name][4:].split(" (")[0]
-                    + f" ({name})")
+        for name, style in zip(IMPLS[:2] + COMPILED_ROWS[:1] + IMPLS[2:] + COMPILED_ROWS[1:],
+                               ("o-", "s-", "s:", "^--", "^:")):
+            if not all(name in p for p in pts):
+                continue
+            ax.plot([p["value"] for p in pts], [p[name] for p in pts], style, label=SHORT[name])
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel(names[axis].format(**result["base"]))
@@ -657,14 +670,15 @@ def render(result: dict, console=None) -> None:
         for axis in ("block_size", "n_embd"):
             t = Table(title=f"sweep over {axis} (median ms per step; ratio to eager)")
             t.add_column(axis, justify="right")
-            for name in IMPLS:
-                t.add_column(name, justify="right")
+            g = sw["growth"][axis]
+            rows = list(g)                                # the rows timed at every point
+            for name in rows:
+                t.add_column(SHORT[name], justify="right")
             for p in sw["points"]:
                 if p["axis"] == axis:
-                    t.add_row(str(p["value"]), *[f"{p[n]:.1f} ({p['ratios'][n]:.2f})" for n in IMPLS])
-            g = sw["growth"][axis]
+                    t.add_row(str(p["value"]), *[f"{p[n]:.1f} ({p['ratios'][n]:.2f})" for n in rows])
             t.caption = "growth exponent (time ∝ size^k), fit over all points / last doubling: " + ", ".join(
-                f"{n} {g[n]['exponent_fit']:.2f}/{g[n]['exponent_last_doubling']:.2f}" for n in IMPLS)
+                f"{SHORT[n]} {g[n]['exponent_fit']:.2f}/{g[n]['exponent_last_doubling']:.2f}" for n in rows)
             con.print(t)
         con.print(f"figure: {sw['figure']}")
 
@@ -687,7 +701,8 @@ def run_cli(args, sections=()) -> int:
                                                         data=args.data, parallel=args.numpy_parallel)
     if args.sweep:
         result["sweep"] = sweep(overrides, out_png=args.sweep, threads=args.threads, steps=args.sweep_steps,
-                                Ts=args.sweep_T, Cs=args.sweep_embd, parallel=args.numpy_parallel)
+                                Ts=args.sweep_T, Cs=args.sweep_embd, parallel=args.numpy_parallel,
+                                compile=not args.no_compile)
     for key, compute, _ in sections:
         result[key] = compute(overrides, args)
     if args.json:
