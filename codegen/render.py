@@ -98,7 +98,7 @@ def render_all(ops=None, *, raise_errors: bool = True, errors_out: dict | None =
     for comp in of("composite"):
         for backend in BACKENDS:
             files[f"generated/{backend}/{comp.name}.py"] = render(f"{backend}_{comp.template}.py.j2",
-                                                                 composite_context(comp), env)
+                                                                 composite_context(comp, backend), env)
         names.append(comp.name)
     for st in of("step"):
         for backend in BACKENDS:

@@ -127,6 +127,10 @@ class RowBlock(ArrayNode):
         x, start, _ = self.args
         return entry(x, (start + idx[0], idx[1]), env)
 
+    def _latex(self, printer) -> str:
+        x, start, size = (printer._print(a) for a in self.args)
+        return rf"{x}_{{[{start}, {start} + {size})}}"
+
 
 class BlockCausalMask(ArrayNode):
     """The causal mask of the scores of a key block whose first key is `start`: entry (i, w) is
@@ -877,3 +881,23 @@ dQ = Claim(
     )])
 
 CLAIMS: list[Claim] = [first_block, step, running_max, output, lse, causal_skip, dV_block, dK_block, dQ]
+
+
+# ------------------------------------------------------------------------------- printed
+# The loops printed as generated/<backend>/attention_tiled.py (codegen/contexts/loops.py prints
+# every line above into codegen/templates/<backend>_attention_tiled.py.j2, which lays out the
+# loop): the same arguments, checks and cache as attention_lse, whose generated claims prove the
+# untiled forward and backward; the claims below prove the tiled ones equal to them.
+from .language.latex import assigns_latex as _assigns_latex   # noqa: E402
+from .language.ops import Composite                          # noqa: E402
+
+BLOCK = 128          # keys per block, the default: the largest temporary is m × 128
+ATTENTION_TILED = Composite(
+    name="attention_tiled", module=__name__,
+    title="Scaled dot-product attention over key blocks (online softmax: memory linear in T)",
+    latex=_assigns_latex([a for a in FORWARD_BLOCK if a.when is None]),
+    claims=[c.id for c in CLAIMS] + ["attention_lse.forward", "attention_lse.backward.dq",
+                                     "attention_lse.backward.dk", "attention_lse.backward.dv"],
+    kernels=["attention_lse"], template="attention_tiled",
+    loops=((TILED_FORWARD, m, BLOCK), (TILED_BACKWARD, m, BLOCK)))
+COMPOSITES = [ATTENTION_TILED]

@@ -19,7 +19,7 @@ EXIT_INTERRUPTED = 130
 # values are used and these may not be given
 _RUN_OPTIONS = ("data", "out", "backend", "batch_size", "lr", "warmup", "min_lr", "weight_decay", "grad_clip",
                 "seed", "dtype", "n_layer", "n_head", "n_embd", "block_size", "norm", "ffn", "pos",
-                "norm_position", "no_bias", "no_tie", "betas", "sort_length", "sort_digits")
+                "norm_position", "attention", "no_bias", "no_tie", "betas", "sort_length", "sort_digits")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -101,12 +101,16 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--n-head", type=int, default=None)
     m.add_argument("--n-embd", type=int, default=None)
     m.add_argument("--block-size", type=int, default=None)
-    m.add_argument("--norm", default=None, help="layernorm | rmsnorm")
+    m.add_argument("--norm", default=None, help="layernorm | rmsnorm | any norm op of the registry "
+                   "(generated/model_ops.py)")
     m.add_argument("--ffn", default=None, help="an activation (relu, gelu, gelu_tanh, silu, softplus, "
                    "squared_relu, mish, ...) or an MLP op (swiglu, geglu): every op of that role in "
                    "the registry (generated/model_ops.py)")
     m.add_argument("--pos", default=None, help="learned | sinusoidal | rope")
     m.add_argument("--norm-position", default=None, help="pre | post")
+    m.add_argument("--attention", default=None, help="attention (keeps the T×T weights) | attention_lse "
+                   "(one log-sum-exp per row, weights recomputed) | attention_tiled (the keys in blocks: "
+                   "memory linear in T)")
     m.add_argument("--no-bias", action="store_true", help="no biases in linear layers and norms")
     m.add_argument("--no-tie", action="store_true", help="separate lm_head instead of tied token embeddings")
 
@@ -209,7 +213,7 @@ def _start_training(args, world):
                 raise QedError(f"--block-size {args.block_size}: the sort task with length {task.length} needs "
                                f"block_size >= {task.block_size}")
         model = dict(model_defaults)
-        for k in ("n_layer", "n_head", "n_embd", "block_size", "norm", "ffn", "pos", "norm_position"):
+        for k in ("n_layer", "n_head", "n_embd", "block_size", "norm", "ffn", "pos", "norm_position", "attention"):
             if getattr(args, k) is not None:
                 model[k] = getattr(args, k)
         if args.no_bias:

@@ -11,6 +11,8 @@ Every choice names the generated kernels it needs:
                    | "rope" (rotary, applied to q and k of every head)
     attention      "attention" (saves the T×T weights for the backward) | "attention_lse" (saves one
                    log-sum-exp per row; the backward recomputes the weights: less memory, more time)
+                   | "attention_tiled" (attention_lse's cache, the keys in blocks of 128: no T×T
+                   array at all, forward or backward; memory linear in T)
     norm_position  "pre"  (GPT-2: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)); final ln_f)
                    | "post" (the source document / original Transformer:
                             x = ln_1(x + attn(x)); x = ln_2(x + mlp(x)); no ln_f, since every
@@ -24,7 +26,7 @@ from .errors import QedError
 
 POSITIONS = ("learned", "sinusoidal", "rope")
 NORM_POSITIONS = ("pre", "post")
-ATTENTIONS = ("attention", "attention_lse")
+ATTENTIONS = ("attention", "attention_lse", "attention_tiled")
 
 
 class ConfigError(QedError):

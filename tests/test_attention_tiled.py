@@ -310,3 +310,101 @@ def test_claims_registered_and_no_op():
     assert {c.id for c in at.CLAIMS} <= ids
     assert not getattr(at, "OPS", [])          # no kernel printed until the language has a loop node
     assert all(c.id.startswith("attention_tiled.") for c in at.CLAIMS)
+
+
+# ---------------------------------------------------------------------------------------------
+# The printed kernels: generated/<backend>/attention_tiled.py against attention_lse (the untiled
+# kernel whose generated claims prove it), forward, saved log-sum-exp and backward.
+
+import importlib  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+TILED_SHAPES = [  # (m, n, block): blocks that divide n, a short last block, one block, m ≠ n
+    (7, 7, 3), (8, 8, 4), (5, 9, 4), (9, 5, 2), (6, 6, 128), (1, 1, 1), (4, 12, 5)]
+
+
+def _tiled(backend):
+    return (importlib.import_module(f"generated.{backend}.attention_tiled"),
+            importlib.import_module(f"generated.{backend}.attention_lse"))
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("m,n,block", TILED_SHAPES, ids=[f"m{m}-n{n}-b{b}" for m, n, b in TILED_SHAPES])
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_the_printed_tiled_kernel_equals_the_untiled_one(backend, m, n, block, causal):
+    tiled, lse = _tiled(backend)
+    rng = np.random.default_rng(m * 100 + n * 10 + block)
+    arrays = [rng.standard_normal(s) * 3 for s in ((2, 3, m, 4), (2, 3, n, 4), (2, 3, n, 5))]
+    do = rng.standard_normal((2, 3, m, 5))
+    conv = (lambda a: torch.tensor(a)) if backend == "torch" else (lambda a: a)
+    q, k, v = (conv(a) for a in arrays)
+    o1, c1 = lse.attention_lse_forward(q, k, v, causal=causal)
+    o2, c2 = tiled.attention_tiled_forward(q, k, v, causal=causal, block=block)
+    np.testing.assert_allclose(np.asarray(o2), np.asarray(o1), rtol=1e-12, atol=1e-13)
+    lse1, lse2 = (np.asarray(c[4]) + np.asarray(c[5]) for c in (c1, c2))     # mx + lsum
+    np.testing.assert_allclose(lse2, lse1, rtol=1e-12, atol=1e-12)
+    g1 = lse.attention_lse_backward(conv(do), c1)
+    g2 = tiled.attention_tiled_backward(conv(do), c2, block=block)
+    for a, b in zip(g2, g1):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-11, atol=1e-12)
+    # either backward takes the other's forward: the caches are the same layout
+    g3 = tiled.attention_tiled_backward(conv(do), c1, block=block)
+    for a, b in zip(g3, g1):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-11, atol=1e-12)
+
+
+def test_the_tiled_kernel_broadcasts_and_keeps_float32():
+    tiled, lse = _tiled("numpy")
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((2, 1, 6, 4)).astype(np.float32)
+    k, v = (rng.standard_normal((1, 3, 6, c)).astype(np.float32) for c in (4, 2))
+    o, c = tiled.attention_tiled_forward(q, k, v, causal=True, block=4)
+    o_ref, c_ref = lse.attention_lse_forward(q, k, v, causal=True)
+    assert o.dtype == np.float32 and o.shape == (2, 3, 6, 2)
+    np.testing.assert_allclose(o, o_ref, rtol=1e-5, atol=1e-6)
+    grads = tiled.attention_tiled_backward(np.ones_like(o), c, block=4)
+    for g, a in zip(grads, (q, k, v)):
+        assert g.shape == a.shape and g.dtype == np.float32
+
+
+def test_the_tiled_torch_kernel_passes_gradcheck_and_matches_sdpa():
+    _, _ = _tiled("torch")
+    from generated.torch.attention_tiled import attention_tiled
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 5, 3, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    for causal in (False, True):
+        assert torch.autograd.gradcheck(lambda a, b, c: attention_tiled(a, b, c, causal=causal, block=2), (q, k, v))
+        torch.testing.assert_close(attention_tiled(q, k, v, causal=causal, block=2),
+                                   torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal))
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "8"])
+def test_a_bad_block_size_is_refused_by_name(bad):
+    tiled, _ = _tiled("numpy")
+    x = np.zeros((2, 3))
+    with pytest.raises(ValueError, match="attention_tiled: block must be a positive integer"):
+        tiled.attention_tiled_forward(x, x, x, block=bad)
+
+
+def test_the_tiled_kernel_checks_its_arguments_as_attention_lse():
+    tiled, _ = _tiled("numpy")
+    with pytest.raises(ValueError, match="attention_tiled"):
+        tiled.attention_tiled_forward(np.zeros((2, 3)), np.zeros((2, 4)), np.zeros((2, 3)))
+    o, cache = tiled.attention_tiled_forward(np.zeros((0, 3)), np.zeros((2, 3)), np.zeros((2, 5)))
+    assert o.shape == (0, 5)
+    assert all(np.all(g == 0) for g in tiled.attention_tiled_backward(np.zeros((0, 5)), cache))
+
+
+def test_the_tiled_kernel_forms_no_m_by_n_array():
+    """The printed text never multiplies the whole of q by the whole of k: every score is a
+    block's (k[..., P:P + B, :]), so the largest temporary is m × block."""
+    from codegen.render import ROOT
+
+    for backend in ("numpy", "torch"):
+        text = (ROOT / "generated" / backend / "attention_tiled.py").read_text()
+        assert "k[..., P:P + B, :]" in text and "v[..., P:P + B, :]" in text
+        assert "@ k.mT" not in text and "k.mT)" not in text

@@ -42,6 +42,9 @@ VARIANTS = {
     "attention_lse": dict(attention="attention_lse"),
     "attention_lse-rope-post-swiglu": dict(attention="attention_lse", pos="rope", norm_position="post",
                                            ffn="swiglu"),
+    "attention_tiled": dict(attention="attention_tiled"),
+    "attention_tiled-rope-post-geglu": dict(attention="attention_tiled", pos="rope", norm_position="post",
+                                            ffn="geglu"),
 }
 
 

@@ -29,12 +29,21 @@ def tables_module_context(tables_in_file: list, backend: str) -> dict:
             "source": ", ".join(sorted({c["source"] for c in ctx}))}
 
 
-def composite_context(comp) -> dict:
+def composite_context(comp, backend: str = "numpy") -> dict:
     """generated/<backend>/<composite>.py: the calls and reshapes that assemble other kernels
-    (the template is the composite's own: Composite.template)."""
-    return {"name": comp.name, "title": comp.title, "latex": comp.latex,
-            "claims": wrapped(", ".join(comp.claims), 88), "kernels": comp.kernels,
-            "source": source_path(comp.module)}
+    (the template is the composite's own: Composite.template), and the printed lines of its
+    loops over blocks (`Composite.loops`, codegen/contexts/loops.py)."""
+    from .common import class_name
+    from .loops import loop_context
+
+    ctx = {"name": comp.name, "title": comp.title, "latex": comp.latex,
+           "claims": wrapped(", ".join(comp.claims), 88), "kernels": comp.kernels,
+           "source": source_path(comp.module), "class_name": class_name(comp.name), "modules": set()}
+    for key, (loop, rows, block) in zip(("forward", "backward"), comp.loops):
+        ctx[key] = loop_context(loop, backend, rows)
+        ctx["block"] = block
+        ctx["modules"] |= ctx[key]["modules"]
+    return ctx
 
 
 def validate_context(backend: str) -> dict:

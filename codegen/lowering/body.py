@@ -117,6 +117,8 @@ def blocks(assigns, printer, batched: dict, keep=None, taken=frozenset()) -> lis
     for k, asg in enumerate(assigns):
         if masks_own_array(assigns, k):              # S = mask(S) on S computed just above
             lines, temps = printer.causal_in_place(asg.target.name), []
+        elif isinstance(asg.expr, Array):            # a new name for an array (m = m′ in a loop)
+            lines, temps = [f"{asg.target.name} = {asg.expr.name}"], []
         else:
             # arrays this line reads for the last time, computed above as new arrays: the line
             # may take one over as its result (S − max S written into S's array)

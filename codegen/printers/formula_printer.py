@@ -180,6 +180,13 @@ class FormulaPrinter(StrPrinter):
         table, ids = expr.args
         return f"{self._wrap(table, PRECEDENCE['Func'])}[{self._print(ids)}]"
 
+    def _print_RowBlock(self, expr):
+        x, start, size = expr.args
+        return f"{self._wrap(x, PRECEDENCE['Func'])}[{self._print(start)} : {self._print(start + size)}]"
+
+    def _print_BlockCausalMask(self, expr):
+        return f"causal_{{{self._print(expr.args[1])}}}({self._print(expr.args[0])})"
+
     def _print_OneHot(self, expr):
         return self._call("onehot", *expr.args)
 

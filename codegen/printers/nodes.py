@@ -218,6 +218,18 @@ class NodeRules:
     def _print_CausalMask(self, expr):
         return Code(self._causal(self._atomic(expr.args[0])), ATOM)
 
+    # the key blocks of a tiled loop (derivations/attention_tiled.py) --------------------------
+    def _print_RowBlock(self, expr):
+        """Rows start … start + size − 1 of x: a view, x[..., start:start + size, :]."""
+        x, start, size = expr.args
+        lo = self._print(start)
+        return Code(f"{self._atomic(x)}[..., {lo}:{lo} + {self._print(size)}, :]", ATOM)
+
+    def _print_BlockCausalMask(self, expr):
+        """−∞ where key start + w comes after query i: w > i − start."""
+        s, start = expr.args
+        return Code(self._block_causal(self._atomic(s), str(self._print(start))), ATOM)
+
     def _print_Gather(self, expr):
         table, ids = expr.args
         t = self._paren(self._print(table), ATOM - 1)

@@ -58,6 +58,12 @@ class NumpyPrinter(ArrayPrinter):
         self._need("math")
         return f"np.where(np.tri({s}.shape[-2], {s}.shape[-1], dtype=bool), {s}, -math.inf)"
 
+    def _block_causal(self, s, start):
+        self._need("np")
+        self._need("math")
+        return (f"np.where(np.tri({s}.shape[-2], {s}.shape[-1], -({start}), dtype=bool), {s}, "
+                "-math.inf)")
+
     def causal_in_place(self, target):
         # s += B with B_ij = 0 (j ≤ i), −∞ (j > i), in s's dtype: s_ij + 0 = s_ij exactly and
         # s_ij + (−∞) = −∞ for finite s_ij; one pass, broadcast over the leading axes. B is

@@ -59,6 +59,12 @@ class TorchPrinter(ArrayPrinter):
         return (f"{s}.masked_fill(torch.ones({s}.shape[-2], {s}.shape[-1], dtype=torch.bool, "
                 f"device={s}.device).triu(1), -math.inf)")
 
+    def _block_causal(self, s, start):
+        self._need("torch")
+        self._need("math")
+        return (f"{s}.masked_fill(torch.ones({s}.shape[-2], {s}.shape[-1], dtype=torch.bool, "
+                f"device={s}.device).triu(1 - ({start})), -math.inf)")
+
     def causal_in_place(self, target):
         self._need("torch")
         self._need("math")

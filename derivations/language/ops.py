@@ -437,3 +437,6 @@ class Composite:
     claims: list[str]
     kernels: list[str]
     template: str            # codegen/templates/<backend>_<template>.py.j2
+    # loops over blocks whose lines codegen prints into the template (derivations/attention_tiled.py's
+    # BlockLoop: init, body, end, the carried state, the rows each block writes)
+    loops: tuple = ()
