@@ -77,8 +77,11 @@ def add_bench_parser(sub) -> None:
     b.add_argument("--ops", nargs="*", default=None, metavar="OP", dest="ops_names",
                    help="also: every hand-written backward against the derived one (time per call, arrays "
                         "allocated), NumPy and torch; all ops, or those named")
+    b.add_argument("--attention-scaling", action="store_true",
+                   help="also: causal attention's peak memory and forward + backward time for T = 256 … 4096 "
+                        "(batch 1, 4 heads, head dim 64), untiled, tiled and F.scaled_dot_product_attention")
     b.add_argument("--only-extra", action="store_true",
-                   help="with --memory/--sweep/--nproc/--ops: skip the main comparison")
+                   help="with --memory/--sweep/--nproc/--ops/--attention-scaling: skip the main comparison")
     b.add_argument("--json", action="store_true", help="print the results as JSON (only JSON on stdout)")
 
 
@@ -87,6 +90,9 @@ def run(args) -> int:
         from .tools.bench import run_cli
 
         sections = []
+        if args.attention_scaling:                 # attention's memory and time as T doubles
+            from .tools.bench_attention import SECTION as ATTENTION_SECTION
+            sections.append(ATTENTION_SECTION)
         if args.ops_names is not None:             # derived vs hand-written backward, per op
             from .tools.bench_ops import SECTION as OPS_SECTION
             sections.append(OPS_SECTION)

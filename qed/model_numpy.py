@@ -55,7 +55,10 @@ class NumpyGPT:
         self.offsets = flat_layout(self.flat_views)[1]
         self._tape = None
         self._k = load_kernels("numpy", config)           # fail now, not mid-forward, if one is missing
+        # read once: the MLP op's weights and the norm's parameters (generated/model_ops.py); a
+        # lookup inside the step would break torch.compile's graph at its import
         self._norm_all, self._norm_kw = norm_call(config.norm, NORM_EPS)
+        self._ffn_weights = ffn_weights(config.ffn)
         self._positions = PositionTables("numpy", config)
 
     # ------------------------------------------------------------------ params
@@ -154,7 +157,7 @@ class NumpyGPT:
 
     def _mlp_fwd(self, prefix, x):
         c, P = self.config, self.params
-        weights = ffn_weights(c.ffn)
+        weights = self._ffn_weights
         if weights is not None:                                                 # one MLP op
             return getattr(self._k[c.ffn], c.ffn + "_forward")(
                 x, *(P[f"{prefix}.{name}.weight"] for name, _ in weights))
@@ -165,7 +168,7 @@ class NumpyGPT:
 
     def _mlp_bwd(self, prefix, dout, cache, grads):
         c = self.config
-        weights = ffn_weights(c.ffn)
+        weights = self._ffn_weights
         if weights is not None:
             dx, *dws = getattr(self._k[c.ffn], c.ffn + "_backward")(dout, cache)
             for (name, _), dw in zip(weights, dws):

@@ -43,7 +43,10 @@ class TorchGPT(nn.Module):
         self._compiled = None
         # the functional wrapper `<op>(...)` of every generated/torch/<op>.py the config calls
         self._kfn = {name: getattr(module, name) for name, module in load_kernels("torch", config).items()}
+        # read once: the MLP op's weights and the norm's parameters (generated/model_ops.py); a
+        # lookup inside the step would break torch.compile's graph at its import
         self._norm_all, self._norm_kw = norm_call(config.norm, NORM_EPS)
+        self._ffn_weights = ffn_weights(config.ffn)
         # every parameter is a view of one flat buffer (matrices first, as NumpyGPT), so that
         # TorchAdamW can update them all with one kernel call per weight-decay group
         flat = flat_params(init_params(config, seed), np.float64)
@@ -106,7 +109,7 @@ class TorchGPT(nn.Module):
 
     def _mlp(self, P, prefix, x):
         c = self.config
-        weights = ffn_weights(c.ffn)
+        weights = self._ffn_weights
         if weights is not None:                                                 # one MLP op
             return self._k(c.ffn)(x, *(P[f"{prefix}.{name}.weight"] for name, _ in weights))
         h = self._linear(P, prefix + ".c_fc", x, c.bias)
