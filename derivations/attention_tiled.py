@@ -43,8 +43,9 @@ The lines above are written once, below, in the array language (`FORWARD_BLOCK`,
 nodes of this module: `RowBlock(x, P, B)` (rows P … P+B−1 of x, the block's K_b and V_b) and
 `BlockCausalMask(x, P)` (the causal mask of a block whose first key is P). The loop itself is
 described by `BlockLoop` (init, body, end, the carried state, the rows each block writes); the
-language has no loop node yet, so no Op is registered: the claims are built from these very
-lines, and printing `attention_tiled` needs the loop node and its rule (see `BlockLoop`).
+language has no loop node, so no Op is registered: the claims are built from these very lines,
+and codegen prints them into the loops of the `attention_tiled` composite (below;
+codegen/contexts/loops.py), whose template lays out the loop itself (docs/trusted.md).
 
 What is proved, for symbolic sizes m, d_k, d_v, n, a symbolic block start P ≥ 0 and block size
 B ≥ 1 (every identity an exact residual of 0 through the proof gate, `core.decide`, except
