@@ -24,7 +24,7 @@ import sympy as sp
 
 from . import linear as _linear
 from .proof import numeric
-from .language.arrays import (Array, Assign, ColSum, Contract, MatMul, NormalCDF, Sigmoid, T, document_form, entry,
+from .language.arrays import (Array, Assign, ColSum, Contract, Gaussian, MatMul, NormalCDF, Sigmoid, T, document_form, entry,
                      index, size)
 from .proof.core import Claim, Mutant, Proof, Setting, index_claim, prove_index_identity, refute_identity
 from .language.ops import Op, grad_of
@@ -143,7 +143,6 @@ def _gelu_op() -> Op:
     x·Φ(x) and Φ(x) + xφ(x), exactly as `gelu` and `gelu_grad` write them. Φ is the array
     language's `NormalCDF` node, which the proofs read as (1 + erf(x/√2))/2."""
     x, y, cdf = EX, EY, Array("cdf", (r, n))
-    ax, gauss = Array("ax", (r, n), latex="|x|"), Array("gauss", (r, n), latex=r"e^{-|x|/2}")
     dy, dx = EDY, EDX
     assert sp.expand(document_form(NormalCDF(x)) - Phi(x)) == 0
     assert sp.expand(gelu(x) - x * Phi(x)) == 0 and sp.expand(gelu_grad(x) - (Phi(x) + x * phi(x))) == 0
@@ -165,10 +164,9 @@ def _gelu_op() -> Op:
         },
         claims=["gelu.exact.derivative", "gelu.exact.vjp"],
         inputs=[x], forward=[Assign(cdf, NormalCDF(x)), Assign(y, x * cdf)], outputs=[y], saved=[x, cdf],
-        # e^{−x²/2} as (e^{−|x|/2})^{|x|}: x·x overflows for |x| > 1.8e19 (float32) although
-        # e^{−x²/2} is then 0; the power underflows to 0 instead (no floating-point exception)
-        backward=[Assign(ax, sp.Abs(x)), Assign(gauss, sp.exp(-ax / 2)),
-                  Assign(dx, dy * (cdf + x * gauss ** ax / sp.sqrt(2 * sp.pi)))], grads=[dx],
+        # φ(x) = G(x)/√(2π), the Gaussian node e^{−x²/2}: one helper call (x² formed once; its
+        # overflow past |x| = 1.8e19 in float32 gives e^{−∞} = 0, the correctly rounded value)
+        backward=[Assign(dx, dy * (cdf + x * Gaussian(x) / sp.sqrt(2 * sp.pi)))], grads=[dx],
         optional_axes=2,                                   # elementwise: any shape, 0-D too
         cache_doc="x and cdf = Φ(x), the forward's normal CDF: the backward's Φ(x) + xφ(x) reuses it "
                   "(one erf per element and step; φ needs only an exp).")

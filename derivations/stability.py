@@ -23,7 +23,7 @@ import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
 
 from .language import stabilise as rw
-from .language.arrays import Array, NormalCDF, RowMax, RowSum, Sigmoid, entry, index, size
+from .language.arrays import Array, Gaussian, NormalCDF, RowMax, RowSum, Sigmoid, entry, index, size
 from .proof.core import Claim, Setting, index_claim
 
 r, n = size("r"), size("n")
@@ -146,12 +146,12 @@ sigmoid_ratio = index_claim(
 c = sp.Symbol("c", positive=True)       # the gaussian's rate: e^{−c u²}, c > 0
 gauss_setting = Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1), j: (0, n - 1)}, scalars={c: sp.Rational(1, 2)})
 gaussian = index_claim(
-    rw.GAUSSIAN.lemma, "e^{−c x²} as (e^{−c|x|})^{|x|}: x² is never formed (it overflows first)", SOURCE,
-    r"e^{-c x^{2}} = \left(e^{-c |x|}\right)^{|x|}, \quad c > 0",
-    lhs=sp.Pow(sp.exp(-c * ax), ax, evaluate=False), rhs=rw.GAUSSIAN.document((c, x)), setting=gauss_setting,
-    mutants={"no-abs-exponent": ("(e^{−c|x|})^{x}", sp.Pow(sp.exp(-c * ax), x, evaluate=False)),
-             "rate-doubled": ("(e^{−2c|x|})^{|x|}", sp.Pow(sp.exp(-2 * c * ax), ax, evaluate=False))},
-    method="index normaliser (|x|·|x| = x² for real x)")
+    rw.GAUSSIAN.lemma, "e^{−c x²} as the Gaussian node G(√(2c) x) = e^{−(√(2c) x)²/2}, one helper call", SOURCE,
+    r"e^{-c x^{2}} = G\left(\sqrt{2c}\, x\right), \quad G(u) = e^{-u^{2}/2},\ c > 0",
+    lhs=rw.GAUSSIAN.stable((c, x)), rhs=rw.GAUSSIAN.document((c, x)), setting=gauss_setting,
+    mutants={"rate-doubled": ("G(2√c x) = e^{−2c x²}", Gaussian(2 * sp.sqrt(c) * x)),
+             "no-two": ("G(√c x) = e^{−c x²/2}", Gaussian(sp.sqrt(c) * x))},
+    method="index normaliser (G read as e^{−u²/2})")
 
 sech2 = _lemma(
     rw.SECH2.lemma, "1 − tanh² x from e^{−2|x|}: the sech² without the cancellation 1 − 1",

@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 
 from .config import GPTConfig, check_idx, ffn_weights, norm_call
+from .cpu import tune_malloc
 from .errors import CompileError
 from .flat import flat_layout, flat_params, flat_views
 from .kernels import NORM_EPS, kernel, load_kernels
@@ -38,6 +39,7 @@ class TorchGPT(nn.Module):
         the parameters live ("cpu", "cuda", "cuda:1"; None: the CPU)."""
         super().__init__()
         config.validate()
+        tune_malloc()        # a step's freed temporaries kept for the next (qed/cpu.py: page faults)
         self.config = config
         self.compiled = bool(compile)
         self._compiled = None

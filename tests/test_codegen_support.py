@@ -99,3 +99,41 @@ def test_a_wrong_helper_fails_translation_validation(monkeypatch):
     monkeypatch.setattr(tv, "_LOADED", {"_support": wrong})
     checks = tv.validate_op("rmsnorm")
     assert any(not c.ok for c in checks)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+def test_the_gaussian_is_exp_of_minus_half_the_square_without_a_warning(dtype):
+    """G(u) = e^{−u²/2} on both backends, its input untouched; at magnitudes where u² overflows
+    (1e20 in float32, 1e160 in float64) it is exactly 0 (the correctly rounded value), with no
+    floating-point exception or warning raised in NumPy."""
+    import warnings
+
+    huge = 1e20 if dtype == np.float32 else 1e160
+    u = np.concatenate([_array((3, 5), dtype).ravel(), np.array([0, 14.5, -40, huge, -huge, np.inf], dtype)])
+    keep = u.copy()
+    with np.errstate(over="ignore", under="ignore"):
+        want = np.exp(-np.square(u.astype(np.longdouble)) / 2).astype(dtype)
+    with warnings.catch_warnings(), np.errstate(over="raise", invalid="raise", divide="raise", under="ignore"):
+        warnings.simplefilter("error")
+        got = ns.gaussian(u)
+    np.testing.assert_array_equal(u, keep)
+    _close(got, want, dtype)
+    assert got[-6] == 1 and (got[-3:] == 0).all()
+    t = torch.from_numpy(u)
+    tg = ts.gaussian(t)
+    assert torch.equal(t, torch.from_numpy(keep))
+    _close(tg.numpy(), want, dtype)
+
+
+def test_a_wrong_gaussian_fails_translation_validation(monkeypatch):
+    """e^{−u²} for e^{−u²/2} in the helper is reported for GELU, which calls it."""
+    from qed.tools import translation as tv
+
+    text = (tv.GENERATED / "_support.py").read_text()
+    line = "    g *= -0.5"
+    assert text.count(line) == 1
+    wrong = tv.load("_support", source=text.replace(line, "    g *= -1.0"))
+    monkeypatch.setattr(tv, "_LOADED", {"_support": wrong})
+    assert any(not c.ok for c in tv.validate_op("gelu"))
+    monkeypatch.setattr(tv, "_LOADED", {})
+    assert all(c.ok for c in tv.validate_op("gelu"))

@@ -29,7 +29,7 @@ from .inplace import Facts, Update, plan
 __all__ = ["Lowering", "repeated_subtrees", "temporary_name"]
 
 # what a temporary holds, in a word, by the class of its expression's outermost node
-_WORDS = {"Sigmoid": "sigmoid", "NormalCDF": "cdf", "HalfStep": "step", "exp": "exp", "log": "log", "tanh": "tanh",
+_WORDS = {"Sigmoid": "sigmoid", "NormalCDF": "cdf", "Gaussian": "gauss", "HalfStep": "step", "exp": "exp", "log": "log", "tanh": "tanh",
           "erf": "erf", "sin": "sin", "cos": "cos", "Abs": "abs", "sign": "sign", "Heaviside": "step",
           "RowSum": "rowsum", "RowMean": "rowmean", "RowMax": "rowmax", "ColSum": "colsum",
           "Contract": "contract", "MatMul": "mm", "T": "t", "OneHot": "onehot", "Take": "take",

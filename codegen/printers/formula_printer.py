@@ -215,6 +215,9 @@ for _node, _name in _FORMULA_CALLS.items():
     setattr(FormulaPrinter, f"_print_{_node}", lambda self, expr, _name=_name: self._call(_name, *expr.args))
 
 
+FormulaPrinter._print_Gaussian = lambda self, expr: self._print(expr.document_form())   # e^{−u²/2}
+
+
 def formula(expr) -> str:
     """`expr` as a one-line Unicode formula (FormulaPrinter)."""
     return FormulaPrinter().doprint(sp.sympify(expr))

@@ -2,7 +2,8 @@
 
 * `Sigmoid(u)` (σ, the array language's logistic node) prints as the library's overflow-free
   `scipy.special.expit(u)` / `torch.sigmoid(u)`, never as `1/(1 + exp(-u))`; `NormalCDF(u)` (Φ)
-  as one library call where the backend has a fast one, else as its formula;
+  as one library call where the backend has a fast one, else as its formula; `Gaussian(u)`
+  (e^{−u²/2}) as `_support.gaussian(u)`;
 * integer arithmetic on index grids (a table's `row`, `col`, see `arrays`): `KroneckerDelta(a, b)`
   prints as the equality `(a == b)` cast to the float dtype, `(-1)**c` as the parity sign
   `(1 - 2*(c % 2))`, `floor(a/q)` as `(a // q)` and `Mod(a, q)` as `(a % q)` (integer arguments
@@ -72,6 +73,15 @@ class NodeRules:
         if self._scalar(expr) or not self.ndtr_name:
             return self._print(expr.document_form())
         return Code(self._call(self.ndtr_name, self._print(u)), ATOM)
+
+    def _print_Gaussian(self, expr):
+        """G(u) = e^{−u²/2} as the support module's `gaussian(u)`: u² formed once and
+        exponentiated in place, its overflow to ∞ (|u| > 1.8e19 in float32) expected, e^{−∞} = 0
+        (a scalar: its formula)."""
+        (u,) = expr.args
+        if self._scalar(expr):
+            return self._print(expr.document_form())
+        return self._support("gaussian", u)
 
     def _print_log(self, expr):
         if len(expr.args) != 1:

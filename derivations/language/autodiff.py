@@ -513,9 +513,9 @@ def derive(forward: list[Assign], inputs: list[Array], outputs: list[Array], *, 
     upstream = {grad_of(o) for o in outputs}
     backward, cache = _with_cache(body, lines, graph, saved, upstream, name)
     taken = state.taken | {a.target.name for a in backward}
-    # the derivative of a stable forward can still square or overflow (Φ′ = e^{−u²/2}/√(2π)):
+    # the derivative of a stable forward can still overflow (1 − tanh² u cancels, e^{u} − 1):
     # every line in its overflow-free form where a proved rewrite applies, before sharing
-    backward, stable = stabilise_assigns(backward, taken)
+    backward, stable = stabilise_assigns(backward)
     stable |= state.stable
     backward = _share(backward, taken | {a.target.name for a in backward})
     return Derivation(backward=backward, saved=cache, grads=grads, lemmas=lemmas, stability=sorted(stable))

@@ -153,9 +153,7 @@ class Op:
             # written by hand are printed as written, and the numerical-edges check judges them
             from .stabilise import stabilise_assigns
 
-            taken = {a.name for a in self.inputs + self.params + self.outputs}
-            taken |= {a.target.name for a in self.spec + self.backward}
-            self.forward, stable = stabilise_assigns(list(self.spec), taken)
+            self.forward, stable = stabilise_assigns(list(self.spec))
         if not self.backward:
             self._derive_backward()
         if self.saved is None:

@@ -2,7 +2,8 @@
 
 A formula can be right and still overflow in floating point: log(1 + e^{u}) is ∞ for u ≥ 89 in
 float32 although its value is u; 1/(1 + e^{−u}) divides by ∞ for u ≤ −89; e^{−u²/2} squares u
-first (u² = ∞ for |u| > 1.8e19 in float32, a floating-point exception, while the result is 0).
+first (u² = ∞ for |u| > 1.8e19 in float32, a floating-point exception in NumPy, while the
+result is 0).
 Each `Rewrite` below is one such form: `document(u)` (what a person writes), `stable(u)` (the
 same function with every exponential at a non-positive argument, or a library function that
 does not overflow) and the claim that proves the two equal for every real u
@@ -18,7 +19,8 @@ to the specification directly (the rewrite is not trusted, only recorded).
     log σ           log σ(u)              → min(u, 0) − log1p(e^{−|u|})
     sigmoid         1/(1 + e^{−u})        → σ(u)              (printed expit / torch.sigmoid)
                     e^{u}/(1 + e^{u})     → σ(u)
-    gaussian        e^{−c u²}, c > 0      → (e^{−c|u|})^{|u|}
+    gaussian        e^{−c u²}, c > 0      → G(√(2c) u)        (the Gaussian node: one helper
+                                                               whose u² may overflow to ∞, e^{−∞} = 0)
     normal CDF      c (1 + erf(u/√2))     → 2c Φ(u)           (one library call: ndtr)
     sech²           c (1 − tanh²(u))      → 4c e^{−2|u|}/(1 + e^{−2|u|})²  (no 1 − 1 at large |u|)
     expm1           e^{u} − 1             → expm1(u)          (accurate near 0)
@@ -34,7 +36,7 @@ from typing import Callable
 import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
 
-from .arrays import NormalCDF, Sigmoid
+from .arrays import Gaussian, NormalCDF, Sigmoid
 
 __all__ = ["Rewrite", "REWRITES", "stabilise", "stabilise_assigns"]
 
@@ -122,9 +124,9 @@ LOG_SIGMOID = Rewrite("stability.log_sigmoid", "log σ without overflow",
                       lambda u: sp.Min(u, 0) - log1p(sp.exp(-sp.Abs(u))), _log_sigmoid_match)
 SIGMOID = Rewrite("stability.sigmoid_node", "1/(1 + e^{−u}) as the sigmoid",
                   lambda u: 1 / (1 + sp.exp(-u)), lambda u: Sigmoid(u), _sigmoid_match)
-GAUSSIAN = Rewrite("stability.gaussian", "e^{−c u²} without squaring u",
+GAUSSIAN = Rewrite("stability.gaussian", "e^{−c u²} as the Gaussian node G(√(2c) u), one helper call",
                    lambda cu: sp.exp(-cu[0] * cu[1] ** 2),
-                   lambda cu: sp.exp(-cu[0] * sp.Abs(cu[1])) ** sp.Abs(cu[1]), _gaussian_match)
+                   lambda cu: Gaussian(sp.sqrt(2 * cu[0]) * cu[1]), _gaussian_match)
 NORMAL_CDF = Rewrite("stability.normal_cdf", "c (1 + erf(u/√2)) as 2c Φ(u), the normal CDF (one library call)",
                      lambda cu: cu[0] * (1 + sp.erf(cu[1] / sp.sqrt(2))), lambda cu: 2 * cu[0] * NormalCDF(cu[1]),
                      _normal_cdf_match)
@@ -143,7 +145,7 @@ REWRITES: tuple[Rewrite, ...] = (SOFTPLUS, SIGMOID, LOG_SIGMOID, GAUSSIAN, NORMA
 # array (entry), c·a + b, the case the index normaliser's region reasoning decides (a split on
 # the sign of an entry); a compound u (a cubic, a sum of arrays) is left in the document's form,
 # where the numerical-edges check judges it, and is best given a line of its own
-SIGN_SPLIT = (SOFTPLUS, LOG_SIGMOID, GAUSSIAN, SECH2)
+SIGN_SPLIT = (SOFTPLUS, LOG_SIGMOID, SECH2)
 
 
 def sign_decidable(u) -> bool:
@@ -188,12 +190,8 @@ def _sigmoid_ratios(e: sp.Mul, used: set) -> sp.Expr:
     return sp.Mul(*factors) if changed else e
 
 
-def stabilise(expr, hoist: Callable | None = None) -> tuple[sp.Expr, set[str]]:
-    """`expr` with every document form replaced by its stable form, and the lemmas used.
-
-    `hoist(value) -> Array` names a subexpression as an array of its own (a line before this
-    one): the gaussian's (e^{−c|u|})^{|u|} needs its base and exponent as arrays, or SymPy folds
-    the power back into e^{−c u²}. Without `hoist` the gaussian is left as it is."""
+def stabilise(expr) -> tuple[sp.Expr, set[str]]:
+    """`expr` with every document form replaced by its stable form, and the lemmas used."""
     used: set[str] = set()
 
     def walk(e, factor_of_product=False):
@@ -208,17 +206,11 @@ def stabilise(expr, hoist: Callable | None = None) -> tuple[sp.Expr, set[str]]:
         for rule in REWRITES:
             if rule is SIGMOID and factor_of_product:
                 continue                  # the product's own pass pairs it with an e^{v} factor
-            if rule is GAUSSIAN and hoist is None:
-                continue
             u = rule.match(e)
-            if u is not None and rule in SIGN_SPLIT and not sign_decidable(u[1] if rule in (GAUSSIAN, SECH2) else u):
+            if u is not None and rule in SIGN_SPLIT and not sign_decidable(u[1] if rule is SECH2 else u):
                 continue
             if u is not None:
                 used.add(rule.lemma)
-                if rule is GAUSSIAN:
-                    c, base = u
-                    magnitude = hoist(sp.Abs(base))
-                    return hoist(sp.exp(-c * magnitude)) ** magnitude
                 return rule.stable(u)
         return e
 
@@ -226,36 +218,13 @@ def stabilise(expr, hoist: Callable | None = None) -> tuple[sp.Expr, set[str]]:
     return out, used
 
 
-def stabilise_assigns(assigns: list, taken: set) -> tuple[list, set[str]]:
-    """Every line's expression stabilised (the same targets and guards), with the arrays that
-    the gaussian needs as lines of their own before it (fresh names, added to `taken`), and the
-    lemmas used."""
+def stabilise_assigns(assigns: list) -> tuple[list, set[str]]:
+    """Every line's expression stabilised (the same targets and guards), and the lemmas used."""
     import dataclasses
-
-    from .arrays import Array, Assign, shape_of
 
     out, used = [], set()
     for a in assigns:
-        lines = []
-
-        def hoist(value, a=a, lines=lines):
-            shape = shape_of(value) or a.target.shape
-            name = _fresh("abs_" if isinstance(value, sp.Abs) else "gauss_", a.target.name, taken)
-            arr = Array(name, shape)
-            lines.append(Assign(arr, value, a.when, note="e^{−c u²} as (e^{−c|u|})^{|u|}: u² is never formed"
-                                if not isinstance(value, sp.Abs) else ""))
-            return arr
-
-        expr, lemmas = stabilise(a.expr, hoist)
+        expr, lemmas = stabilise(a.expr)
         used |= lemmas
-        out.extend(lines)
         out.append(a if expr == a.expr else dataclasses.replace(a, expr=expr))
     return out, used
-
-
-def _fresh(prefix: str, base: str, taken: set) -> str:
-    name, k = prefix + base, 2
-    while name in taken:
-        name, k = f"{prefix}{base}{k}", k + 1
-    taken.add(name)
-    return name

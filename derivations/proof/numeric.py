@@ -15,7 +15,7 @@ import mpmath
 import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
 
-from ..language.arrays import HalfStep, NormalCDF, Sigmoid
+from ..language.arrays import DocumentFunction, HalfStep, NormalCDF, Sigmoid
 
 mpmath.mp.dps = 40
 
@@ -128,6 +128,8 @@ def _ev(e, p: Point, local: dict):
         return mpmath.mpf(1) if x > 0 else (mpmath.mpf(0) if x < 0 else mpmath.mpf(0.5))
     if isinstance(e, NormalCDF):     # exactly the document's (1 + erf(u/√2))/2
         return (1 + mpmath.erf(_ev(e.args[0], p, local) / mpmath.sqrt(2))) / 2
+    if isinstance(e, DocumentFunction):   # any other node of the array language: its formula (G(u) = e^{−u²/2})
+        return _ev(e.document_form(), p, local)
     fn = _FUNCS.get(e.func)
     if fn is not None:
         return fn(*[_ev(a, p, local) for a in e.args])

@@ -160,12 +160,16 @@ def data_vocab(data: str | None) -> int | None:
 # --------------------------------------------------------------------------- threads
 def set_threads(threads: int) -> dict:
     """torch intra-op threads = threads; BLAS (OpenBLAS) and OpenMP pools = threads; the NumPy
-    backend splits its batch across `threads` Python threads with BLAS at 1 inside. Returns
-    what each library reports."""
+    backend splits its batch across `threads` Python threads with BLAS at 1 inside. glibc's malloc
+    keeps the memory a step frees (`qed.cpu.tune_malloc`, as `qed train` does), for every row
+    alike. Returns what each library reports."""
     import torch
 
+    from ..cpu import tune_malloc
+
     torch.set_num_threads(threads)
-    info = {"threads": threads, "torch_threads": torch.get_num_threads(), "pools": []}
+    info = {"threads": threads, "torch_threads": torch.get_num_threads(), "pools": [],
+            "malloc_tuned": tune_malloc()}
     try:
         from threadpoolctl import threadpool_info, threadpool_limits
 
@@ -613,7 +617,8 @@ def render(result: dict, console=None) -> None:
         par = th.get("numpy_parallel", "threads")
         con.print(f"threads: torch.set_num_threads({th['torch_threads']}); {pools}; NumPy backend: the batch in "
                   f"{th['threads']} slices, run by " + how[par].format(th['threads'] - 1)
-                  + ", BLAS at 1 thread in each")
+                  + ", BLAS at 1 thread in each"
+                  + ("; glibc malloc keeps freed memory (every row)" if th.get("malloc_tuned") else ""))
         m = result["machine"]
         con.print(f"machine: {m['cpu']} ({m.get('simd', '?')}; torch kernels {m.get('torch_cpu_capability', '?')}), "
                   f"{m['cpus']} CPUs; load average {m['loadavg']} before, "

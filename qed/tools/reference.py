@@ -252,7 +252,8 @@ def spec_function(op):
     unary = {sp.exp: torch.exp, sp.log: torch.log, sp.tanh: torch.tanh, sp.erf: torch.erf,
              sp.sin: torch.sin, sp.cos: torch.cos, sp.Abs: torch.abs, sp.sign: torch.sign,
              log1p: torch.log1p, expm1: torch.expm1, A.Sigmoid: torch.sigmoid,
-             A.NormalCDF: lambda u: 0.5 * (1 + torch.erf(u / 2 ** 0.5))}
+             A.NormalCDF: lambda u: 0.5 * (1 + torch.erf(u / 2 ** 0.5)),
+             A.Gaussian: lambda u: torch.exp(-u * u / 2)}
     reductions = {A.RowSum: lambda a: a.sum(-1, keepdim=True), A.RowMean: lambda a: a.mean(-1, keepdim=True),
                   A.RowMax: lambda a: a.amax(-1, keepdim=True), A.MatMul: lambda a, b: a @ b,
                   A.T: lambda a: a.transpose(-1, -2)}

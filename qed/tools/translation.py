@@ -24,7 +24,7 @@ calls replaced by exact ones:
 * `np` — a strict shim (`NUMPY`): the elementwise functions the printer emits (`np.exp`,
   `np.log`, `np.log1p`, `np.expm1`, `np.sqrt`, `np.tanh`, `np.sin`, `np.cos`, `np.abs`, `np.sign`, `np.negative`,
   `np.divide`, `np.multiply`, `np.add`, `np.subtract`, with `out=`) map to SymPy's functions;
-  `np.max` to `Max` of the row, `np.maximum`/`np.minimum` to `Max`/`Min`; `np.arange` gives
+  `np.max` to `Max` of the row, `np.errstate` to a context that does nothing, `np.maximum`/`np.minimum` to `Max`/`Min`; `np.arange` gives
   exact integers (the printed `dtype=np.float64` grid holds integers exactly); structural
   functions (`np.ones`, `np.zeros`, `np.full`, `np.where`, `np.tri`, `np.broadcast_to`,
   `np.take_along_axis`, `np.swapaxes`, `np.split`, `np.concatenate`, `np.asarray`, `np.sum`,
@@ -71,6 +71,7 @@ that holds a Python or SymPy float is an error (an inexact constant leaked).
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import math as _math
 import time
@@ -334,6 +335,7 @@ NUMPY = _Namespace(
     minimum=_binary("minimum", lambda a, b: sp.Min(_exact(a), _exact(b))),
     max=_np_max,
     arange=_arange,
+    errstate=lambda **flags: contextlib.nullcontext(),   # no floating point here: nothing to report
     # structural: NumPy's own on object arrays
     ones=_structural_dtype(_np.ones, "ones"), zeros=_structural_dtype(_np.zeros, "zeros"),
     full=_structural_dtype(_np.full, "full"), empty=_structural_dtype(_np.empty, "empty"),
