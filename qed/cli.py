@@ -15,6 +15,9 @@ from .cli_types import nonnegative_int, positive_int, seconds, temperature
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
 
+# `qed train --attention tiled` (or lse): the kernel's short name
+ATTENTION_ALIASES = {"tiled": "attention_tiled", "lse": "attention_lse"}
+
 # options of `qed train` that fix the model or the optimisation; with --resume the run's saved
 # values are used and these may not be given
 _RUN_OPTIONS = ("data", "out", "backend", "batch_size", "lr", "warmup", "min_lr", "weight_decay", "grad_clip",
@@ -110,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--norm-position", default=None, help="pre | post")
     m.add_argument("--attention", default=None, help="attention (keeps the T×T weights) | attention_lse "
                    "(one log-sum-exp per row, weights recomputed) | attention_tiled (the keys in blocks: "
-                   "memory linear in T)")
+                   "memory linear in T); lse and tiled are short for the last two")
     m.add_argument("--no-bias", action="store_true", help="no biases in linear layers and norms")
     m.add_argument("--no-tie", action="store_true", help="separate lm_head instead of tied token embeddings")
 
@@ -216,6 +219,8 @@ def _start_training(args, world):
         for k in ("n_layer", "n_head", "n_embd", "block_size", "norm", "ffn", "pos", "norm_position", "attention"):
             if getattr(args, k) is not None:
                 model[k] = getattr(args, k)
+        if model.get("attention") in ATTENTION_ALIASES:           # --attention tiled / lse
+            model["attention"] = ATTENTION_ALIASES[model["attention"]]
         if args.no_bias:
             model["bias"] = False
         if args.no_tie:

@@ -162,3 +162,14 @@ def test_prove_does_not_import_torch():
                        env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
     assert r.returncode == 0, r.stderr
     assert "proved-general" in r.stdout
+
+
+def test_attention_short_names(tmp_path):
+    """`--attention tiled` trains with attention_tiled (and says so in the saved config); an
+    unknown name is a one-line error naming the choices."""
+    out = tmp_path / "tiled"
+    r = qed("train", "--steps", 2, "--eval-every", 2, "--attention", "tiled", "--out", out, *SORT_TINY)
+    assert r.returncode == 0, r.stderr
+    assert json.loads((out / "config.json").read_text())["config"]["attention"] == "attention_tiled"
+    r = qed("train", "--steps", 2, "--attention", "flash", "--out", tmp_path / "bad", *SORT_TINY)
+    assert_one_line_error(r, "flash", "attention_tiled")

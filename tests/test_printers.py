@@ -55,14 +55,14 @@ CASES = [
     ("fourth", x ** 4, "x*x*x*x", "x*x*x*x"),
     ("fifth", x ** 5, "x**5", "x**5"),
     ("sqrt", sp.sqrt(x), "np.sqrt(x)", "torch.sqrt(x)"),
-    ("rsqrt", 1 / sp.sqrt(x), "1/np.sqrt(x)", "1/torch.sqrt(x)"),
+    ("rsqrt", 1 / sp.sqrt(x), "1/np.sqrt(x)", "torch.rsqrt(x)"),
     ("reciprocal", 1 / x, "1/x", "1/x"),
     ("inverse-square", x ** -2, "1/(x*x)", "1/(x*x)"),
     ("three-halves", x ** sp.Rational(3, 2), "x*np.sqrt(x)", "x*torch.sqrt(x)"),
     ("minus-three-halves", x ** sp.Rational(-3, 2), "1/(x*np.sqrt(x))", "1/(x*torch.sqrt(x))"),
     ("cube-root", x ** sp.Rational(1, 3), "x**(1/3)", "x**(1/3)"),
     ("symbolic-exponent", x ** d_k, "x**d_k", "x**d_k"),
-    ("rsqrt-of-sum", 1 / sp.sqrt(col + eps), "1/np.sqrt(mean + eps)", "1/torch.sqrt(mean + eps)"),
+    ("rsqrt-of-sum", 1 / sp.sqrt(col + eps), "1/np.sqrt(mean + eps)", "torch.rsqrt(mean + eps)"),
     # scalars: Python's math and plain numbers
     ("scale", x / sp.sqrt(d_k), "x/math.sqrt(d_k)", "x/math.sqrt(d_k)"),
     ("scalar-sqrt", sp.sqrt(d_k), "math.sqrt(d_k)", "math.sqrt(d_k)"),
@@ -611,3 +611,41 @@ def test_every_generated_assignment_has_its_formula():
             assert all(len(ln) <= 100 for t in [texts[stem]] for ln in t.splitlines()
                        if ln.lstrip().startswith("# ") and " = " in ln), stem
     assert checked > 100
+
+
+# PyTorch's fused in-place updates: exactly `t += c·a`, `t += c·a·b`, `t += c·a/b` (c a scalar)
+FUSED_CASES = [
+    ("axpy", "+=", eps * x, "t.add_(x, alpha=eps)"),
+    ("axpy-minus", "-=", eps * x, "t.add_(x, alpha=-eps)"),
+    ("product", "+=", x * y, "t.addcmul_(x, y)"),
+    ("scaled-product", "-=", 2 * x * y, "t.addcmul_(x, y, value=-2)"),
+    ("quotient", "+=", eps * x / y, "t.addcdiv_(x, y, value=eps)"),
+    ("plain-add", "+=", x, None),          # one pass already
+    ("unit-scale", "-=", -x, None),
+    ("three-arrays", "+=", x * y * a, None),
+    ("multiply", "*=", eps * x, None),
+    ("sum", "+=", x + y, None),
+]
+
+
+@pytest.mark.parametrize("op, value, text", [c[1:] for c in FUSED_CASES], ids=[c[0] for c in FUSED_CASES])
+def test_fused_updates(op, value, text):
+    assert TorchPrinter().fused_update("t", op, value) == text
+    assert NumpyPrinter().fused_update("t", op, value) is None
+
+
+def test_a_fused_update_computes_the_update():
+    """Each fused call leaves in t what `t op= value` leaves (float64, broadcast operands)."""
+    import torch
+
+    env = {"x": torch.randn(3, 4, dtype=torch.float64), "y": torch.rand(3, 4, dtype=torch.float64) + 1,
+           "a": torch.randn(3, 4, dtype=torch.float64), "eps": 0.3}
+    for _, op, value, text in FUSED_CASES:
+        if text is None:
+            continue
+        expr = TorchPrinter().doprint(value)
+        want = env["x"].clone() + 5
+        exec(f"t {op} {expr}", {**env, "t": want})
+        got = env["x"].clone() + 5
+        exec(text, {**env, "t": got})
+        torch.testing.assert_close(got, want, rtol=1e-14, atol=1e-14)

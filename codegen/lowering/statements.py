@@ -181,6 +181,9 @@ class Lowering:
             return p.in_place_call(u.value, target)
         if u.op == "divide-into":
             return p.in_place_divide(p.code(u.value), target)
+        fused = p.fused_update(target, u.op, u.value)
+        if fused is not None:
+            return fused
         code = p.code(u.value)
         if u.op == "=":
             if u.fresh and code.isidentifier():  # never alias a name: it is read elsewhere

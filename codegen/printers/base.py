@@ -301,6 +301,8 @@ class ArrayPrinter(NodeRules, Printer):
                 raise PrinterError(f"{self.backend} printer: (-1)**e needs an integer-valued "
                                    f"exponent, got {show(expr)}")
             return Code(f"(1 - 2*({self._operand(self._print(e), MUL)} % 2))", ATOM)
+        if e == -sp.S.Half and not scalar and self.rsqrt_name:     # 1/√u in one call
+            return Code(self._call(self.rsqrt_name, self._print(base)), ATOM)
         if e.is_Number and e < 0:
             pos = self._print(sp.Pow(base, -e, evaluate=False) if e != -1 else base)
             return Code(f"1/{self._operand(pos, MUL)}", MUL)

@@ -177,6 +177,10 @@ class NodeRules:
     fold_leading = False      # print (..., r, k) @ (k, c) as one (Σr, k) @ (k, c) product
     fuses_bias = False        # b + A @ B in one BLAS call (beta = 1), where the backend has it
 
+    def fused_update(self, target: str, op: str, value) -> str | None:
+        """`target op= value` as one fused call of the backend, or None (the update as written)."""
+        return None
+
     def fused_statement(self, expr) -> str | None:
         """`X @ W + b` (W a weight matrix, b a row vector) as one `addmm(b, X, W)` on the rows
         of every leading index: the bias is the GEMM's initial C, no second pass over the
@@ -259,4 +263,5 @@ class NodeRules:
     # _with_scalar(which, a, s), _causal(s), _one_hot(ids, n), _take(a, ids), _grid(n),
     # full_of(dims, value) and broadcast_cast(value, dims) (numpy_printer.py, torch_printer.py)
     sqrt_name = ""
+    rsqrt_name = ""           # 1/√u as one call, where the backend has it (torch.rsqrt)
     sigmoid_name = ""

@@ -27,9 +27,38 @@ class TorchPrinter(ArrayPrinter):
         self._need("torch")
         return f"torch.div({numerator}, {target}, out={target})"
 
+    def fused_update(self, target, op, value):
+        """`target += c·a` as `target.add_(a, alpha=c)`, `target += c·a·b` as
+        `target.addcmul_(a, b, value=c)`, `target += c·a/b` as `target.addcdiv_(a, b, value=c)`
+        (−c for `-=`): one pass over target, no temporary for the product, where the update is
+        exactly that form (c a scalar, a and b arrays). None otherwise."""
+        if op not in ("+=", "-=") or not isinstance(value, sp.Mul):
+            return None
+        scalars, numer, denom = [], [], []
+        for f in value.args:
+            if self._scalar(f):
+                scalars.append(f)
+            elif isinstance(f, sp.Pow) and f.exp == -1:
+                denom.append(f.base)
+            else:
+                numer.append(f)
+        c = sp.Mul(*scalars) * (1 if op == "+=" else -1)
+        if len(numer) == 1 and not denom and c not in (1, -1):
+            call = f"add_({self._print(numer[0])}, alpha={self._print(c)})"
+        elif len(numer) == 2 and not denom:
+            call = f"addcmul_({self._print(numer[0])}, {self._print(numer[1])}"
+            call += ")" if c == 1 else f", value={self._print(c)})"
+        elif len(numer) == 1 and len(denom) == 1:
+            call = f"addcdiv_({self._print(numer[0])}, {self._print(denom[0])}"
+            call += ")" if c == 1 else f", value={self._print(c)})"
+        else:
+            return None
+        return f"{target}.{call}"
+
     fuses_bias = True         # _support.addmm_rows: the bias as the GEMM's initial C
     backend = "torch"
     sqrt_name = "torch.sqrt"
+    rsqrt_name = "torch.rsqrt"
     sigmoid_name = "torch.sigmoid"
     # no ndtr: torch.special.ndtr measured slower than erf and two in-place passes (578 vs 541 µs
     # on 393k float32), so Φ prints as its formula
