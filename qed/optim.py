@@ -228,14 +228,7 @@ class TorchAdamW:
 
     CHUNK = 2**20        # elements per kernel call on the flat buffer (4 MiB of float32)
 
-    def __init__(self, params, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, compile: bool = False):
-        """`compile=True` (TorchGPT with compile=True): the update of the flat buffer — the
-        gradients gathered, the generated `adamw_step` on each run, p, m and v written back —
-        runs as one graph under torch.compile (dynamic shapes: t, lr and the runs' lengths are
-        symbols, one compile), which inductor fuses into one loop over the buffer: it reads p,
-        g, m, v once and writes p, m, v once, where the kernel as printed makes a pass per
-        operation (the update is memory-bound: 1.8 ms for one scalar multiply of 800k floats out
-        of cache, measured)."""
+    def __init__(self, params, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1):
         import torch
 
         if isinstance(params, torch.nn.Module):
@@ -256,10 +249,6 @@ class TorchAdamW:
             shapes = {k: tuple(p.shape) for k, p in named}
             self.m = dict(flat_views(m_flat, offsets, shapes))
             self.v = dict(flat_views(v_flat, offsets, shapes))
-            self._update_flat = self._flat_update
-            if compile:
-                self._update_flat = torch.compile(self._flat_update,
-                                                  options={"pattern_matcher": False})
         else:
             self.m = {k: torch.zeros_like(p) for k, p in named}
             self.v = {k: torch.zeros_like(p) for k, p in named}
@@ -282,7 +271,18 @@ class TorchAdamW:
         if self._flat is not None and all(p.grad is not None for _, p in self.named):
             buf, offsets, m_flat, v_flat = self._flat
             order = sorted(self.named, key=lambda kp: offsets[kp[0]])
-            self._update_flat(buf, m_flat, v_flat, [p.grad for _, p in order], self.t, lr)
+            g_flat = torch.cat([p.grad.reshape(-1) for _, p in order])   # buffer order: one copy
+            # runs cut into CHUNK elements: the step's temporaries stay below glibc's mmap
+            # threshold and are reused, instead of fresh zero-filled pages every step
+            chunks = _chunks(self._runs, self.CHUNK)
+            for a, b, d in chunks:
+                wd = self.weight_decay if d else 0.0
+                p_new, m_new, v_new = self._kernel(buf[a:b], g_flat[a:b], m_flat[a:b], v_flat[a:b], t=self.t,
+                                                   lr=lr, beta1=self.beta1, beta2=self.beta2,
+                                                   eps=self.eps, weight_decay=wd)
+                buf[a:b].copy_(p_new)
+                m_flat[a:b].copy_(m_new)
+                v_flat[a:b].copy_(v_new)
             return
         for name, p in self.named:
             if p.grad is None:
@@ -294,22 +294,6 @@ class TorchAdamW:
             p.copy_(p_new)
             self.m[name].copy_(m_new)                  # in place: m, v may be views of one buffer
             self.v[name].copy_(v_new)
-
-    def _flat_update(self, buf, m_flat, v_flat, grads, t, lr) -> None:
-        """The generated `adamw_step` on every run of the flat buffer, p, m and v written back."""
-        import torch
-
-        g_flat = torch.cat([g.reshape(-1) for g in grads])        # buffer order: one copy
-        # runs cut into CHUNK elements: the step's temporaries stay below glibc's mmap
-        # threshold and are reused, instead of fresh zero-filled pages every step
-        for a, b, d in _chunks(self._runs, self.CHUNK):
-            wd = self.weight_decay if d else 0.0
-            p_new, m_new, v_new = self._kernel(buf[a:b], g_flat[a:b], m_flat[a:b], v_flat[a:b], t=t,
-                                               lr=lr, beta1=self.beta1, beta2=self.beta2,
-                                               eps=self.eps, weight_decay=wd)
-            buf[a:b].copy_(p_new)
-            m_flat[a:b].copy_(m_new)
-            v_flat[a:b].copy_(v_new)
 
     def state_dict(self) -> dict:
         """The same flat layout as AdamW.state_dict (NumPy arrays)."""
@@ -371,6 +355,5 @@ def build_optimizer(model, *, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     """AdamW for a NumpyGPT (over model.params) or TorchGPT (over its parameters)."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(model, torch.nn.Module):
-        return TorchAdamW(model, lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                          compile=getattr(model, "compiled", False))
+        return TorchAdamW(model, lr, betas=betas, eps=eps, weight_decay=weight_decay)
     return AdamW(model.params, lr, betas=betas, eps=eps, weight_decay=weight_decay)

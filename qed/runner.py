@@ -185,8 +185,7 @@ class TorchRunner(Runner):
     def new_optimizer(self):
         from .optim import TorchAdamW
 
-        # compiled with the model: the optimiser's update too (one fused loop over the buffer)
-        return TorchAdamW(self.model, **self.hyper, compile=getattr(self.model, "compiled", False))
+        return TorchAdamW(self.model, **self.hyper)
 
     def _t(self, a):
         return self.torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(self.device)

@@ -102,9 +102,7 @@ def test_compiled_equals_uncompiled():
     cfg = GPTConfig(**TINY)
     plain = TorchGPT(cfg, dtype=torch.float64, seed=1)
     comp = TorchGPT(cfg, dtype=torch.float64, seed=1, compile=True)
-    # the compiled model's optimiser compiles its update too (one fused loop over the buffer)
-    opts = [TorchAdamW(m, lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, compile=m.compiled)
-            for m in (plain, comp)]
+    opts = [TorchAdamW(m, lr=1e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1) for m in (plain, comp)]
     for step in range(3):
         idx, tgt = batch(cfg, seed=step)
         losses = []
@@ -120,9 +118,7 @@ def test_compiled_equals_uncompiled():
             opt.step()
     for p, q in zip(plain.parameters(), comp.parameters()):
         np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-9, atol=1e-12)
-    for name in opts[0].m:
-        np.testing.assert_allclose(opts[1].v[name].numpy(), opts[0].v[name].numpy(), rtol=1e-9, atol=1e-15)
-    assert comp._compiled is not None and opts[1]._update_flat is not opts[1]._flat_update
+    assert comp._compiled is not None
 
 
 @pytest.mark.parametrize("name", ["layernorm", "attention", "gelu", "linear", "cross_entropy", "softplus",

@@ -215,25 +215,20 @@ class ReferenceRunner(TorchRunner):
         dynamic=False, pattern matcher off): the peer a user would pick instead of it."""
         model = ReferenceGPT(cfg, dtype=dtype)
         model.load_numpy_params(init_params(cfg, seed))
-        self.compiled = bool(compile)
         if compile:
             model.forward = torch.compile(model.forward, dynamic=False, options={"pattern_matcher": False})
         super().__init__(cfg, model, seed, optimizer)
 
     def new_optimizer(self):
-        """torch.optim.AdamW; compiled with the model, its step too (as the compiled qed
-        backend compiles its optimiser's update: PyTorch's documented `torch.compile(opt.step)`)."""
         h = self.hyper
-        opt = torch.optim.AdamW(decay_groups(self.model, h["weight_decay"]), lr=h["lr"], betas=h["betas"],
-                                eps=h["eps"])
-        self._opt_step = torch.compile(opt.step, options={"pattern_matcher": False}) if self.compiled else opt.step
-        return opt
+        return torch.optim.AdamW(decay_groups(self.model, h["weight_decay"]), lr=h["lr"], betas=h["betas"],
+                                 eps=h["eps"])
 
     def update(self, lr) -> None:
         if lr is not None:
             for group in self.opt.param_groups:
                 group["lr"] = lr
-        self._opt_step()
+        self.opt.step()
 
     def set_params(self, params: dict) -> None:
         self.model.load_numpy_params(params)
