@@ -169,9 +169,13 @@ FORWARD_INIT = [
     Assign(ell, sp.Integer(0)),                               # ℓ = 0
     Assign(acc, sp.Integer(0)),                               # O = 0
 ]
-FORWARD_BLOCK = [
+# the block's scores, stated once: the forward computes them, the backward recomputes them
+BLOCK_SCORES = [
     Assign(s_blk, MatMul(q, T(K_BLK)) / sqrt_dk),             # S_b = Q K_bᵀ / √d_k       (m×B)
     Assign(s_blk, BlockCausalMask(s_blk, P), when="causal"),  # −∞ where key P + w > query i
+]
+FORWARD_BLOCK = [
+    *BLOCK_SCORES,
     Assign(mx_new, sp.Max(mx, RowMax(s_blk))),                # m' = max(m, rowmax S_b)
     Assign(alpha, sp.exp(mx - mx_new)),                       # α = e^{m − m'} ∈ (0, 1]
     Assign(p_blk, sp.exp(s_blk - mx_new)),                    # P_b = e^{S_b − m'}
@@ -189,8 +193,7 @@ BACKWARD_INIT = [
     Assign(dq, sp.Integer(0)),                                # dQ = 0
 ]
 BACKWARD_BLOCK = [
-    Assign(s_blk, MatMul(q, T(K_BLK)) / sqrt_dk),             # S_b, recomputed
-    Assign(s_blk, BlockCausalMask(s_blk, P), when="causal"),
+    *BLOCK_SCORES,                                            # S_b, recomputed (never stored)
     Assign(sm_blk, s_blk - mx),                               # S_b − mx: as accurate as S_b
     Assign(p_blk, sp.exp(sm_blk - lsum)),                     # P_b = e^{(S_b − mx) − lsum}
     Assign(dv_blk, MatMul(T(p_blk), do)),                     # dV_b = P_bᵀ dO       (rows of dV)
