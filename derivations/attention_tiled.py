@@ -78,11 +78,16 @@ m' = max(m, rowmax S_b) is one per-row array in `first_block` and `step` (their 
 for any m'), and δ = rowsum(dO ⊙ O), the same expression in the tiled and the untiled backward,
 is one per-row array in `dK_block` and `dQ`.
 
+The blocks are put together in derivations/attention_tiled_loop.py: `attention_tiled.induction`
+applies the induction rule of derivations/proof/induction.py to TILED_FORWARD and TILED_BACKWARD
+(their frame checked, base, step and end built from their lines and one invariant each), and
+`attention_tiled.unrolled` runs both loops over n = 5 keys in blocks of 2, 2, 1 and proves the
+result equal to attention_lse's at those sizes.
+
 What is not a proof object, and is listed in docs/trusted.md:
 
-* the induction over blocks itself: `first_block` and `step` (for every P and B) give the
-  invariant after any number K of blocks of any sizes — a reading of the two claims, and the
-  conclusion claims start from that invariant at P = n (likewise `dQ`'s base, step and end);
+* the principle of induction itself, and the partition the template's loop header prints
+  (b_0 = 0, b_{k+1} = b_k + min(block, n − b_k), b_K = n; tested);
 * splitting a key range at the block's start, Σ_{j=0}^{P+B−1} f(j) = Σ_{j=0}^{P−1} f(j) +
   Σ_{w=0}^{B−1} f(P + w) for integers P ≥ 0, B ≥ 0 (the normaliser renames bound indices but
   never shifts them): `split_range`, its side conditions proved as goals, checked numerically in
@@ -637,7 +642,7 @@ output = Claim(
     prove=lambda: _parts(output_parts(), "index normaliser (symbolic sizes), causal range split at i and the mask's "
                          "whole-range case for a query past the last key",
                          ["the invariant over the keys 0 … n−1: attention_tiled.first_block, then "
-                          "attention_tiled.step block by block (induction over K blocks, b_K = n)"]),
+                          "attention_tiled.step block by block (composed for any K blocks, b_K = n, by attention_tiled.induction)"]),
     mutants=[Mutant(name, mistake, (lambda lines=lines: _refute_parts(_wrong(output_parts, lines))))
              for name, mistake, lines in (
                  ("no-normaliser", "O returned without dividing by ℓ", replaced(FORWARD_END, o, acc)),
@@ -651,7 +656,7 @@ lse = Claim(
           r"\mu_{i} + \lambda_{i}, \quad \log \ell_{i} = \lambda_{i} \ \text{when} \ m_{i} = \mu_{i} = \max_{j} S_{ij}",
     prove=lambda: _parts(lse_parts(), "index normaliser (symbolic sizes): logarithms of positive sums, causal "
                          "range split at i",
-                         ["the invariant over the keys 0 … n−1 (induction over K blocks, b_K = n)",
+                         ["the invariant over the keys 0 … n−1 (any K blocks, b_K = n: attention_tiled.induction)",
                           "μ, λ: attention_lse's saved mx and lsum (its forward); m = μ by attention_tiled.max"]),
     mutants=[Mutant(name, mistake, (lambda lines=lines: _refute_parts(_wrong(lse_parts, lines))))
              for name, mistake, lines in (
@@ -900,7 +905,7 @@ ATTENTION_TILED = Composite(
     name="attention_tiled", module=__name__,
     title="Scaled dot-product attention over key blocks (online softmax: memory linear in T)",
     latex=_assigns_latex([a for a in FORWARD_BLOCK if a.when is None]),
-    claims=[c.id for c in CLAIMS] + ["attention_lse.forward", "attention_lse.backward.dq",
+    claims=[c.id for c in CLAIMS] + ["attention_tiled.induction", "attention_tiled.unrolled", "attention_lse.forward", "attention_lse.backward.dq",
                                      "attention_lse.backward.dk", "attention_lse.backward.dv"],
     kernels=["attention_lse"], template="attention_tiled",
     loops=((TILED_FORWARD, m, BLOCK), (TILED_BACKWARD, m, BLOCK)))
