@@ -393,16 +393,59 @@ INPLACE = [
 ]
 
 
-@pytest.mark.parametrize("expr, lines", [c[1:] for c in INPLACE], ids=[c[0] for c in INPLACE])
-def test_inplace_statements(expr, lines):
+# PyTorch folds a run t *= c, t *= a, t += b of the plan into one multiply-add
+TORCH_FUSED = {
+    "gelu-backward": ["out = x*x", "out *= -(1/2)", "out.exp_()",
+                      "torch.addcmul(c, out, x, value=math.sqrt(2)/(2*math.sqrt(math.pi)), out=out)", "out *= y"],
+}
+
+
+@pytest.mark.parametrize("name, expr, lines", INPLACE, ids=[c[0] for c in INPLACE])
+def test_inplace_statements(name, expr, lines):
     assert Lowering(NumpyPrinter()).assign("out", expr, full=_full) == lines
     torch_lines = Lowering(TorchPrinter()).assign("out", expr, full=_full)
+    if name in TORCH_FUSED:
+        assert torch_lines == TORCH_FUSED[name]
+        return
     # the same in-place program in torch's spelling
     import re
     in_place = {"numpy": r"[-+*/]= |out=", "torch": r"[-+*/]= |\w_\(\)$|out="}
     assert len([t for t in lines if re.search(in_place["numpy"], t)]) == \
         len([t for t in torch_lines if re.search(in_place["torch"], t)])
     assert torch_lines[-1].startswith("out") or torch_lines[-1].endswith("out=out)")
+
+
+@pytest.mark.parametrize("updates, fused", [
+    # t *= c; t *= a; t += b  →  t = b + c·t·a
+    ([("=", "x"), ("*=", 3), ("*=", "a"), ("+=", "b")], [("=", "x"), ("muladd", (3, "a", "b"))]),
+    # t *= a; t += b  →  t = b + t·a;  t *= c; t += b  →  t = b + c·t
+    ([("=", "x"), ("*=", "a"), ("+=", "b")], [("=", "x"), ("muladd", (1, "a", "b"))]),
+    ([("=", "x"), ("*=", 2), ("+=", "b")], [("=", "x"), ("muladd", (2, None, "b"))]),
+    # a negation before the += (b − t·a, which cancels) keeps the plan's order
+    ([("=", "x"), ("*=", "a"), ("call", "negative"), ("+=", "b")], None),
+    # a run not ended by += stays; a scalar b stays (no tensor to add into); t −= b stays
+    ([("=", "x"), ("*=", "a"), ("*=", "b")], None),
+    ([("=", "x"), ("*=", "a"), ("+=", 1)], None),
+    ([("=", "x"), ("*=", "a"), ("-=", "b")], None),
+    # b already a scaled product (printed as one add_(b, alpha)): left as it is
+    ([("=", "x"), ("*=", "a"), ("+=", sp.Rational(1, 2) * sp.Symbol("b"))], None),
+    # a division by a scalar is not folded into c (t·(1/d) rounds apart from t/d)
+    ([("=", "x"), ("/=", 3), ("+=", "b")], None),
+])
+def test_fuse_multiply_add_folds_exactly_the_runs_it_names(updates, fused):
+    from codegen.lowering.inplace import Update, fuse_multiply_add
+
+    def upd(pairs):
+        def value(op, v):
+            if op == "call":
+                return v
+            if isinstance(v, tuple):
+                return tuple(sp.Symbol(x) if isinstance(x, str) else sp.sympify(x) for x in v)
+            return sp.Symbol(v) if isinstance(v, str) else sp.sympify(v)
+        return [Update(op, value(op, v)) for op, v in pairs]
+    scalar = lambda e: not isinstance(e, sp.Symbol) or e.name not in ("x", "a", "b")   # noqa: E731
+    got = fuse_multiply_add(upd(updates), scalar)
+    assert got == upd(fused if fused is not None else updates)
 
 
 def test_inplace_values_match_expression():

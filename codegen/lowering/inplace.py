@@ -24,7 +24,7 @@ from derivations.language.arrays import Array
 
 from ..printers.code import split_sign
 
-__all__ = ["Update", "Facts", "plan", "reads", "VIEWS"]
+__all__ = ["Update", "Facts", "plan", "reads", "fuse_multiply_add", "VIEWS"]
 
 VIEWS = ("T", "Gather", "Take", "CausalMask", "OneHot")   # nodes whose value may be a view
 
@@ -37,6 +37,8 @@ class Update:
         "+=" "-=" "*=" "/="   target op= value
         "call"         target = f(target), written into target (value: f's name)
         "divide-into"  target = value / target, written into target
+        "muladd"       target = b + c·target·a, written into target (value: (c, a, b); a may
+                       be None: b + c·target) — only from `fuse_multiply_add`
     """
 
     op: str
@@ -184,4 +186,33 @@ def plan(expr, facts: Facts) -> list[Update] | None:
         out.append(Update("=", e, fresh=True))   # the start: a new array
 
     build(expr)
+    return out
+
+
+def fuse_multiply_add(updates: list[Update], scalar: Callable) -> list[Update]:
+    """Each run `t *= c` (a scalar), `t *= a` (an array), `t += b` of the plan as one
+    Update("muladd", (c, a, b)): t = b + c·t·a in one pass over t (PyTorch's addcmul/add with
+    `out=t`) instead of one pass for each: ((c·t)·a) + b, the last step possibly one fused
+    multiply-add (one rounding where there were two). A negation before the `+=` (b − t·a, the
+    cancelling form of LayerNorm's backward) is not folded: there the plan's own order, the same
+    as NumPy's, is kept."""
+    out: list[Update] = []
+    k = 0
+    while k < len(updates):
+        c, a, j = sp.Integer(1), None, k
+        if j < len(updates) and updates[j].op == "*=" and scalar(updates[j].value):
+            c = updates[j].value                 # (a division t /= d stays as it is: t·(1/d) rounds apart)
+            j += 1
+        if j < len(updates) and updates[j].op == "*=" and not scalar(updates[j].value):
+            a = updates[j].value
+            j += 1
+        folded = j - k
+        b = updates[j].value if j < len(updates) and updates[j].op == "+=" else None
+        scaled = isinstance(b, sp.Mul) and b.as_coeff_Mul()[0] != 1   # printed as one add_(b, alpha) already
+        if k > 0 and folded and b is not None and not scalar(b) and not scaled:
+            out.append(Update("muladd", (c, a, updates[j].value)))
+            k = j + 1
+            continue
+        out.append(updates[k])
+        k += 1
     return out

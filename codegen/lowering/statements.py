@@ -24,7 +24,7 @@ from derivations.language.arrays import Array, is_scalar
 
 from ..names import RESERVED_NAMES, PrinterError
 from ..printers.code import ATOM, Code
-from .inplace import Facts, Update, plan
+from .inplace import Facts, Update, fuse_multiply_add, plan
 
 __all__ = ["Lowering", "repeated_subtrees", "temporary_name"]
 
@@ -161,6 +161,8 @@ class Lowering:
         updates = plan(expr, facts)
         if updates is None:
             return None
+        if p.multiply_add:
+            updates = fuse_multiply_add(updates, p.scalar)
         out: list[str] = []
         for u in updates:
             if u.op == "=" and not u.fresh and u.value in self.repeated:
@@ -181,6 +183,9 @@ class Lowering:
             return p.in_place_call(u.value, target)
         if u.op == "divide-into":
             return p.in_place_divide(p.code(u.value), target)
+        if u.op == "muladd":
+            c, a, b = u.value
+            return p.multiply_add_text(target, c, None if a is None else p.code(a), p.code(b))
         fused = p.fused_update(target, u.op, u.value)
         if fused is not None:
             return fused

@@ -177,6 +177,12 @@ class NodeRules:
     fold_leading = False      # print (..., r, k) @ (k, c) as one (Σr, k) @ (k, c) product
     fuses_bias = False        # b + A @ B in one BLAS call (beta = 1), where the backend has it
 
+    multiply_add = False      # t = b + c·t·a in one call (lowering/inplace.py: fuse_multiply_add)
+
+    def multiply_add_text(self, target: str, c, a: str | None, b: str) -> str:
+        """`target = b + c·target·a` (a None: b + c·target) written into target."""
+        raise NotImplementedError(f"{self.backend} printer: no multiply-add")
+
     def fused_update(self, target: str, op: str, value) -> str | None:
         """`target op= value` as one fused call of the backend, or None (the update as written)."""
         return None

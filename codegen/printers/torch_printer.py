@@ -27,6 +27,17 @@ class TorchPrinter(ArrayPrinter):
         self._need("torch")
         return f"torch.div({numerator}, {target}, out={target})"
 
+    multiply_add = True
+
+    def multiply_add_text(self, target, c, a, b):
+        """t = b + c·t·a as `torch.addcmul(b, t, a, value=c, out=t)`, b + c·t as
+        `torch.add(b, t, alpha=c, out=t)`: one pass over t where the plan had one per operation."""
+        self._need("torch")
+        if a is None:
+            return f"torch.add({b}, {target}, alpha={self._print(c)}, out={target})"
+        value = "" if c == 1 else f", value={self._print(c)}"
+        return f"torch.addcmul({b}, {target}, {a}{value}, out={target})"
+
     def fused_update(self, target, op, value):
         """`target += c·a` as `target.add_(a, alpha=c)`, `target += c·a·b` as
         `target.addcmul_(a, b, value=c)`, `target += c·a/b` as `target.addcdiv_(a, b, value=c)`
