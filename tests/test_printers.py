@@ -367,8 +367,11 @@ INPLACE = [
      ["out = x*x", "out *= -(1/2)", "np.exp(out, out=out)", "out *= math.sqrt(2)/(2*math.sqrt(math.pi))",
       "out *= x", "out += c", "out *= y"]),
     ("layernorm-backward", col * (a - b * RowMean(a * b) - RowMean(a)),
-     ["out = b*_support.rowmean(a*b)", "np.negative(out, out=out)", "out += a",
+     ["out = b*_support.rowmean(a*b)", "np.subtract(a, out, out=out)",
       "out -= _support.rowmean(a)", "out *= mean"]),
+    # −a − b: nothing to subtract from, a negated in place
+    ("negated-first", col * (-(a * b) - RowMean(a)),
+     ["out = a*b", "np.negative(out, out=out)", "out -= _support.rowmean(a)", "out *= mean"]),
     ("scaled-scores", MatMul(q, T(k)) / sp.sqrt(d_k), ["out = (q @ k.mT)", "out /= math.sqrt(d_k)"]),
     ("softmax-backward", y * (x - RowSum(x * y)),
      ["out = x - _support.rowsum(x*y)", "out *= y"]),

@@ -37,6 +37,7 @@ class Update:
         "+=" "-=" "*=" "/="   target op= value
         "call"         target = f(target), written into target (value: f's name)
         "divide-into"  target = value / target, written into target
+        "subtract-from" target = value − target, written into target ((−t) + b is b − t exactly)
         "muladd"       target = b + c·target·a, written into target (value: (c, a, b); a may
                        be None: b + c·target) — only from `fuse_multiply_add`
     """
@@ -119,12 +120,14 @@ def plan(expr, facts: Facts) -> list[Update] | None:
             return False
         neg, mag = split_sign(pick)
         build(mag)
-        if neg:                                  # −a + b …: a, negated in place
+        rest = [t for t in terms if t is not pick]
+        if neg and rest and not split_sign(rest[0])[0]:
+            out.append(Update("subtract-from", rest.pop(0)))   # −a + b …: b − a in one pass (exact)
+        elif neg:                                # −a − b …: a, negated in place
             out.append(Update("call", "negative"))
-        for t in terms:
-            if t is not pick:
-                neg, mag = split_sign(t)
-                out.append(Update("-=" if neg else "+=", mag))
+        for t in rest:
+            neg, mag = split_sign(t)
+            out.append(Update("-=" if neg else "+=", mag))
         return True
 
     def mul(e) -> bool:

@@ -183,6 +183,8 @@ class Lowering:
             return p.in_place_call(u.value, target)
         if u.op == "divide-into":
             return p.in_place_divide(p.code(u.value), target)
+        if u.op == "subtract-from":
+            return p.in_place_subtract_from(p.code(u.value), target)
         if u.op == "muladd":
             c, a, b = u.value
             return p.multiply_add_text(target, c, None if a is None else p.code(a), p.code(b))

@@ -38,6 +38,9 @@ class NumpyPrinter(ArrayPrinter):
     def in_place_divide(self, numerator, target):
         return self._call("np.divide", numerator, target, f"out={target}")
 
+    def in_place_subtract_from(self, minuend, target):
+        return self._call("np.subtract", minuend, target, f"out={target}")
+
     def _cast(self, boolean):
         return f"{boolean}.astype({self._dtype()})"
 

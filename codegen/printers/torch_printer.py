@@ -27,6 +27,10 @@ class TorchPrinter(ArrayPrinter):
         self._need("torch")
         return f"torch.div({numerator}, {target}, out={target})"
 
+    def in_place_subtract_from(self, minuend, target):
+        self._need("torch")
+        return f"torch.sub({minuend}, {target}, out={target})"
+
     multiply_add = True
 
     def multiply_add_text(self, target, c, a, b):
