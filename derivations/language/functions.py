@@ -1,0 +1,103 @@
+"""The one table of scalar functions that the printed code may call, and how each is evaluated.
+
+Every judge of the printed text (the symbolic run of `qed/tools/translation.py`, the exact run
+over rationals of `qed/tools/field_judge.py`), the counterexample search and the numerical-edge
+check read this table: a function's SymPy meaning, the spellings the NumPy and PyTorch printers
+emit for it, and its exact value on each kind of number is written here once.
+
+    name      the table's key ("exp")
+    sympy     the exact symbolic meaning: a callable on SymPy objects
+    numpy     the spellings a printed NumPy file uses (`np.exp`, `scipy.special.expit`)
+    torch     the spellings a printed PyTorch file uses (`torch.exp`, `Tensor.exp_`)
+    arity     1 or 2
+    kind      "algebraic" (exact on rationals where defined), "transcendental" (an
+              uninterpreted function of its exact argument in the rational judge), "order"
+              (needs a total order: max, |·|, sign, a step)
+
+`apply(name, *args)` evaluates one entry: an argument that is an exact value of a judge of its
+own (any object with a `__qed_function__(name, *args)` method) decides; anything else is read as
+SymPy. So the shims of the printed libraries are written once and run on either kind of number.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import sympy as sp
+from sympy.codegen.cfunctions import expm1, log1p
+
+__all__ = ["Function", "FUNCTIONS", "apply", "by_sympy", "spelled"]
+
+
+@dataclass(frozen=True)
+class Function:
+    name: str
+    sympy: Callable
+    numpy: tuple = ()
+    torch: tuple = ()
+    arity: int = 1
+    kind: str = "transcendental"
+
+
+def _sigmoid(u):
+    return 1 / (1 + sp.exp(-u))
+
+
+def _ndtr(u):
+    return (1 + sp.erf(u / sp.sqrt(2))) / 2
+
+
+def _rsqrt(u):
+    return 1 / sp.sqrt(u)
+
+
+def _max(a, b):
+    return sp.Max(a, b)
+
+
+def _min(a, b):
+    return sp.Min(a, b)
+
+
+FUNCTIONS: dict[str, Function] = {f.name: f for f in (
+    Function("exp", sp.exp, ("np.exp", "math.exp"), ("torch.exp", "Tensor.exp", "Tensor.exp_")),
+    Function("log", sp.log, ("np.log", "math.log"), ("torch.log", "Tensor.log", "Tensor.log_")),
+    Function("log1p", log1p, ("np.log1p",), ("torch.log1p", "Tensor.log1p", "Tensor.log1p_")),
+    Function("expm1", expm1, ("np.expm1",), ("torch.expm1", "Tensor.expm1", "Tensor.expm1_")),
+    Function("tanh", sp.tanh, ("np.tanh", "math.tanh"), ("torch.tanh", "Tensor.tanh", "Tensor.tanh_")),
+    Function("sin", sp.sin, ("np.sin", "math.sin"), ("torch.sin", "Tensor.sin", "Tensor.sin_")),
+    Function("cos", sp.cos, ("np.cos", "math.cos"), ("torch.cos", "Tensor.cos", "Tensor.cos_")),
+    Function("erf", sp.erf, ("scipy.special.erf", "math.erf"), ("torch.erf", "Tensor.erf", "Tensor.erf_")),
+    Function("sigmoid", _sigmoid, ("scipy.special.expit",), ("torch.sigmoid", "Tensor.sigmoid", "Tensor.sigmoid_")),
+    Function("ndtr", _ndtr, ("scipy.special.ndtr", "_special.ndtr"), ("torch.special.ndtr",)),
+    Function("sqrt", sp.sqrt, ("np.sqrt", "math.sqrt"), ("torch.sqrt", "Tensor.sqrt", "Tensor.sqrt_"),
+             kind="algebraic"),
+    Function("rsqrt", _rsqrt, (), ("torch.rsqrt", "Tensor.rsqrt", "Tensor.rsqrt_"), kind="algebraic"),
+    Function("abs", sp.Abs, ("np.abs",), ("torch.abs", "Tensor.abs", "Tensor.abs_"), kind="order"),
+    Function("sign", sp.sign, ("np.sign",), ("torch.sign", "Tensor.sign", "Tensor.sign_"), kind="order"),
+    Function("maximum", _max, ("np.maximum",), ("torch.maximum", "torch.clamp"), arity=2, kind="order"),
+    Function("minimum", _min, ("np.minimum",), ("torch.minimum", "torch.clamp"), arity=2, kind="order"),
+)}
+
+_BY_SYMPY = {f.sympy: f for f in FUNCTIONS.values() if isinstance(f.sympy, type)}
+
+
+def by_sympy(func) -> Function | None:
+    """The table's row of a SymPy function class (sp.exp → "exp"), or None."""
+    return _BY_SYMPY.get(func)
+
+
+def spelled(backend: str) -> dict[str, Function]:
+    """Every spelling of `backend` ("numpy" or "torch") and its row."""
+    return {s: f for f in FUNCTIONS.values() for s in getattr(f, backend)}
+
+
+def apply(name: str, *args):
+    """`name` of `args`, exactly: a judge's own exact value decides (`__qed_function__`); any
+    other argument is read as SymPy."""
+    for a in args:
+        hook = getattr(type(a), "__qed_function__", None)
+        if hook is not None:
+            return hook(a, name, *args)
+    f = FUNCTIONS[name]
+    return f.sympy(*(sp.sympify(a) for a in args))

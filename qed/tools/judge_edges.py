@@ -1,0 +1,431 @@
+"""The judge of the printed argument checks and empty shapes: every refusal a generated function
+prints, exercised in both backends, and every "nothing to compute" path checked exactly.
+
+The proofs hold on their domain: sizes ≥ 1 where a formula divides by them, options inside their
+declared intervals (ε > 0, 0 ≤ β < 1, t ≥ 1), ids inside their axis, one float dtype, the declared
+ranks and agreeing sizes. The printed `_validate` calls are what keeps every call inside that
+domain, so they are judged too: for every op, step and table of the registry, in each backend,
+this module makes the calls that leave the domain in one way each, built from the op's own
+declarations (`codegen.analysis.analyse`, the options' `allowed()` sets) so that a new op is judged
+as it is added:
+
+    dtype        an integer array for a float argument, a float array for integer ids, float32
+                 beside float64, a Python list for an array
+    rank         one axis fewer than the fewest the op accepts
+    sizes        each size set to 0 (and the leading axis): refused by name where a formula
+                 divides by it, else empty outputs whose every gradient is exactly 0
+    agreement    one axis of an argument that shares a size made one longer; leading axes that
+                 do not agree or broadcast
+    ids          an id equal to its axis' length
+    options      just outside each option's interval, NaN, a non-number
+    counts       an all-zero count in a data denominator (cross-entropy's Σ mask)
+
+Each refusal must be the op's own error, one line that starts with the op's name (`TypeError`,
+`ValueError` or `IndexError`); anything else — a raw library error, a warning, an accepted call
+outside the domain, a non-zero gradient of an op with empty outputs — is a finding that fails
+`qed prove`. What runs here is the printed code itself (the real modules, on float64 inputs), so
+its lines count towards the printed-line coverage.
+"""
+from __future__ import annotations
+
+import importlib
+import itertools
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy as sp
+
+__all__ = ["SIZES", "sizes_of", "dims", "build", "grad_positions", "as_tuple", "Finding",
+           "judge_op", "judge_step", "judge_table", "judge_all"]
+
+BACKENDS = ("numpy", "torch")
+SIZES = {"r": 3, "n": 4, "m": 3, "d_k": 4, "d_v": 2, "T": 3, "V": 5, "d": 4, "n_in": 3,
+         "n_out": 2, "f": 3, "n_hidden": 3}
+
+
+# ------------------------------------------------------------------------------ building calls
+def sizes_of(op, **over) -> dict:
+    """Size symbol -> value: SIZES, then 2, 3, ... for the rest, then `over` (by name)."""
+    from codegen.analysis import analyse
+
+    an = analyse(op)
+    syms = {s for a in an.args for d in a.array.shape for s in sp.sympify(d).free_symbols}
+    spare = itertools.count(2)
+    out = {s: SIZES.get(s.name) or next(spare) for s in sorted(syms, key=lambda s: s.name)}
+    return {s: over.get(s.name, v) for s, v in out.items()}
+
+
+def dims(a, sizes) -> tuple:
+    """The stored trailing dims of argument `a` at `sizes`."""
+    return tuple(int(sp.sympify(d).xreplace(sizes)) for d in a.storage_dims())
+
+
+def build(op, sizes, lead=(2,), drop=0, seed=0, leads=None) -> list:
+    """Arguments of `<op>_forward` (NumPy): batched inputs with leading axes `lead` (or
+    `leads[name]`) and their first `drop` trailing axes left out; ids in range."""
+    from codegen.analysis import analyse
+
+    an = analyse(op)
+    rng = np.random.default_rng(seed)
+    bound = {a.name: int(sp.sympify(b).xreplace(sizes)) for a, b in an.id_bounds}
+    args = []
+    for a in an.args:
+        shape = dims(a, sizes)
+        if a.batched:
+            shape = tuple((leads or {}).get(a.name, lead)) + shape[min(drop, a.optional):]
+        if a.integer:
+            hi = max(bound.get(a.name, 2), 1)
+            args.append(rng.integers(0, hi, size=shape) if a.name != "mask" else np.ones(shape, np.int64))
+        else:
+            args.append(rng.standard_normal(shape))
+    return args
+
+
+def grad_positions(op) -> list[int]:
+    """Argument positions that get a gradient, in the order of the op's grads."""
+    from codegen.analysis import analyse
+
+    an = analyse(op)
+    pos = {a.name: i for i, a in enumerate(an.args)}
+    arg_of = {g.name: n for n, g in an.grad_of_arg.items()}
+    return [pos[arg_of[g.name]] for g in op.grads]
+
+
+def as_tuple(x):
+    return x if isinstance(x, tuple) else (x,)
+
+
+# ------------------------------------------------------------------------------ findings
+@dataclass
+class Finding:
+    """One call of the judge: `unit` (op, step or table), `backend`, `case` (what was changed),
+    and what was wrong, if anything."""
+
+    unit: str
+    backend: str
+    case: str
+    problem: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem
+
+    def __str__(self) -> str:
+        return f"{self.unit} [{self.backend}] {self.case}: {self.problem or 'as required'}"
+
+
+def _module(backend: str, name: str):
+    return importlib.import_module(f"generated.{backend}.{name}")
+
+
+def _convert(backend: str, x):
+    if backend == "numpy" or not isinstance(x, np.ndarray):
+        return x
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(x))
+
+
+def _numpy(x):
+    return x if isinstance(x, np.ndarray) else x.detach().cpu().numpy()
+
+
+class _Refused(Exception):
+    pass
+
+
+def _call(unit: str, fn, *args, **kwargs):
+    """`fn(*args, **kwargs)` with every warning an error: (result, None), or (None, the op's
+    own refusal message); a refusal that is not the op's own one line is raised as a finding."""
+    with warnings.catch_warnings(), np.errstate(all="raise", under="ignore"):
+        warnings.simplefilter("error")
+        try:
+            return fn(*args, **kwargs), None
+        except (TypeError, ValueError, IndexError) as exc:
+            msg = str(exc)
+            if not msg.startswith(f"{unit}: ") or "\n" in msg:
+                raise _Refused(f"not the op's own one-line error: {type(exc).__name__}: {msg[:200]}")
+            return None, msg
+        except Exception as exc:  # noqa: BLE001 - a raw library error is the finding
+            raise _Refused(f"a raw {type(exc).__name__}: {str(exc)[:200]}")
+
+
+def _expect_refusal(out: list, unit: str, backend: str, case: str, fn, *args, **kwargs) -> None:
+    try:
+        result, msg = _call(unit, fn, *args, **kwargs)
+    except _Refused as exc:
+        out.append(Finding(unit, backend, case, str(exc)))
+        return
+    out.append(Finding(unit, backend, case, "" if msg is not None else "accepted, outside the domain"))
+
+
+def _outside(o) -> list:
+    """Values just outside an option's allowed interval (and NaN for a real option)."""
+    dom = o.allowed()
+    if isinstance(dom, sp.Range):
+        dom = sp.Interval(dom.inf, sp.oo)
+    out = []
+    for end, is_open, step in ((dom.left, dom.left_open, -1), (dom.right, dom.right_open, 1)):
+        if end.is_infinite:
+            continue
+        e = int(end) if end.is_integer else float(end)
+        out.append(e if is_open else e + step * (1 if isinstance(e, int) and o.symbol.is_integer else 0.5))
+    return out + [float("nan")] * (not o.symbol.is_integer)
+
+
+# ------------------------------------------------------------------------------ ops
+def _forward(op, backend):
+    return getattr(_module(backend, op.name), f"{op.name}_forward")
+
+
+def _backward(op, backend):
+    return getattr(_module(backend, op.name), f"{op.name}_backward")
+
+
+def judge_op(op, backend: str) -> list[Finding]:
+    """Every way out of `op`'s domain, one at a time, in `backend`; and the empty cases."""
+    from codegen.analysis import analyse
+
+    an = analyse(op)
+    out: list[Finding] = []
+    fwd = _forward(op, backend)
+    base = build(op, sizes_of(op))
+    conv = [_convert(backend, a) for a in base]
+    u = op.name
+
+    def refuse(case, args, **opts):
+        _expect_refusal(out, u, backend, case, fwd, *[_convert(backend, a) for a in args], **opts)
+
+    # dtype
+    floats = [i for i, a in enumerate(an.args) if not a.integer]
+    ints = [i for i, a in enumerate(an.args) if a.integer]
+    if floats:
+        i = floats[0]
+        refuse(f"{an.args[i].name} as integers", [a.astype(np.int64) if k == i else a for k, a in enumerate(base)])
+        if backend == "numpy":
+            refuse(f"{an.args[i].name} as a list", [a.tolist() if k == i else a for k, a in enumerate(base)])
+    if len(floats) > 1:
+        j = floats[1]
+        refuse(f"{an.args[j].name} float32 beside float64",
+               [a.astype(np.float32) if k == j else a for k, a in enumerate(base)])
+    for i in ints:
+        refuse(f"{an.args[i].name} as floats", [a.astype(np.float64) if k == i else a for k, a in enumerate(base)])
+    # rank: one axis fewer than the fewest accepted (an input that may be 0-D cannot be refused)
+    a0 = next((a for a in an.args if a.batched), None)
+    if a0 is not None and a0.trailing - a0.optional - 1 >= 0:
+        i = an.args.index(a0)
+        lacking = a0.trailing - a0.optional - 1
+        short = build(op, sizes_of(op), lead=())
+        short[i] = np.asarray(short[i][(0,) * (short[i].ndim - lacking)])
+        refuse(f"{a0.name} with {lacking} axes", short)
+    # agreement: each axis that shares a size with another argument, one longer
+    for sym, places in an.same_size:
+        (arg, axis) = places[-1]
+        i = an.args.index(arg)
+        args = list(base)
+        shape = list(args[i].shape)
+        shape[axis] += 1
+        args[i] = np.zeros(shape, dtype=args[i].dtype) if not arg.integer else np.zeros(shape, dtype=np.int64)
+        refuse(f"{arg.name}.shape[{axis}] one longer than {sym}", args)
+    for arg, axis, _expr in an.size_is:
+        i = an.args.index(arg)
+        args = list(base)
+        shape = list(args[i].shape)
+        shape[axis] += 1
+        args[i] = np.zeros(shape, dtype=args[i].dtype)
+        refuse(f"{arg.name}.shape[{axis}] not its declared size", args)
+    batched = [i for i, a in enumerate(an.args) if a.batched]
+    if len(batched) > 1:
+        args = list(base)
+        j = batched[-1]
+        args[j] = np.concatenate([args[j]] * 2, axis=0) if args[j].ndim else args[j]
+        args[j] = np.concatenate([args[j], args[j][:1]], axis=0)           # leading 2 vs 5
+        refuse(f"{an.args[j].name} with leading axes that do not agree", args)
+    # ids
+    sizes = sizes_of(op)
+    for arg, bound in an.id_bounds:
+        i = an.args.index(arg)
+        args = list(base)
+        ids = args[i].copy()
+        ids.flat[0] = int(sp.sympify(bound).xreplace(sizes))
+        args[i] = ids
+        refuse(f"{arg.name} = its axis' length", args)
+    # options
+    for o in op.options:
+        if o.symbol is None:
+            continue
+        if o.allowed() not in (sp.S.Reals, sp.S.Integers):
+            for value in _outside(o):
+                _expect_refusal(out, u, backend, f"{o.name} = {value}", fwd, *conv, **{o.name: value})
+    # counts in a denominator
+    names = {a.name for _, why in an.data_denominators for a in an.args if a.name in why and a.integer}
+    if names:
+        args = [np.zeros_like(a) if an.args[k].name in names else a for k, a in enumerate(base)]
+        refuse(f"{', '.join(sorted(names))} all zero", args)
+    # sizes 0: refused by name where a formula divides by it, else empty (exactly zero gradients)
+    zero_sized = {s.name for s, _ in an.zero_sizes}
+    for name in sorted({s.name for s in sizes_of(op)}) + ["batch"]:
+        zsizes = sizes_of(op, **({name: 0} if name != "batch" else {}))
+        args = build(op, zsizes, lead=(0,) if name == "batch" else (2,))
+        out.append(_empty_case(op, an, backend, f"{name} = 0", args, name in zero_sized))
+    return out
+
+
+def _empty_case(op, an, backend, case, args, must_refuse) -> Finding:
+    """A zero-length axis: refused by the op (where a denominator needs the size), or outputs of
+    the declared shapes; where every output is empty, every gradient exactly 0 in its argument's
+    shape."""
+    u = op.name
+    try:
+        res, msg = _call(u, _forward(op, backend), *[_convert(backend, a) for a in args])
+        if msg is not None:
+            return Finding(u, backend, case)          # refused by name (a size, an id or a count)
+        outs, cache = res
+        outs = [_numpy(o) for o in as_tuple(outs)]
+        if must_refuse and not all(o.size == 0 for o in outs):
+            return Finding(u, backend, case, "a size a formula divides by is 0, accepted")
+        if not all(o.size == 0 for o in outs):
+            return Finding(u, backend, case)
+        ups = [_convert(backend, np.ones(o.shape)) for o in outs]
+        grads, msg = _call(u, _backward(op, backend), *ups, cache)
+        if msg is not None:
+            return Finding(u, backend, case, f"the backward refused: {msg}")
+        pos = grad_positions(op)
+        for k, g in enumerate(as_tuple(grads)):
+            g = _numpy(g)
+            if g.shape != np.shape(args[pos[k]]):
+                return Finding(u, backend, case, f"gradient {k} has shape {g.shape}, its argument "
+                                                 f"{np.shape(args[pos[k]])}")
+            if np.any(g != 0):
+                return Finding(u, backend, case, f"gradient {k} of an op with empty outputs is not 0")
+        return Finding(u, backend, case)
+    except _Refused as exc:
+        return Finding(u, backend, case, str(exc))
+
+
+# ------------------------------------------------------------------------------ steps, tables
+def judge_step(step, backend: str) -> list[Finding]:
+    fn = getattr(_module(backend, step.name), f"{step.name}_step")
+    rng = np.random.default_rng(0)
+    arrs = [rng.standard_normal((2, 3)) for _ in step.inputs]
+    if len(arrs) > 3:
+        arrs[3] = np.abs(arrs[3])                                           # v ≥ 0
+    base = {"t": 3} if any(o.name == "t" for o in step.options) else {}
+    out: list[Finding] = []
+    u = step.name
+
+    def refuse(case, args, **opts):
+        _expect_refusal(out, u, backend, case, fn, *[_convert(backend, a) for a in args], **{**base, **opts})
+
+    refuse("p as integers", [arrs[0].astype(np.int64)] + arrs[1:])
+    refuse(f"{step.inputs[1].name} float32 beside float64", [arrs[0], arrs[1].astype(np.float32)] + arrs[2:])
+    refuse(f"{step.inputs[1].name} of another shape", [arrs[0], np.zeros((3, 2))] + arrs[2:])
+    if backend == "numpy":
+        refuse("p as a list", [arrs[0].tolist()] + arrs[1:])
+    for o in step.options:
+        for value in _outside(o):
+            refuse(f"{o.name} = {value}", arrs, **{o.name: value})
+    return out
+
+
+def judge_table(table, backend: str) -> list[Finding]:
+    fn = getattr(_module(backend, table.file), table.name)
+    out: list[Finding] = []
+    u = table.name
+    n = len(table.sizes)
+    for k, s in enumerate(table.sizes):
+        sizes = [4] * n
+        sizes[k] = -1
+        _expect_refusal(out, u, backend, f"{s.name} = -1", fn, *sizes)
+        sizes[k] = 2.5
+        _expect_refusal(out, u, backend, f"{s.name} = 2.5", fn, *sizes)
+    if backend == "numpy":
+        _expect_refusal(out, u, backend, "dtype = int64", fn, *([4] * n), dtype=np.int64)
+        got = as_tuple(fn(*([4] * n), dtype=np.float32))
+        out.append(Finding(u, backend, "dtype = float32", "" if all(g.dtype == np.float32 for g in got)
+                           else f"returned {[str(g.dtype) for g in got]}"))
+    for o in table.options:
+        if o.symbol is not None and o.allowed() not in (sp.S.Reals, sp.S.Integers):
+            for value in _outside(o):
+                _expect_refusal(out, u, backend, f"{o.name} = {value}", fn, *([4] * n), **{o.name: value})
+    return out
+
+
+def judge_mha(backend: str) -> list[Finding]:
+    """The mha template's own checks: features not divisible by the heads, a fused projection
+    of the wrong width."""
+    fn = _module(backend, "mha").mha_forward
+    rng = np.random.default_rng(0)
+    T, C = 3, 4
+    x, w_qkv, b_qkv = rng.standard_normal((T, C)), rng.standard_normal((3 * C, C)), rng.standard_normal(3 * C)
+    w_o, b_o = rng.standard_normal((C, C)), rng.standard_normal(C)
+    out: list[Finding] = []
+    conv = lambda *a: [_convert(backend, v) for v in a]  # noqa: E731
+    _expect_refusal(out, "mha", backend, "n_head = 3 of C = 4", fn, *conv(x, w_qkv, b_qkv, w_o, b_o), n_head=3)
+    _expect_refusal(out, "mha", backend, "n_head = 0", fn, *conv(x, w_qkv, b_qkv, w_o, b_o), n_head=0)
+    _expect_refusal(out, "mha", backend, "w_qkv of width 2C", fn,
+                    *conv(x, w_qkv[:2 * C], b_qkv[:2 * C], w_o, b_o), n_head=2)
+    return out
+
+
+def judge_validate(backend: str) -> list[Finding]:
+    """`_validate`'s generic checks that no op of the registry declares today, on a probe
+    signature: a declared size that is a product of sizes (`size_is`), accepted at its value and
+    refused one off; a signature with an unknown field refused where it is built."""
+    v = _module(backend, "_validate")
+    out: list[Finding] = []
+    sig = v.Signature("probe", floats=(("x", 2, False, "(r, c)"),), sizes=(("r", "x", -2),),
+                      size_is=(("x", -1, ("r", 2), "2·r"),), returns=("x",))
+    x = _convert(backend, np.zeros((3, 6)))
+    try:
+        _, msg = _call("probe", v.checked, sig, x=x)
+        out.append(Finding("_validate", backend, "size_is at its value", msg or ""))
+    except _Refused as exc:
+        out.append(Finding("_validate", backend, "size_is at its value", str(exc)))
+    _expect_refusal(out, "probe", backend, "size_is one off", v.checked, sig, x=_convert(backend, np.zeros((3, 5))))
+    try:
+        v.Signature("probe", no_such_field=())
+        out.append(Finding("_validate", backend, "unknown field", "accepted"))
+    except TypeError as exc:
+        out.append(Finding("_validate", backend, "unknown field",
+                           "" if str(exc).startswith("Signature of probe: unknown fields") else str(exc)))
+    return out
+
+
+def judge_all(backends=BACKENDS, names=None) -> tuple[list[Finding], float]:
+    """Every op, step and table of the registry (or those named), in each backend: (findings,
+    seconds)."""
+    from derivations import registry
+
+    t0 = time.perf_counter()
+    out: list[Finding] = []
+    for backend in backends:
+        for op in registry.ops():
+            if names is None or op.name in names:
+                out += judge_op(op, backend)
+        for step in registry.steps():
+            if names is None or step.name in names:
+                out += judge_step(step, backend)
+        for table in registry.tables():
+            if names is None or table.name in names or table.file in names:
+                out += judge_table(table, backend)
+        if names is None or "mha" in names:
+            out += judge_mha(backend)
+        if names is None:
+            out += judge_validate(backend)
+    return out, time.perf_counter() - t0
+
+
+def main() -> int:  # pragma: no cover - python -m qed.tools.judge_edges
+    findings, seconds = judge_all()
+    bad = [f for f in findings if not f.ok]
+    for f in bad:
+        print(f)
+    print(f"{len(findings) - len(bad)}/{len(findings)} edge calls as required ({seconds:.1f} s)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,197 @@
+"""Wrong edits of the printed text: the mutants of `qed audit --text`.
+
+`qed audit` (without --text) mutates the SymPy objects that codegen prints and asks the proofs to
+refute each. This module mutates what is printed — the files of generated/numpy/ and
+generated/torch/ as text — with the slips a person makes by hand in such code, one at a time,
+and `qed audit --text` asks the judges that `qed prove` runs (the exact symbolic run, the exact
+rational run, the edge judge) to refute each:
+
+    sign      `+` ↔ `-` of a binary operation or an augmented assignment; a unary minus dropped
+    factor    `*` ↔ `/`; a float literal doubled
+    bound     an integer literal one larger (an axis, a slice bound, a diagonal offset, a
+              start of a range); a slice's upper bound one smaller
+    compare   `<` ↔ `<=`, `>` ↔ `>=`, `==` ↔ `!=`
+    keyword   `dim=`/`axis=` moved to the other trailing axis, `keepdim(s)=` negated, a
+              `value=`/`alpha=` dropped, an `alpha=`/`value=` negated
+    swap      the first two positional arguments of a call exchanged
+    drop      one statement of a function body replaced by `pass`
+
+Only the code of function bodies is mutated (no docstring, comment, string or import). Each
+mutant is the whole file's text with one source segment replaced, so every other line stays as
+printed. The list is deterministic: `mutants(text)` in source order; `sample` takes an evenly
+spread subset when a file has more than the run can afford.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+from dataclasses import dataclass
+
+__all__ = ["TextMutant", "mutants", "sample"]
+
+
+@dataclass(frozen=True)
+class TextMutant:
+    operator: str       # sign, factor, bound, compare, keyword, swap, drop
+    line: int           # 1-based line of the edit in the printed file
+    before: str         # the source segment as printed
+    after: str          # what replaces it
+    text: str           # the whole mutated file
+
+    def __str__(self) -> str:
+        return f"line {self.line} [{self.operator}]: {self.before!r} -> {self.after!r}"
+
+
+_SWAP_BIN = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult}
+_BIN_KIND = {ast.Add: "sign", ast.Sub: "sign", ast.Mult: "factor", ast.Div: "factor"}
+_SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
+             ast.NotEq: ast.Eq}
+
+
+def _segment_replace(text: str, lines: list[int], node: ast.AST, new: str) -> str:
+    start = lines[node.lineno - 1] + node.col_offset
+    end = lines[node.end_lineno - 1] + node.end_col_offset
+    return text[:start] + new + text[end:]
+
+
+def _line_starts(text: str) -> list[int]:
+    out, pos = [], 0
+    for line in text.splitlines(keepends=True):
+        out.append(pos)
+        pos += len(line)
+    out.append(pos)
+    return out
+
+
+def _is_docstring(node, parent) -> bool:
+    return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str) and parent.body and parent.body[0] is node)
+
+
+def _edits(node: ast.AST):
+    """(operator, replacement node or source text) for each one-site edit of `node` itself."""
+    if isinstance(node, ast.BinOp) and type(node.op) in _SWAP_BIN:
+        new = copy.copy(node)
+        new.op = _SWAP_BIN[type(node.op)]()
+        yield _BIN_KIND[type(node.op)], new
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        yield "sign", node.operand
+    elif isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _SWAP_CMP:
+        new = copy.copy(node)
+        new.ops = [_SWAP_CMP[type(node.ops[0])]()]
+        yield "compare", new
+    elif isinstance(node, ast.Constant) and type(node.value) is int and not isinstance(node.value, bool):
+        yield "bound", ast.Constant(node.value + 1)
+    elif isinstance(node, ast.Constant) and type(node.value) is float:
+        yield "factor", ast.Constant(node.value * 2)
+    elif isinstance(node, ast.Slice) and node.upper is not None:
+        new = copy.copy(node)
+        new.upper = ast.BinOp(node.upper, ast.Sub(), ast.Constant(1))
+        yield "bound", new
+    elif isinstance(node, ast.Call):
+        if len(node.args) >= 2 and not any(isinstance(a, ast.Starred) for a in node.args[:2]):
+            new = copy.copy(node)
+            new.args = [node.args[1], node.args[0], *node.args[2:]]
+            yield "swap", new
+        for k, kw in enumerate(node.keywords):
+            if kw.arg in ("dim", "axis") and isinstance(kw.value, (ast.Constant, ast.UnaryOp)):
+                v = ast.literal_eval(kw.value) if not isinstance(kw.value, ast.UnaryOp) else \
+                    -kw.value.operand.value if isinstance(kw.value.operand, ast.Constant) else None
+                if isinstance(v, int):
+                    other = -2 if v == -1 else -1 if v == -2 else v + 1
+                    new = copy.copy(node)
+                    new.keywords = [*node.keywords[:k], ast.keyword(kw.arg, ast.Constant(other)),
+                                    *node.keywords[k + 1:]]
+                    yield "keyword", new
+            elif kw.arg in ("keepdim", "keepdims") and isinstance(kw.value, ast.Constant):
+                new = copy.copy(node)
+                new.keywords = [*node.keywords[:k], ast.keyword(kw.arg, ast.Constant(not kw.value.value)),
+                                *node.keywords[k + 1:]]
+                yield "keyword", new
+            elif kw.arg in ("value", "alpha"):
+                new = copy.copy(node)
+                new.keywords = [*node.keywords[:k], *node.keywords[k + 1:]]
+                yield "keyword", new
+                neg = copy.copy(node)
+                neg.keywords = [*node.keywords[:k], ast.keyword(kw.arg, ast.UnaryOp(ast.USub(), kw.value)),
+                                *node.keywords[k + 1:]]
+                yield "keyword", neg
+    elif isinstance(node, ast.AugAssign) and type(node.op) in _SWAP_BIN:
+        new = copy.copy(node)
+        new.op = _SWAP_BIN[type(node.op)]()
+        yield _BIN_KIND[type(node.op)], new
+
+
+_STATEMENTS = (ast.Assign, ast.AugAssign, ast.Expr, ast.AnnAssign)
+
+
+def mutants(text: str) -> list[TextMutant]:
+    """Every one-site wrong edit of the code in `text`'s function bodies, in source order."""
+    tree = ast.parse(text)
+    starts = _line_starts(text)
+    out: list[TextMutant] = []
+    seen: set = set()
+
+    def emit(op, node, new):
+        before = ast.get_source_segment(text, node) or ""
+        after = new if isinstance(new, str) else ast.unparse(ast.fix_missing_locations(new))
+        if after == before:
+            return
+        key = (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset, after)
+        if key in seen:
+            return
+        seen.add(key)
+        out.append(TextMutant(op, node.lineno, before, after, _segment_replace(text, starts, node, after)))
+
+    def visit_body(fn: ast.AST):
+        for parent in ast.walk(fn):
+            body = [s for field in ("body", "orelse") if isinstance(getattr(parent, field, None), list)
+                    for s in getattr(parent, field)]
+            for stmt in body:
+                if not isinstance(stmt, ast.stmt) or _is_docstring(stmt, parent):
+                    continue
+                if isinstance(stmt, _STATEMENTS) and not isinstance(stmt, ast.Expr) or (
+                        isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+                    emit("drop", stmt, "pass")
+        for node in ast.walk(fn):
+            if isinstance(node, ast.JoinedStr):          # messages: never mutated
+                continue
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                continue
+            for op, new in _edits(node):
+                emit(op, node, new)
+
+    strings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            for sub in ast.walk(node):
+                strings.add(id(sub))
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            visit_body(node)
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    visit_body(item)
+    # an edit inside an f-string (a message) is no wrong computation
+    out = [m for m in out if not _inside_fstring(tree, m)]
+    out.sort(key=lambda m: (m.line, m.operator, m.after))
+    return out
+
+
+def _inside_fstring(tree: ast.AST, m: TextMutant) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr) and node.lineno <= m.line <= node.end_lineno:
+            seg_line = m.line
+            if node.lineno == node.end_lineno == seg_line:
+                return m.before in (ast.unparse(node),) or m.before in ast.unparse(node)
+            return True
+    return False
+
+
+def sample(ms: list[TextMutant], limit: int | None) -> list[TextMutant]:
+    """At most `limit` mutants spread evenly over the list (all of them for None)."""
+    if limit is None or len(ms) <= limit:
+        return list(ms)
+    step = len(ms) / limit
+    return [ms[int(k * step)] for k in range(limit)]

@@ -1,0 +1,74 @@
+"""The edge judge (qed/tools/judge_edges.py): every printed refusal exercised in both backends,
+every empty-output path checked exactly; and a wrong edit of a printed check is a finding."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from derivations import registry
+from qed.tools import judge_edges as je
+
+
+def _bad(findings):
+    return [str(f) for f in findings if not f.ok]
+
+
+@pytest.mark.parametrize("backend", je.BACKENDS)
+def test_every_printed_refusal_holds(backend):
+    findings, _ = je.judge_all(backends=(backend,))
+    assert not _bad(findings), "\n".join(_bad(findings))
+    units = {f.unit for f in findings}
+    assert {o.name for o in registry.ops()} <= units
+    assert {s.name for s in registry.steps()} <= units and {t.name for t in registry.tables()} <= units
+    assert {"mha", "_validate"} <= units
+
+
+def test_every_op_is_judged_at_every_zero_size():
+    findings, _ = je.judge_all(backends=("numpy",), names={"attention"})
+    cases = {f.case for f in findings if f.unit == "attention"}
+    for size in ("m", "n", "d_k", "d_v", "batch"):
+        assert f"{size} = 0" in cases
+
+
+@pytest.mark.parametrize("backend", je.BACKENDS)
+def test_an_id_check_that_lets_everything_through_is_found(backend, monkeypatch):
+    v = je._module(backend, "_validate")
+    monkeypatch.setattr(v, "in_range", lambda *a, **k: None)
+    findings = je.judge_op(registry.op("embedding"), backend)
+    # NumPy's own IndexError, or an accepted id past the table: either way a finding
+    assert any(not f.ok and f.case.startswith("ids") for f in findings)
+
+
+def test_an_option_check_that_lets_everything_through_is_found(monkeypatch):
+    v = je._module("numpy", "_validate")
+    monkeypatch.setattr(v, "in_domain", lambda *a, **k: None)
+    findings = je.judge_op(registry.op("layernorm"), "numpy")
+    assert any(f.case.startswith("eps = ") and not f.ok for f in findings)
+
+
+def test_nonzero_gradients_of_an_empty_op_are_found(monkeypatch):
+    v = je._module("numpy", "_validate")
+    monkeypatch.setattr(v, "zero_grads", lambda layout, like: tuple(np.ones(s) for s in layout[1]))
+    # linear with n_out = 0: every output empty, but dx (r, n_in) and dweight are not
+    findings = je.judge_op(registry.op("linear"), "numpy")
+    assert any("is not 0" in f.problem for f in findings)
+
+
+def test_a_raw_library_error_is_a_finding(monkeypatch):
+    v = je._module("numpy", "_validate")
+
+    def raw(op, *args):
+        raise ZeroDivisionError("division by zero")
+    monkeypatch.setattr(v, "nonzero_size", raw)
+    findings = je.judge_op(registry.op("attention"), "numpy")
+    assert any("raw ZeroDivisionError" in f.problem for f in findings)
+
+
+def test_a_refusal_not_naming_the_op_is_a_finding(monkeypatch):
+    v = je._module("numpy", "_validate")
+
+    def anonymous(op, *args):
+        raise ValueError("bad input")
+    monkeypatch.setattr(v, "same_size", anonymous)
+    findings = je.judge_op(registry.op("linear"), "numpy")
+    assert any("not the op's own one-line error" in f.problem for f in findings)
