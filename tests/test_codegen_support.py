@@ -74,15 +74,10 @@ def test_the_generated_support_modules_are_the_hand_written_ones():
 
 
 def test_the_helpers_are_the_fast_idioms():
-    """rowsum is one gemv with ones (not np.sum's reduction loop): the same digits as that gemv,
-    and not slower than np.sum on rows of 256 float32 (measured side by side, best of 5)."""
-    import timeit
-
+    """rowsum is one gemv with ones (not np.sum's reduction loop): the same digits as that gemv.
+    (Its speed against np.sum is measured side by side by `qed bench --ops`, never by a test.)"""
     a = _array((64, 64, 256), np.float32)
     np.testing.assert_array_equal(ns.rowsum(a), (a @ np.ones(256, np.float32))[..., None])
-    helper = min(timeit.repeat(lambda: ns.rowsum(a), number=20, repeat=5))
-    reduction = min(timeit.repeat(lambda: np.sum(a, axis=-1, keepdims=True), number=20, repeat=5))
-    assert helper < 1.5 * reduction, (helper, reduction)
 
 
 def test_a_wrong_helper_fails_translation_validation(monkeypatch):

@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -302,7 +301,6 @@ def _mkdocs_available() -> bool:
                     "not installed (pip install -e '.[docs]')")
 def test_mkdocs_build_strict(tmp_path):
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
-    start = time.perf_counter()
     res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -312,7 +310,6 @@ def test_mkdocs_build_strict(tmp_path):
     assert (site / "src" / "generated" / "numpy" / "attention.py").exists()
     assert "../../src/generated/numpy/attention.py" in page
     assert "cdn" not in (site / "index.html").read_text(encoding="utf-8").lower()
-    assert time.perf_counter() - start < 120
 
 
 def test_without_the_sources_the_sources_page_is_left_alone(monkeypatch):

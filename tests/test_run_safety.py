@@ -173,9 +173,7 @@ def test_resume_below_or_at_the_checkpoint_step_says_so(run, tmp_path):
     (["bench", "--config", f"n_embd={2**20}", "--no-proofs", "--no-codegen"], "needs an estimated"),
 ])
 def test_bad_start_is_one_line_and_leaves_no_run_directory(tmp_path, args, fragment):
-    t0 = time.perf_counter()
     assert_one_line_error(qed(*args, cwd=tmp_path), fragment)
-    assert time.perf_counter() - t0 < 60                               # refused up front, not after a try
     assert not (tmp_path / "runs").exists()
 
 
