@@ -176,24 +176,27 @@ def _outside(o) -> list:
 
 
 # ------------------------------------------------------------------------------ ops
-def _forward(op, backend):
-    return getattr(_module(backend, op.name), f"{op.name}_forward")
+def _forward(op, backend, file=None):
+    name = file or op.name
+    return getattr(_module(backend, name), f"{name}_forward")
 
 
-def _backward(op, backend):
-    return getattr(_module(backend, op.name), f"{op.name}_backward")
+def _backward(op, backend, file=None):
+    name = file or op.name
+    return getattr(_module(backend, name), f"{name}_backward")
 
 
-def judge_op(op, backend: str) -> list[Finding]:
-    """Every way out of `op`'s domain, one at a time, in `backend`; and the empty cases."""
+def judge_op(op, backend: str, file: str | None = None) -> list[Finding]:
+    """Every way out of `op`'s domain, one at a time, in `backend`; and the empty cases. `file`:
+    another generated module that implements the same op (attention_tiled for attention_lse)."""
     from codegen.analysis import analyse
 
     an = analyse(op)
     out: list[Finding] = []
-    fwd = _forward(op, backend)
+    fwd = _forward(op, backend, file)
     base = build(op, sizes_of(op))
     conv = [_convert(backend, a) for a in base]
-    u = op.name
+    u = file or op.name
 
     def refuse(case, args, **opts):
         _expect_refusal(out, u, backend, case, fwd, *[_convert(backend, a) for a in args], **opts)
@@ -206,6 +209,9 @@ def judge_op(op, backend: str) -> list[Finding]:
         refuse(f"{an.args[i].name} as integers", [a.astype(np.int64) if k == i else a for k, a in enumerate(base)])
         if backend == "numpy":
             refuse(f"{an.args[i].name} as a list", [a.tolist() if k == i else a for k, a in enumerate(base)])
+        else:
+            _expect_refusal(out, u, backend, f"{an.args[i].name} as a NumPy array", fwd,
+                            *[base[k] if k == i else c for k, c in enumerate(conv)])
     if len(floats) > 1:
         j = floats[1]
         refuse(f"{an.args[j].name} float32 beside float64",
@@ -269,17 +275,34 @@ def judge_op(op, backend: str) -> list[Finding]:
     for name in sorted({s.name for s in sizes_of(op)}) + ["batch"]:
         zsizes = sizes_of(op, **({name: 0} if name != "batch" else {}))
         args = build(op, zsizes, lead=(0,) if name == "batch" else (2,))
-        out.append(_empty_case(op, an, backend, f"{name} = 0", args, name in zero_sized))
+        out.append(_empty_case(op, an, backend, f"{name} = 0", args, name in zero_sized, file))
     return out
 
 
-def _empty_case(op, an, backend, case, args, must_refuse) -> Finding:
+def judge_tiled(backend: str) -> list[Finding]:
+    """attention_tiled: attention_lse's domain (the same SIGNATURE), and its block size."""
+    from derivations import registry
+
+    op = registry.op("attention_lse")
+    out = judge_op(op, backend, file="attention_tiled")
+    fwd = _forward(op, backend, "attention_tiled")
+    args = [_convert(backend, a) for a in build(op, sizes_of(op))]
+    for block in (0, -1, True, 2.5):
+        _expect_refusal(out, "attention_tiled", backend, f"block = {block!r}", fwd, *args, block=block)
+    res, _ = _call("attention_tiled", fwd, *args)
+    o, cache = res
+    _expect_refusal(out, "attention_tiled", backend, "backward block = 0", _backward(op, backend, "attention_tiled"),
+                    _convert(backend, np.ones(tuple(o.shape))), cache, block=0)
+    return out
+
+
+def _empty_case(op, an, backend, case, args, must_refuse, file=None) -> Finding:
     """A zero-length axis: refused by the op (where a denominator needs the size), or outputs of
     the declared shapes; where every output is empty, every gradient exactly 0 in its argument's
     shape."""
-    u = op.name
+    u = file or op.name
     try:
-        res, msg = _call(u, _forward(op, backend), *[_convert(backend, a) for a in args])
+        res, msg = _call(u, _forward(op, backend, file), *[_convert(backend, a) for a in args])
         if msg is not None:
             return Finding(u, backend, case)          # refused by name (a size, an id or a count)
         outs, cache = res
@@ -289,7 +312,7 @@ def _empty_case(op, an, backend, case, args, must_refuse) -> Finding:
         if not all(o.size == 0 for o in outs):
             return Finding(u, backend, case)
         ups = [_convert(backend, np.ones(o.shape)) for o in outs]
-        grads, msg = _call(u, _backward(op, backend), *ups, cache)
+        grads, msg = _call(u, _backward(op, backend, file), *ups, cache)
         if msg is not None:
             return Finding(u, backend, case, f"the backward refused: {msg}")
         pos = grad_positions(op)
@@ -346,6 +369,18 @@ def judge_table(table, backend: str) -> list[Finding]:
         got = as_tuple(fn(*([4] * n), dtype=np.float32))
         out.append(Finding(u, backend, "dtype = float32", "" if all(g.dtype == np.float32 for g in got)
                            else f"returned {[str(g.dtype) for g in got]}"))
+    else:
+        import torch
+
+        _expect_refusal(out, u, backend, "dtype = torch.int64", fn, *([4] * n), dtype=torch.int64)
+        got = as_tuple(fn(*([4] * n), dtype=torch.float32))
+        out.append(Finding(u, backend, "dtype = torch.float32", "" if all(g.dtype == torch.float32 for g in got)
+                           else f"returned {[str(g.dtype) for g in got]}"))
+        # a size given as a 0-d integer tensor reads as that integer
+        same = as_tuple(fn(*[torch.tensor(4)] * n, dtype=torch.float64))
+        want = as_tuple(fn(*([4] * n), dtype=torch.float64))
+        out.append(Finding(u, backend, "sizes as 0-d integer tensors",
+                           "" if all(torch.equal(a, b) for a, b in zip(same, want)) else "differs from int sizes"))
     for o in table.options:
         if o.symbol is not None and o.allowed() not in (sp.S.Reals, sp.S.Integers):
             for value in _outside(o):
@@ -367,6 +402,9 @@ def judge_mha(backend: str) -> list[Finding]:
     _expect_refusal(out, "mha", backend, "n_head = 0", fn, *conv(x, w_qkv, b_qkv, w_o, b_o), n_head=0)
     _expect_refusal(out, "mha", backend, "w_qkv of width 2C", fn,
                     *conv(x, w_qkv[:2 * C], b_qkv[:2 * C], w_o, b_o), n_head=2)
+    if backend == "torch":
+        module = _module(backend, "mha").MultiHeadAttention
+        _expect_refusal(out, "mha", backend, "MultiHeadAttention(n_embd=5, n_head=2)", module, 5, 2)
     return out
 
 
@@ -385,6 +423,19 @@ def judge_validate(backend: str) -> list[Finding]:
     except _Refused as exc:
         out.append(Finding("_validate", backend, "size_is at its value", str(exc)))
     _expect_refusal(out, "probe", backend, "size_is one off", v.checked, sig, x=_convert(backend, np.zeros((3, 5))))
+    if backend == "torch":
+        # while torch.compile traces, the checks that read tensor values are skipped (a compiled
+        # caller checks ids before it enters the compiled code): they return without a word
+        import torch
+
+        compiling = torch.compiler.is_compiling
+        torch.compiler.is_compiling = lambda: True
+        try:
+            skipped = v.in_range("probe", "ids", torch.tensor([9]), 3, "V") is None and \
+                v.nonzero("probe", "n", torch.tensor([0]), "a count", "a mean") is None
+        finally:
+            torch.compiler.is_compiling = compiling
+        out.append(Finding("_validate", backend, "value checks while compiling", "" if skipped else "checked"))
     try:
         v.Signature("probe", no_such_field=())
         out.append(Finding("_validate", backend, "unknown field", "accepted"))
@@ -413,6 +464,8 @@ def judge_all(backends=BACKENDS, names=None) -> tuple[list[Finding], float]:
                 out += judge_table(table, backend)
         if names is None or "mha" in names:
             out += judge_mha(backend)
+        if names is None or "attention_tiled" in names:
+            out += judge_tiled(backend)
         if names is None:
             out += judge_validate(backend)
     return out, time.perf_counter() - t0

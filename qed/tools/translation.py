@@ -1,12 +1,12 @@
-"""Translation validation: the printed NumPy text, executed on exact symbolic inputs.
+"""Translation validation: the printed NumPy and PyTorch text, executed on exact symbolic inputs.
 
 The generated claims (derivations/proof/obligations.py) prove the SymPy objects that codegen prints:
 the printed forward equals the specification, the printed backward its derivative. What the
 printer makes of those objects is text; this module checks the text. It executes every
-generated NumPy kernel — the very file in generated/numpy/, not a re-rendering — on object
-arrays whose entries are SymPy symbols (`x_0_0`, `x_0_1`, …) at small concrete sizes, and
-compares every output and every gradient, entry by entry and exactly, with the expressions the
-claims are about:
+generated kernel of both backends — the very files in generated/numpy/ and generated/torch/,
+not a re-rendering — on arrays whose entries are SymPy symbols (`x_0_0`, `x_0_1`, …) at small
+concrete sizes, and compares every output and every gradient, entry by entry and exactly, with
+the expressions the claims are about:
 
     forward   `forward_scope(op, when)[output]`  (the printed forward's SymPy object)
     backward  `backward_scope(op, when)[grad]`   (the printed backward's, cache expanded)
@@ -18,7 +18,7 @@ symbols. Scalar options (eps, lr, β₁, base, …) are passed as the op's own S
 comparison holds for every value of them; the step count `t` and integer inputs (token ids,
 targets, the loss mask) are concrete integers; flags (`causal`) run both ways.
 
-The kernel runs in a module namespace of its own (`load`), with the names the printed text
+A NumPy kernel runs in a module namespace of its own (`load`), with the names the printed text
 calls replaced by exact ones:
 
 * `np` — a strict shim (`NUMPY`): the elementwise functions the printer emits (`np.exp`,
@@ -50,6 +50,28 @@ calls replaced by exact ones:
 Matrix products, transposes (`.mT`, `.T`), reshapes, indexing, broadcasting and in-place
 operators are NumPy's own, on object arrays: they run as printed.
 
+Every scalar function above (np.exp, math.sqrt, scipy.special.expit, np.maximum, the row max's
+fold) is evaluated by its row of derivations/language/functions.py (`functions.apply`), the one
+table that every judge of the printed text reads.
+
+A PyTorch kernel runs the same way (`load_torch`, `backend="torch"` of every `validate_*`): its
+text with exact literals, compiled under its real path, its imports answered while it runs —
+`torch` by the exact torch of qed/tools/torch_shim.py (a `Tensor` over an object ndarray, torch's
+view, in-place, `out=` and promotion semantics, every elementwise function through the same
+table, anything unmodelled an error), `math` by the same MATH, `_support`, `_validate` and the
+kernels it calls (mha's linear and attention) by the generated files themselves, loaded the same
+way and run as printed (`_validate`'s dtype checks hold of the shim's float dtype as written; its
+`in_domain` decides a symbolic option as above). Beyond the kernels, the printed wrappers run
+too: `<Op>Function.forward(ctx, …)` with a fresh context and `.backward(ctx, …)` (a gradient per
+argument, in order, None for the integer inputs and options), the functional `<op>` through
+`Function.apply`, and the `nn.Module` of an op with parameters (constructed from the sizes, its
+Parameters set to the symbolic inputs); each against the same expected arrays.
+
+The tiled attention (attention_tiled.py, both backends; `validate_tiled`) runs its loops at
+blocks of 1 and 2 keys against attention_lse: its output against the forward expression, every
+entry of its cache against the attention_lse kernel's, its backward on that cache against the
+backward expressions.
+
 The expected side is the claims' own index form (`derivations.language.arrays.entry`), built once per
 array for free indices (i, j) and then evaluated at each concrete (i, j): every `Sum` written out
 as its loop, sizes and scalars substituted, `x[i, j]` replaced by the run's symbol, an integer
@@ -63,7 +85,9 @@ p. The rewrite keeps every Piecewise out of the index form.)
 
 Each comparison is exact: the residual expected − got passes only when it is 0 structurally,
 after SymPy's `expand` (arguments of exp, √, erf, Max, Heaviside expanded inside), or by the
-proofs' normaliser (`derivations.proof.rewriting.Normaliser().residual`). A residual that is clearly
+proofs' normaliser (`derivations.proof.rewriting.Normaliser().residual`); before `expand`, products of
+sums are multiplied out through sums and products only (`_distributed`: the same terms grouped
+otherwise, a sum over key blocks against the whole row's). A residual that is clearly
 non-zero at a pseudo-random point (30-digit mpmath over the expression's DAG) is reported at
 once, without the slower normal forms: numbers only ever reject, never accept. A kernel output
 that holds a Python or SymPy float is an error (an inexact constant leaked).
@@ -71,8 +95,10 @@ that holds a Python or SymPy float is an error (an inexact constant leaked).
 from __future__ import annotations
 
 import ast
+import builtins
 import contextlib
 import copy
+import functools
 import math as _math
 import time
 import types
@@ -83,15 +109,16 @@ import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
 
 from derivations import registry
+from derivations.language import functions
 from derivations.language.arrays import Array, CausalMask, RowMax, _label, document_form, entry, shape_of
 from derivations.proof.obligations import backward_scope, flag_sets, forward_scope, setting_for
 from derivations.language.ops import Op, Table, grad_of
 
 from . import ROOT
 
-__all__ = ["ShimError", "Sym", "NUMPY", "MATH", "SCIPY", "load", "Check", "validate_op",
-           "validate_step", "validate_table", "validate_all", "residual", "TRUSTED",
-           "STEP_NAMES", "SIZES"]
+__all__ = ["ShimError", "Sym", "NUMPY", "MATH", "SCIPY", "load", "load_torch", "Check",
+           "validate_op", "validate_step", "validate_table", "validate_mha", "validate_tiled",
+           "validate_all", "residual", "TRUSTED", "STEP_NAMES", "SIZES", "BACKENDS"]
 
 GENERATED = ROOT / "generated" / "numpy"
 
@@ -116,9 +143,13 @@ TRUSTED = (
     "are validated on 2-D slices (the proofs' form), where `_validate`'s shape handling "
     "(`promoted`, `restored`, `sum_to`) is the identity; it runs as printed, and "
     "tests/test_kernel_edges.py checks it numerically against torch",
-    "the torch kernels (generated/torch/): only their numeric agreement with NumPy "
-    "(tests/test_kernels.py)",
-    "the mha template (head split and merge, the fused QKV projection): not executed here",
+    "PyTorch's own semantics as qed/tools/torch_shim.py models them: views, in-place and out= "
+    "writes, type promotion, masked_fill, take_along_dim, one_hot, chunk, cat, addmm and the "
+    "reductions are written after torch's documented behaviour and executed on NumPy object "
+    "arrays, not by torch; autograd itself (the graph, once_differentiable, a Module's "
+    "registration) is modelled only as far as the printed wrappers call it",
+    "the mha template's generality: its head split and merge are run at T = 2, n_head = 2, "
+    "d = 2 only (the claim mha.concat justifies the index map for symbolic sizes)",
 )
 
 # step modules of generated/numpy/ and their Step objects (derivations/optim.py)
@@ -247,12 +278,34 @@ def _ufunc(name, f, arity: int):
     return ufunc
 
 
-def _elementwise(name, f):
-    return _ufunc(name, f, 1)
+def _table(row: str):
+    """Entry by entry, the row `row` of the functions table (derivations/language/functions.py):
+    every scalar function of the printed text is evaluated there, on SymPy entries or on the
+    exact values of another judge."""
+    f = functions.FUNCTIONS[row]
+
+    def entry(*args):
+        return functions.apply(row, *args)
+    entry.__name__ = row
+    if f.arity not in (1, 2):
+        raise ShimError(f"the functions table's {row} has arity {f.arity}")
+    return entry
+
+
+def _elementwise(name, row=None):
+    return _ufunc(name, _table(row or name), 1)
 
 
 def _binary(name, f):
     return _ufunc(name, f, 2)
+
+
+def _operand(v):
+    """An entry as an exact operand of arithmetic: Python and NumPy integers as SymPy Integers
+    (so that / is exact); SymPy objects and other judges' values as they are."""
+    if isinstance(v, (bool, _np.bool_, int, _np.integer)):
+        return sp.Integer(int(v))
+    return v
 
 
 def _np_max(a, axis=None, keepdims=False, **kwargs):
@@ -262,7 +315,7 @@ def _np_max(a, axis=None, keepdims=False, **kwargs):
     rows = a.reshape(-1, a.shape[-1])
     out = _np.empty(rows.shape[0], dtype=object)
     for k, row in enumerate(rows):
-        out[k] = sp.Max(*[_exact(v) for v in row])
+        out[k] = functools.reduce(_table("maximum"), [_exact(v) for v in row])   # Max(Max(a, b), c) = Max(a, b, c)
     out = out.reshape(a.shape[:-1])
     if keepdims:
         out = _np.moveaxis(out[..., None], -1, axis)
@@ -310,29 +363,20 @@ class _Namespace(types.SimpleNamespace):
                         "the translation-validation shim does not model")
 
 
-def _sigmoid(u):
-    return 1 / (1 + sp.exp(-u))
-
-
-def _ndtr(u):
-    return (1 + sp.erf(u / sp.sqrt(2))) / 2
-
-
 NUMPY = _Namespace(
     _label="np",
-    # elementwise, exact
-    exp=_elementwise("exp", sp.exp), log=_elementwise("log", sp.log),
-    sqrt=_elementwise("sqrt", sp.sqrt), tanh=_elementwise("tanh", sp.tanh),
-    sin=_elementwise("sin", sp.sin), cos=_elementwise("cos", sp.cos),
-    abs=_elementwise("abs", sp.Abs), sign=_elementwise("sign", sp.sign),
-    log1p=_elementwise("log1p", log1p), expm1=_elementwise("expm1", expm1),
-    negative=_elementwise("negative", lambda a: -a),
-    divide=_binary("divide", lambda a, b: sp.sympify(a) / sp.sympify(b)),
-    multiply=_binary("multiply", lambda a, b: sp.sympify(a) * sp.sympify(b)),
-    add=_binary("add", lambda a, b: sp.sympify(a) + sp.sympify(b)),
-    subtract=_binary("subtract", lambda a, b: sp.sympify(a) - sp.sympify(b)),
-    maximum=_binary("maximum", lambda a, b: sp.Max(_exact(a), _exact(b))),
-    minimum=_binary("minimum", lambda a, b: sp.Min(_exact(a), _exact(b))),
+    # elementwise, exact: the functions table's rows
+    exp=_elementwise("exp"), log=_elementwise("log"), sqrt=_elementwise("sqrt"),
+    tanh=_elementwise("tanh"), sin=_elementwise("sin"), cos=_elementwise("cos"),
+    abs=_elementwise("abs"), sign=_elementwise("sign"),
+    log1p=_elementwise("log1p"), expm1=_elementwise("expm1"),
+    maximum=_ufunc("maximum", _table("maximum"), 2), minimum=_ufunc("minimum", _table("minimum"), 2),
+    # arithmetic, exact
+    negative=_ufunc("negative", lambda a: -_operand(a), 1),
+    divide=_binary("divide", lambda a, b: _operand(a) / _operand(b)),
+    multiply=_binary("multiply", lambda a, b: _operand(a) * _operand(b)),
+    add=_binary("add", lambda a, b: _operand(a) + _operand(b)),
+    subtract=_binary("subtract", lambda a, b: _operand(a) - _operand(b)),
     max=_np_max,
     arange=_arange,
     errstate=lambda **flags: contextlib.nullcontext(),   # no floating point here: nothing to report
@@ -341,6 +385,7 @@ NUMPY = _Namespace(
     full=_structural_dtype(_np.full, "full"), empty=_structural_dtype(_np.empty, "empty"),
     where=_passthrough("where"), tri=_passthrough("tri"), broadcast_to=_passthrough("broadcast_to"),
     take_along_axis=_passthrough("take_along_axis"), swapaxes=_passthrough("swapaxes"),
+    broadcast_shapes=_np.broadcast_shapes,
     split=_passthrough("split"), concatenate=_passthrough("concatenate"),
     sum=_passthrough("sum"), mean=_passthrough("mean"), asarray=_passthrough("asarray"),
     ravel=_passthrough("ravel"),
@@ -350,15 +395,16 @@ NUMPY = _Namespace(
 
 MATH = _Namespace(
     _label="math",
-    sqrt=sp.sqrt, exp=sp.exp, log=sp.log, tanh=sp.tanh, erf=sp.erf, sin=sp.sin, cos=sp.cos,
+    sqrt=_table("sqrt"), exp=_table("exp"), log=_table("log"), tanh=_table("tanh"),
+    erf=_table("erf"), sin=_table("sin"), cos=_table("cos"),
     pi=sp.pi, e=sp.E, inf=sp.oo, prod=_math.prod,
 )
 
 SCIPY = _Namespace(_label="scipy", special=_Namespace(
     _label="scipy.special",
-    expit=lambda u: _apply(_sigmoid, u),
-    erf=lambda u: _apply(sp.erf, u),
-    ndtr=lambda u: _apply(_ndtr, u),
+    expit=lambda u: _apply(_table("sigmoid"), u),
+    erf=lambda u: _apply(_table("erf"), u),
+    ndtr=lambda u: _apply(_table("ndtr"), u),
 ))
 
 
@@ -367,9 +413,41 @@ def _exact_float(v):
     return sp.sympify(v)
 
 
+def _symbolic_in_domain(real):
+    """`_validate.in_domain` (`real`) for a number; for a symbol (every value of it at once),
+    each bound its assumptions decide must hold, and one they leave open (β₁ < 1 of a
+    non-negative β₁) is the hypothesis the run is made under (TRUSTED)."""
+    def in_domain(op, name, value, lo, hi, lo_open, hi_open):
+        if not isinstance(value, sp.Basic) or value.is_number:
+            return real(op, name, value, lo, hi, lo_open, hi_open)
+        holds = []
+        if lo is not None:
+            holds.append(value > lo if lo_open else value >= lo)
+        if hi is not None:
+            holds.append(value < hi if hi_open else value <= hi)
+        if any(h is sp.false for h in holds):
+            raise ValueError(f"{op}: the symbol {name} lies outside its domain")
+        return None
+    return in_domain
+
+
+def _numpy_validate_module():
+    """generated/numpy/_validate.py: the imported module, or an edited text of it (`edited`)
+    executed as that module."""
+    path = (GENERATED / "_validate.py").resolve()
+    if path not in _EDITED:
+        from generated.numpy import _validate as real
+
+        return real
+    mod = types.ModuleType("generated.numpy._validate")
+    mod.__file__ = str(path)
+    exec(compile(_EDITED[path], str(path), "exec"), mod.__dict__)
+    return mod
+
+
 def _validate_shim():
     """generated/numpy/_validate.py with its float-dtype checks opened to object arrays."""
-    from generated.numpy import _validate as real
+    real = _numpy_validate_module()
 
     def floats(op, *args):
         for name, a, ndim, exact, declared in args:
@@ -385,22 +463,8 @@ def _validate_shim():
     def float_dtype(op, dtype):
         return _np.dtype(object)
 
-    def in_domain(op, name, value, lo, hi, lo_open, hi_open):
-        """The real check for a number; for a symbol (every value of it at once), each bound its
-        assumptions decide must hold, and one they leave open (β₁ < 1 of a non-negative β₁) is
-        the hypothesis the run is made under (TRUSTED)."""
-        if not isinstance(value, sp.Basic) or value.is_number:
-            return real.in_domain(op, name, value, lo, hi, lo_open, hi_open)
-        holds = []
-        if lo is not None:
-            holds.append(value > lo if lo_open else value >= lo)
-        if hi is not None:
-            holds.append(value < hi if hi_open else value <= hi)
-        if any(h is sp.false for h in holds):
-            raise ValueError(f"{op}: the symbol {name} lies outside its domain")
-        return None
-
-    scope = dict(vars(real), floats=floats, float_dtype=float_dtype, in_domain=in_domain)
+    scope = dict(vars(real), floats=floats, float_dtype=float_dtype,
+                 in_domain=_symbolic_in_domain(real.in_domain))
     for k, f in list(scope.items()):     # the module's own calls (`checked`) reach the shims too
         if isinstance(f, types.FunctionType) and f.__module__ == real.__name__:
             scope[k] = types.FunctionType(f.__code__, scope, k, f.__defaults__, f.__closure__)
@@ -449,30 +513,65 @@ class _ExactLiterals(ast.NodeTransformer):
         return node
 
 
-def _compile(name: str, text: str):
+def _compile(path, text: str):
+    """`text` with exact literals, compiled under the generated file's real path, so that a
+    line of the code object (a tracer's, a traceback's) is that line of the printed file."""
     tree = ast.parse(text)
     tree = ast.fix_missing_locations(_ExactLiterals(text).visit(tree))
-    return compile(tree, f"<generated/numpy/{name}.py, exact>", "exec")
+    return compile(tree, str(path), "exec")
 
 
 _LOADED: dict = {}
 
+# edited texts of generated files, by path, that every loader of the judges reads instead of the
+# file (`edited`: qed audit --text); empty outside that
+_EDITED: dict = {}
+
+
+def printed_text(path) -> str:
+    """The text of a generated file as the judges read it: an edited copy inside `edited`."""
+    from pathlib import Path
+
+    path = Path(path).resolve()
+    return _EDITED[path] if path in _EDITED else path.read_text()
+
+
+def editing() -> bool:
+    """Whether an edited text is in force (then no loader uses or fills its cache)."""
+    return bool(_EDITED)
+
+
+@contextlib.contextmanager
+def edited(path, text: str):
+    """Inside this block every judge's loader (this module's, the torch loader's, the field
+    judge's) reads `text` for the generated file `path`, and everything that imports it is
+    loaded afresh: one wrong edit of the printed text, judged as if it were on disk."""
+    from pathlib import Path
+
+    path = Path(path).resolve()
+    _EDITED[path] = text
+    try:
+        yield
+    finally:
+        del _EDITED[path]
+
 
 def load(name: str, source: str | None = None) -> types.ModuleType:
     """generated/numpy/<name>.py (or `source`, an edited copy of its text) as a module whose
-    NumPy, math, SciPy, _special, _validate and `float` are the exact shims. Not entered in
+    NumPy, math, SciPy, _special, _validate and `float` are the exact shims, compiled under the
+    file's real path (a tracer's or a traceback's line is the printed file's). Not entered in
     sys.modules; the real module is untouched."""
-    key = name if source is None else None
+    key = name if source is None and not _EDITED else None
     if key is not None and key in _LOADED:
         return _LOADED[key]
-    text = source if source is not None else (GENERATED / f"{name}.py").read_text()
+    text = source if source is not None else printed_text(GENERATED / f"{name}.py")
     mod = types.ModuleType(f"generated.numpy.{name}")
     mod.__package__ = "generated.numpy"
     mod.__file__ = str(GENERATED / f"{name}.py")
     ns = mod.__dict__
     ns[_EXACT_NUMBER] = sp.Rational
     ns[_EXACT_INT] = sp.Integer
-    exec(_compile(name, text), ns)
+    exec(_compile(GENERATED / f"{name}.py", text), ns)
     for var, val in list(ns.items()):
         if not isinstance(val, types.ModuleType):
             continue
@@ -485,6 +584,8 @@ def load(name: str, source: str | None = None) -> types.ModuleType:
             ns[var] = SCIPY if real == "scipy" else SCIPY.special
         elif real == "generated.numpy._validate":
             ns[var] = _validate_shim()
+        elif real == "copy":
+            pass                       # the standard library's (attention_tiled copies a SIGNATURE)
         elif real.startswith("generated.numpy."):
             ns[var] = load(real.rsplit(".", 1)[1])
         else:
@@ -493,6 +594,76 @@ def load(name: str, source: str | None = None) -> types.ModuleType:
     if key is not None:
         _LOADED[key] = mod
     return mod
+
+
+GENERATED_TORCH = ROOT / "generated" / "torch"
+_LOADED_TORCH: dict = {}
+_TORCH_IMPORTS = ("copy", "__future__")      # the standard modules a printed torch file may import
+
+
+def load_torch(name: str, source: str | None = None, sources: dict | None = None) -> types.ModuleType:
+    """generated/torch/<name>.py (or `source`, an edited copy of its text) as a module run on the
+    exact torch (qed/tools/torch_shim.py): its literals exact, compiled under the real path, its
+    imports answered while it runs — `torch` by the shim's namespace, `math` by MATH, a module of
+    its own package (`from . import _support`, `_validate`, `linear`) by that generated file
+    loaded the same way (its text from `sources[<module>]` where given: an edited helper), the
+    standard `copy` and `__future__` by themselves; any other import is an error. `_validate` is
+    generated/torch/_validate.py executed as printed: the shim's float dtype is a floating dtype,
+    so its dtype checks hold of the exact tensors as written; only `in_domain` decides a symbolic
+    option by its assumptions (as for NumPy). `float` is exact. Not entered in sys.modules."""
+    sources = dict(sources or {})
+    if source is not None:
+        sources[name] = source
+    return _TorchLoader(sources).load(name)
+
+
+class _TorchLoader:
+    """One tree of printed torch modules: each loaded once (the unedited ones cached across
+    loads), the edited ones (`sources`) and everything that imports them afresh."""
+
+    def __init__(self, sources: dict):
+        self.sources = sources
+        self.memo: dict = {}
+
+    def load(self, name: str) -> types.ModuleType:
+        if name in self.memo:
+            return self.memo[name]
+        cacheable = not self.sources and not _EDITED
+        if cacheable and name in _LOADED_TORCH:
+            return _LOADED_TORCH[name]
+        from .torch_shim import TORCH
+
+        text = self.sources.get(name)
+        if text is None:
+            text = printed_text(GENERATED_TORCH / f"{name}.py")
+        mod = types.ModuleType(f"generated.torch.{name}")
+        mod.__package__ = "generated.torch"
+        mod.__file__ = str(GENERATED_TORCH / f"{name}.py")
+        ns = mod.__dict__
+
+        def imported(module, globals=None, locals=None, fromlist=(), level=0):
+            if level == 1 and module == "":
+                return types.SimpleNamespace(**{n: self.load(n) for n in fromlist})
+            if level == 0 and module == "torch":
+                return TORCH
+            if level == 0 and module == "math":
+                return MATH
+            if level == 0 and module in _TORCH_IMPORTS:
+                return builtins.__import__(module, globals, locals, fromlist, level)
+            raise ShimError(f"generated/torch/{name}.py imports {'.' * level}{module}, which the "
+                            "torch shim does not model")
+
+        ns["__builtins__"] = dict(vars(builtins), __import__=imported)
+        ns[_EXACT_NUMBER] = sp.Rational
+        ns[_EXACT_INT] = sp.Integer
+        ns["float"] = _exact_float      # shadows the builtin for this module's functions only
+        self.memo[name] = mod
+        exec(_compile(GENERATED_TORCH / f"{name}.py", text), ns)
+        if name == "_validate":
+            ns["in_domain"] = _symbolic_in_domain(ns["in_domain"])
+        if cacheable:
+            _LOADED_TORCH[name] = mod
+        return mod
 
 
 # ---------------------------------------------------------------------------------------------
@@ -561,6 +732,59 @@ def _probe(d, seed: int) -> float | None:
             return None
 
 
+class _TooLarge(Exception):
+    pass
+
+
+def _distributed(e, budget: int = 20000):
+    """`e` with every product of sums multiplied out and, in each product, the exponentials
+    merged (e^a·e^b = e^{a+b}), through sums, products, integer powers (a denominator's base)
+    and exp's argument; every other function (Max, erf, …) is an atom, left as it is. Only
+    those identities, so 0 only where `e` is 0; it decides in a blink what the same terms
+    grouped otherwise give (a sum over key blocks against the whole row's, the online
+    softmax's rescaling e^{m_1 − m}·e^{s − m_1} against e^{s − m}), where `expand` would open
+    every argument and rebuild every Max. None past `budget` terms."""
+    memo: dict = {}
+
+    def merged(t):
+        if not t.is_Mul:
+            return t
+        exps = [a for a in t.args if isinstance(a, sp.exp)]
+        if len(exps) < 2:
+            return t
+        rest = [a for a in t.args if not isinstance(a, sp.exp)]
+        return sp.Mul(*rest) * sp.exp(sp.Add(*[a.args[0] for a in exps]))
+
+    def walk(x):
+        hit = memo.get(x)
+        if hit is not None:
+            return hit
+        if x.is_Add:
+            r = sp.Add(*[walk(a) for a in x.args])
+        elif x.is_Mul:
+            terms = [sp.Integer(1)]
+            for f in x.args:
+                f = walk(f)
+                fs = f.args if f.is_Add else (f,)
+                if len(terms) * len(fs) > budget:
+                    raise _TooLarge
+                terms = [t * u for t in terms for u in fs]
+            r = sp.Add(*[merged(t) for t in terms])
+        elif x.is_Pow and x.exp.is_Integer:
+            r = sp.Pow(walk(x.base), x.exp)
+        elif isinstance(x, sp.exp):
+            r = sp.exp(walk(x.args[0]))
+        else:
+            r = x
+        memo[x] = r
+        return r
+
+    try:
+        return walk(sp.sympify(e))
+    except _TooLarge:
+        return None
+
+
 def residual(expected, got) -> sp.Expr:
     """expected − got decided exactly: 0 when it is proved 0 (structurally, after SymPy's
     `expand`, or by the proofs' normaliser), otherwise what is left. A residual that is clearly
@@ -572,6 +796,8 @@ def residual(expected, got) -> sp.Expr:
     scale = max([_probe(sp.sympify(expected), 1) or 0.0, 1.0])
     if any(g is not None and g > 1e-25 * scale for g in gaps):
         return d
+    if _distributed(d) == 0:
+        return sp.Integer(0)
     e = sp.expand(d)
     if e == 0:
         return sp.Integer(0)
@@ -755,7 +981,9 @@ class _Expected:
 @dataclass
 class Check:
     """One validated array: `kernel` (op, step or table), `what` ("forward y", "backward dx",
-    "table cos", "step p_new"), the flags on, the sizes, and the entries that differ."""
+    "table cos", "step p_new", and for torch "Function.forward y", "Function.backward dx",
+    "functional y", "Module.forward y"), the flags on, the sizes, the backend whose printed text
+    ran ("numpy" or "torch"), and the entries that differ."""
 
     kernel: str
     what: str
@@ -765,6 +993,7 @@ class Check:
     mismatches: list = field(default_factory=list)     # (stored index, expected, got, residual)
     error: str = ""
     seconds: float = 0.0
+    backend: str = "numpy"
 
     @property
     def ok(self) -> bool:
@@ -772,7 +1001,8 @@ class Check:
 
     def __str__(self) -> str:
         flags = f" [{', '.join(self.flags)}]" if self.flags else ""
-        head = f"{self.kernel} {self.what}{flags} at {self.sizes}: "
+        where = "" if self.backend == "numpy" else f"({self.backend}) "
+        head = f"{where}{self.kernel} {self.what}{flags} at {self.sizes}: "
         if self.error:
             return head + "ERROR " + self.error
         if self.mismatches:
@@ -782,7 +1012,54 @@ class Check:
         return head + f"{self.entries} entries equal exactly ({self.seconds:.2f} s)"
 
 
-def _compare(check: Check, got, expected: dict, stored: tuple) -> None:
+BACKENDS = ("numpy", "torch")
+
+
+class _Backend:
+    """How the harness hands arrays to one backend's printed text and reads its results: NumPy's
+    are the object arrays themselves; torch's are exact tensors (qed/tools/torch_shim.py) over
+    a copy of their entries, and a result must be a float tensor."""
+
+    def __init__(self, name: str, sources: dict | None = None):
+        if name not in BACKENDS:
+            raise ValueError(f"backend {name!r}: expected one of {BACKENDS}")
+        self.name = name
+        self.sources = sources
+
+    def load(self, name: str, source: str | None = None):
+        if self.name == "numpy":
+            if self.sources:
+                raise ValueError("sources= (edited helpers) is modelled for the torch backend")
+            return load(name, source)
+        return load_torch(name, source, self.sources)
+
+    def wrap(self, a):
+        if self.name == "numpy":
+            return a
+        from .torch_shim import tensor
+
+        return tensor(a)
+
+    def unwrap(self, got):
+        """A result as an object ndarray; a result of the wrong kind is a ShimError."""
+        if self.name == "numpy":
+            return got
+        from .torch_shim import FLOAT, Tensor
+
+        if not isinstance(got, Tensor):
+            raise ShimError(f"a result of type {type(got).__name__}, not a torch tensor")
+        if got.dtype is not FLOAT:
+            raise ShimError(f"a result of dtype {got.dtype}, not the float dtype")
+        return _np.asarray(got._a, dtype=object)
+
+
+def _compare(check: Check, got, expected: dict, stored: tuple, backend: _Backend | None = None) -> None:
+    if backend is not None:
+        try:
+            got = backend.unwrap(got)
+        except ShimError as exc:
+            check.error = str(exc)
+            return
     got = _np.asarray(got, dtype=object) if not isinstance(got, _np.ndarray) else got
     if tuple(got.shape) != tuple(stored):
         check.error = f"shape {tuple(got.shape)}, expected {tuple(stored)}"
@@ -814,19 +1091,154 @@ def _integer_values(lo: int, hi: int, count: int) -> list[int]:
     return [lo + (hi - lo - k) % span for k in range(count)]
 
 
+def _camel(name: str) -> str:
+    """The printed class name of an op: gelu_tanh -> GeluTanh (codegen's `camel`)."""
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+
+
 def validate_op(op: Op | str, sizes: dict | None = None, source: str | None = None,
-                flags=None) -> list[Check]:
-    """Run generated/numpy/<op>.py (or `source`) forward and backward on symbolic inputs, for
-    every flag combination, and compare each output and gradient with the printed SymPy
-    objects."""
+                flags=None, backend: str = "numpy", sources: dict | None = None) -> list[Check]:
+    """Run generated/<backend>/<op>.py (or `source`) forward and backward on symbolic inputs,
+    for every flag combination, and compare each output and gradient with the printed SymPy
+    objects. For torch also the printed wrappers, against the same expected arrays: the
+    `<Op>Function`'s static forward and backward (a fresh ctx), the functional `<op>` (through
+    `Function.apply`) and, for an op with parameters, its `nn.Module` (constructed from the
+    sizes, its parameters set to the symbolic ones). `sources` (torch): edited texts of other
+    generated files by module name (`{"_support": …}`)."""
     op = registry.op(op) if isinstance(op, str) else op
+    be = _Backend(backend, sources)
+    return _validate_kernels(op, be, be.load(op.name, source), op.name, sizes, flags)
+
+
+# the tiled attention (generated/<backend>/attention_tiled.py) computes attention_lse's outputs
+# and gradients, with attention_lse's cache; its block sizes, at attention_lse's m = 2, n = 3:
+# blocks of 1 (causal: the rows R = P … m − 1 of each block, the last block skipped) and 2
+# (an uneven partition, 2 + 1)
+TILED_BLOCKS = (1, 2)
+
+
+def validate_tiled(backend: str = "numpy", blocks: tuple = TILED_BLOCKS, sizes: dict | None = None,
+                   source: str | None = None, sources: dict | None = None, flags=None) -> list[Check]:
+    """generated/<backend>/attention_tiled.py (or `source`), its loops run as printed at each
+    block size of `blocks`, causal off and on, against attention_lse (the claim
+    attention_tiled.induction proves them equal for every partition of the keys):
+
+    * `forward o` against attention_lse's forward expression;
+    * `cache <entry>`: every entry of the tiled forward's cache equals the (validated)
+      attention_lse kernel's, exactly (the running max and log-sum as the whole row's; the
+      shared cache layout, so either backward takes the other's forward);
+    * `backward <grad>`: the tiled backward on that attention_lse cache against attention_lse's
+      backward expressions (the backward reads nothing but its cache: with the entries equal,
+      on the tiled forward's own cache it is the same function of the same values);
+    * torch: `AttentionTiledFunction` (block last) forward against the forward expression, its
+      backward against the tiled backward of its own forward's cache, None for causal and
+      block; the functional form, forward."""
+    op = registry.op("attention_lse")
+    be = _Backend(backend, sources)
+    mod, lse = be.load("attention_tiled", source), be.load("attention_lse")
+    size_map = _op_sizes(op, sizes)
+    by_name = {s.name: v for s, v in size_map.items()}
+    W, U = be.wrap, be.unwrap
+    out: list[Check] = []
+    for when in (flag_sets(op) if flags is None else flags):
+        inputs = _Inputs(size_map)
+        args = [inputs.float_array(a) for a in op.inputs]
+        ups = [inputs.float_array(grad_of(o)) for o in op.outputs]
+        causal = "causal" in when
+        expected = _Expected(inputs, {})
+        fwd_scope, bwd_scope = forward_scope(op, when), backward_scope(op, when)
+        want_fwd = {a.name: expected.values(fwd_scope[a], inputs.shape(a)) for a in op.outputs}
+        want_bwd = {g.name: expected.values(bwd_scope[g], inputs.shape(g)) for g in op.grads}
+        _, lse_cache = lse.attention_lse_forward(*[W(a) for a in args], causal=causal)
+        for b in blocks:
+            flags_on = tuple(sorted(when)) + (f"block={b}",)
+
+            def check(what, **kw):
+                return Check("attention_tiled", what, flags_on, by_name, backend=backend, **kw)
+
+            t0 = time.perf_counter()
+            try:
+                o, cache = mod.attention_tiled_forward(*[W(a) for a in args], causal=causal, block=b)
+            except Exception as exc:  # noqa: BLE001 - the run itself failing is a finding
+                out.append(check("forward", error=f"{type(exc).__name__}: {exc}"))
+                continue
+            out += _checks(lambda what, _f: check(what), "forward", flags_on, op.outputs, (o,),
+                           want_fwd, inputs, be, t0)
+            out += _same_cache(check, cache, lse_cache, U)
+            t1 = time.perf_counter()
+            try:
+                grads = mod.attention_tiled_backward(*[W(u) for u in ups], lse_cache, block=b)
+            except Exception as exc:  # noqa: BLE001
+                out.append(check("backward", error=f"{type(exc).__name__}: {exc}"))
+                continue
+            out += _checks(lambda what, _f: check(what), "backward", flags_on, op.grads, grads,
+                           want_bwd, inputs, be, t1)
+            if backend == "torch":
+                own = [U(g) for g in mod.attention_tiled_backward(*[W(u) for u in ups], cache, block=b)]
+                out += _torch_tiled_wrappers(mod, check, args, ups, causal, b, want_fwd, own,
+                                             inputs, op, be)
+    return out
+
+
+def _same_cache(check, got: tuple, want: tuple, unwrap) -> list:
+    """Each entry of cache `got` equals `want`'s: arrays entry by entry exactly, the rest (flags,
+    sizes, the layout) equal."""
+    if len(got) != len(want):
+        return [check("cache", error=f"{len(got)} cache entries, expected {len(want)}")]
+    out = []
+    for k, (g, w) in enumerate(zip(got, want)):
+        if isinstance(w, (tuple, bool, int)) or w is None:
+            if g != w:
+                out.append(check(f"cache {k}", error=f"{g!r}, expected {w!r}"))
+            continue
+        c = check(f"cache {k}")
+        try:
+            _compare_arrays(c, unwrap(g), unwrap(w), shortcut=False)
+        except ShimError as exc:
+            c.error = str(exc)
+        out.append(c)
+    return out
+
+
+def _torch_tiled_wrappers(mod, check, args, ups, causal, block, want_fwd, own, inputs, op, be):
+    from .torch_shim import FunctionCtx
+
+    W, U = be.wrap, be.unwrap
+    out = []
+    ctx = FunctionCtx()
+    t0 = time.perf_counter()
+    try:
+        o = mod.AttentionTiledFunction.forward(ctx, *[W(a) for a in args], causal, block)
+        out += _checks(lambda what, _f: check(what), "Function.forward", (), op.outputs, (o,),
+                       want_fwd, inputs, be, t0)
+        gs = mod.AttentionTiledFunction.backward(ctx, *[W(u) for u in ups])
+        if len(gs) != len(op.grads) + 2 or gs[-2:] != (None, None):
+            raise ShimError(f"{len(gs)} gradients, expected {len(op.grads)} and None for causal, block")
+        for g, name, w in zip(gs, [g.name for g in op.grads], own):
+            c = check(f"Function.backward {name}")
+            _compare_arrays(c, U(g), w)
+            out.append(c)
+        o = mod.attention_tiled(*[W(a) for a in args], causal=causal, block=block)
+        out += _checks(lambda what, _f: check(what), "functional", (), op.outputs, (o,),
+                       want_fwd, inputs, be, time.perf_counter())
+    except Exception as exc:  # noqa: BLE001
+        out.append(check("Function", error=f"{type(exc).__name__}: {exc}"))
+    return out
+
+
+def _validate_kernels(op: Op, be: _Backend, mod, file: str, sizes, flags) -> list[Check]:
+    """The kernels `<file>_forward`, `<file>_backward` of module `mod` (and for torch its
+    wrappers) against `op`'s expressions, every flag combination."""
     size_map = _op_sizes(op, sizes)
     by_name = {s.name: v for s, v in size_map.items()}
     setting = setting_for(op, {})
-    mod = load(op.name, source)
-    fwd_fn = getattr(mod, f"{op.name}_forward")
-    bwd_fn = getattr(mod, f"{op.name}_backward")
+    fwd_fn = getattr(mod, f"{file}_forward")
+    bwd_fn = getattr(mod, f"{file}_backward")
     out: list[Check] = []
+
+    def check(what, flags_on, **kw):
+        return Check(file, what, flags_on, by_name, backend=be.name, **kw)
+
     for when in (flag_sets(op) if flags is None else flags):
         t0 = time.perf_counter()
         inputs = _Inputs(size_map)
@@ -850,42 +1262,150 @@ def validate_op(op: Op | str, sizes: dict | None = None, source: str | None = No
             else:
                 kwargs[o.name] = o.symbol
         flags_on = tuple(sorted(when))
+        expected = _Expected(inputs, scalars)
+        fwd_scope = forward_scope(op, when)
+        want_fwd = {a.name: expected.values(fwd_scope[a], inputs.shape(a)) for a in op.outputs}
         try:
-            result, cache = fwd_fn(*args, **kwargs)
+            result, cache = fwd_fn(*[be.wrap(a) for a in args], **kwargs)
         except Exception as exc:  # noqa: BLE001 - the run itself failing is a finding
-            out.append(Check(op.name, "forward", flags_on, by_name, error=f"{type(exc).__name__}: {exc}"))
+            out.append(check("forward", flags_on, error=f"{type(exc).__name__}: {exc}"))
             continue
         results = result if isinstance(result, tuple) else (result,)
-        expected = _Expected(inputs, scalars)
-        out += _checks(op.name, "forward", flags_on, by_name, op.outputs, results,
-                       forward_scope(op, when), inputs, expected, t0)
+        out += _checks(check, "forward", flags_on, op.outputs, results, want_fwd, inputs, be, t0)
         t1 = time.perf_counter()
         ups = [inputs.float_array(grad_of(o)) for o in op.outputs]
+        bwd_scope = backward_scope(op, when)
+        want_bwd = {g.name: expected.values(bwd_scope[g], inputs.shape(g)) for g in op.grads}
         try:
-            grads = bwd_fn(*ups, cache)
+            grads = bwd_fn(*[be.wrap(u) for u in ups], cache)
         except Exception as exc:  # noqa: BLE001
-            out.append(Check(op.name, "backward", flags_on, by_name, error=f"{type(exc).__name__}: {exc}"))
+            out.append(check("backward", flags_on, error=f"{type(exc).__name__}: {exc}"))
             continue
         grads = grads if isinstance(grads, tuple) else (grads,)
         if len(grads) != len(op.grads):
-            out.append(Check(op.name, "backward", flags_on, by_name,
+            out.append(check("backward", flags_on,
                              error=f"{len(grads)} gradients returned, {len(op.grads)} declared"))
             continue
-        out += _checks(op.name, "backward", flags_on, by_name, op.grads, grads,
-                       backward_scope(op, when), inputs, expected, t1)
+        out += _checks(check, "backward", flags_on, op.grads, grads, want_bwd, inputs, be, t1)
+        if be.name == "torch":
+            out += _torch_wrappers(op, mod, file, check, flags_on, by_name, args, kwargs, ups,
+                                   inputs, want_fwd, want_bwd, be)
     return out
 
 
-def _checks(kernel, what, flags_on, sizes, targets, results, scope, inputs, expected, t0) -> list:
-    """One Check per returned array: its entries against the proved expression in `scope`."""
+def _checks(check, what, flags_on, targets, results, want: dict, inputs, be, t0) -> list:
+    """One Check per returned array: its entries against the proved expression's values."""
     out = []
     for a, got in zip(targets, results):
-        check = Check(kernel, f"{what} {a.name}", flags_on, sizes)
-        shape = inputs.shape(a)
-        _compare(check, got, expected.values(scope[a], shape), _stored_shape(shape))
-        check.seconds = time.perf_counter() - t0
-        out.append(check)
+        c = check(f"{what} {a.name}", flags_on)
+        _compare(c, got, want[a.name], _stored_shape(inputs.shape(a)), be)
+        c.seconds = time.perf_counter() - t0
+        out.append(c)
     return out
+
+
+def _torch_wrappers(op, mod, file, check, flags_on, by_name, args, kwargs, ups, inputs,
+                    want_fwd, want_bwd, be) -> list:
+    """The printed torch wrappers of one op, against the expected arrays of its kernels:
+
+    * `<Op>Function.forward(ctx, *args, *options)` with a fresh ctx, then
+      `<Op>Function.backward(ctx, *upstream)`: one gradient (or None) per argument, in the
+      forward's argument order — None exactly for the integer inputs, the inputs without a
+      gradient (rope's tables) and the options;
+    * the functional `<op>(*args, **options)`, through `Function.apply`;
+    * for an op with parameters, `<Op>(*sizes, **options)` (the nn.Module), its parameters
+      (named by `op.module_params`) set to the symbolic ones, called on the inputs."""
+    from .torch_shim import Function, FunctionCtx, Module, Parameter
+
+    out: list[Check] = []
+    t0 = time.perf_counter()
+    fcls = getattr(mod, f"{_camel(file)}Function", None)
+    if not (isinstance(fcls, type) and issubclass(fcls, Function)):
+        return [check("Function", flags_on, error=f"no {_camel(file)}Function printed")]
+    options = [kwargs[o.name] for o in op.options]
+    ctx = FunctionCtx()
+    try:
+        y = fcls.forward(ctx, *[be.wrap(a) for a in args], *options)
+    except Exception as exc:  # noqa: BLE001
+        return [check("Function.forward", flags_on, error=f"{type(exc).__name__}: {exc}")]
+    ys = y if isinstance(y, tuple) else (y,)
+    out += _checks(check, "Function.forward", flags_on, op.outputs, ys, want_fwd, inputs, be, t0)
+    t1 = time.perf_counter()
+    try:
+        gs = fcls.backward(ctx, *[be.wrap(u) for u in ups])
+    except Exception as exc:  # noqa: BLE001
+        return out + [check("Function.backward", flags_on, error=f"{type(exc).__name__}: {exc}")]
+    gs = gs if isinstance(gs, tuple) else (gs,)
+    arguments = list(op.inputs + op.params) + list(op.options)
+    if len(gs) != len(arguments):
+        return out + [check("Function.backward", flags_on,
+                            error=f"{len(gs)} gradients returned for {len(arguments)} arguments")]
+    grads = {g.name: g for g in op.grads}
+    for a, g in zip(arguments, gs):
+        name = grad_of(a).name if a in op.inputs + op.params else None
+        if name in grads:
+            c = check(f"Function.backward {name}", flags_on)
+            if g is None:
+                c.error = f"None where {name} is due (argument {a.name})"
+            else:
+                _compare(c, g, want_bwd[name], _stored_shape(inputs.shape(grads[name])), be)
+            c.seconds = time.perf_counter() - t1
+            out.append(c)
+        elif g is not None:
+            out.append(check("Function.backward", flags_on,
+                             error=f"a gradient returned for {a.name}, which has none"))
+    # the functional form, through Function.apply (its argument order)
+    fn = getattr(mod, file, None)
+    t2 = time.perf_counter()
+    try:
+        y = fn(*[be.wrap(a) for a in args], **kwargs)
+    except Exception as exc:  # noqa: BLE001
+        out.append(check("functional", flags_on, error=f"{type(exc).__name__}: {exc}"))
+    else:
+        ys = y if isinstance(y, tuple) else (y,)
+        out += _checks(check, "functional", flags_on, op.outputs, ys, want_fwd, inputs, be, t2)
+    if not op.params:
+        return out
+    # the nn.Module
+    mcls = getattr(mod, _camel(file), None)
+    if not (isinstance(mcls, type) and issubclass(mcls, Module)):
+        return out + [check("Module", flags_on, error=f"no nn.Module {_camel(file)} printed")]
+    t3 = time.perf_counter()
+    try:
+        m = _construct(mcls, by_name, kwargs)
+        named = dict(m.named_parameters())
+        attr = dict(getattr(op, "module_params", None) or {})
+        want_names = [attr.get(p.name, p.name) for p in op.params]
+        if sorted(named) != sorted(want_names):
+            raise ShimError(f"parameters {sorted(named)}, expected {sorted(want_names)}")
+        for p, a in zip(op.params, args[len(op.inputs):]):
+            param = named[attr.get(p.name, p.name)]
+            if not isinstance(param, Parameter) or param.shape != tuple(a.shape):
+                raise ShimError(f"parameter {attr.get(p.name, p.name)} has shape {param.shape}, "
+                                f"expected {tuple(a.shape)}")
+            param._a[...] = a
+        y = m(*[be.wrap(a) for a in args[:len(op.inputs)]])
+    except Exception as exc:  # noqa: BLE001
+        return out + [check("Module.forward", flags_on, error=f"{type(exc).__name__}: {exc}")]
+    ys = y if isinstance(y, tuple) else (y,)
+    out += _checks(check, "Module.forward", flags_on, op.outputs, ys, want_fwd, inputs, be, t3)
+    return out
+
+
+def _construct(mcls, by_name: dict, kwargs: dict):
+    """The printed nn.Module built from the run's sizes (its positional parameters are size
+    names) and options (keyword-only, as the kernel's)."""
+    import inspect
+
+    pos, kw = [], {}
+    for p in list(inspect.signature(mcls.__init__).parameters.values())[1:]:
+        if p.kind is p.POSITIONAL_OR_KEYWORD:
+            if p.name not in by_name:
+                raise ShimError(f"{mcls.__name__}({p.name}): not a size of the op")
+            pos.append(by_name[p.name])
+        elif p.kind is p.KEYWORD_ONLY and p.name in kwargs:
+            kw[p.name] = kwargs[p.name]
+    return mcls(*pos, **kw)
 
 
 def _steps() -> dict:
@@ -895,12 +1415,13 @@ def _steps() -> dict:
 
 
 def validate_step(name: str, source: str | None = None, shape: tuple = STEP_SHAPE,
-                  t: int = STEP_T) -> list[Check]:
-    """Run generated/numpy/<name>.py's `<name>_step` on symbolic p, g, m, v (and symbolic
+                  t: int = STEP_T, backend: str = "numpy", sources: dict | None = None) -> list[Check]:
+    """Run generated/<backend>/<name>.py's `<name>_step` on symbolic p, g, m, v (and symbolic
     hyperparameters, t concrete) and compare each returned array with `Step.value`."""
     step = _steps()[name]
+    be = _Backend(backend, sources)
     t0 = time.perf_counter()
-    mod = load(name, source)
+    mod = be.load(name, source)
     fn = getattr(mod, f"{name}_step")
     r, c = shape
     sizes = {}
@@ -918,46 +1439,49 @@ def validate_step(name: str, source: str | None = None, shape: tuple = STEP_SHAP
             kwargs[o.name] = o.symbol
     sz = {"rows": r, "cols": c, "t": t}
     try:
-        result = fn(*args, **kwargs)
+        result = fn(*[be.wrap(a) for a in args], **kwargs)
     except Exception as exc:  # noqa: BLE001
-        return [Check(name, "step", (), sz, error=f"{type(exc).__name__}: {exc}")]
+        return [Check(name, "step", (), sz, error=f"{type(exc).__name__}: {exc}", backend=backend)]
     results = result if isinstance(result, tuple) else (result,)
     expected = _Expected(inputs, scalars)
     out = []
     for o, got in zip(step.outputs, results):
-        check = Check(name, f"step {o.name}", (), sz)
+        check = Check(name, f"step {o.name}", (), sz, backend=backend)
         want = expected.values(step.value(o), (r, c))
-        _compare(check, got, want, (r, c))
+        _compare(check, got, want, (r, c), be)
         check.seconds = time.perf_counter() - t0
         out.append(check)
     if len(results) != len(step.outputs):
         out.append(Check(name, "step", (), sz, error=f"{len(results)} arrays returned, "
-                                                      f"{len(step.outputs)} declared"))
+                                                      f"{len(step.outputs)} declared", backend=backend))
     return out
 
 
 def validate_table(table: Table | str, sizes: dict | None = None,
-                   source: str | None = None) -> list[Check]:
+                   source: str | None = None, backend: str = "numpy",
+                   sources: dict | None = None) -> list[Check]:
     """Call the generated table function at concrete sizes with a symbolic `base` (every option
     a Symbol) and compare every entry with `Table.value`."""
     table = registry.table(table) if isinstance(table, str) else table
+    be = _Backend(backend, sources)
     t0 = time.perf_counter()
     sizes = dict(TABLE_SIZES.get(table.name, {}) if sizes is None else sizes)
-    mod = load(table.file, source)
+    mod = be.load(table.file, source)
     fn = getattr(mod, table.name)
     options = {o.name: o.symbol for o in table.options if o.symbol is not None}
     try:
         result = fn(*[sizes[s.name] for s in table.sizes], **options)
     except Exception as exc:  # noqa: BLE001
-        return [Check(table.name, "table", (), sizes, error=f"{type(exc).__name__}: {exc}")]
+        return [Check(table.name, "table", (), sizes, error=f"{type(exc).__name__}: {exc}",
+                      backend=backend)]
     results = result if isinstance(result, tuple) else (result,)
     subs = {s: sp.Integer(sizes[s.name]) for s in table.sizes}
     out = []
     for a, got in zip(table.arrays, results):
-        check = Check(table.name, f"table {a.name}", (), sizes)
+        check = Check(table.name, f"table {a.name}", (), sizes, backend=backend)
         rows, cols = (int(sp.sympify(x).xreplace(subs)) for x in a.shape)
         want = {(i, j): table.value(a.name, i, j, sizes, options) for i in range(rows) for j in range(cols)}
-        _compare(check, got, want, (rows, cols))
+        _compare(check, got, want, (rows, cols), be)
         check.seconds = time.perf_counter() - t0
         out.append(check)
     return out
@@ -970,8 +1494,9 @@ def _symbols(name: str, shape: tuple) -> Sym:
     return out.view(Sym)
 
 
-def _compare_arrays(check: Check, got, want) -> None:
-    """Entry by entry, exactly (`residual`), two object arrays of the same shape."""
+def _compare_arrays(check: Check, got, want, shortcut: bool = True) -> None:
+    """Entry by entry, exactly (`residual`), two object arrays of the same shape (`shortcut`:
+    a difference of more than 2000 operations counts as a mismatch without being decided)."""
     got, want = _np.asarray(got, dtype=object), _np.asarray(want, dtype=object)
     if got.shape != want.shape:
         check.error = f"shape {got.shape}, expected {want.shape}"
@@ -979,7 +1504,7 @@ def _compare_arrays(check: Check, got, want) -> None:
     for pos in _np.ndindex(*want.shape):
         value = _exact(got[pos])
         d = sp.sympify(want[pos]) - sp.sympify(value)
-        if d != 0 and sp.count_ops(d) > 2000:
+        if d != 0 and shortcut and sp.count_ops(d) > 2000:
             # the layout moves entries, it computes nothing: the right text gives the very same
             # expression. A large difference is not expanded (that can take minutes); it counts
             # as a mismatch, even where it vanishes at sample points — never as equal.
@@ -992,74 +1517,131 @@ def _compare_arrays(check: Check, got, want) -> None:
             return            # one wrong entry fails the array; the rest need not be decided
 
 
-def validate_mha(T: int = 2, n_head: int = 2, d: int = 2, source: str | None = None) -> list[Check]:
+def validate_mha(T: int = 2, n_head: int = 2, d: int = 2, source: str | None = None,
+                 backend: str = "numpy", sources: dict | None = None) -> list[Check]:
     """The multi-head attention template's layout, run as printed on symbolic inputs, against
     the index map of `mha.concat` written out by hand: head η of Q, K and V is the fused
     projection's columns η·d + c, C + η·d + c and 2C + η·d + c (c < d); the merge puts head η's
     column c at η·d + c. Forward and backward, causal on and off; the kernels it calls are the
-    (validated) generated linear and attention, so what this checks is the template's text."""
+    (validated) generated linear and attention of the same backend, so what this checks is the
+    template's text. For torch also the functional `mha` (through the Functions' `apply`) and
+    the `MultiHeadAttention` module (its two Linear submodules' parameters set to the symbolic
+    ones), forward."""
+    be = _Backend(backend, sources)
     C = n_head * d
-    mod = load("mha", source)
-    lin, att = load("linear"), load("attention")
+    mod = be.load("mha", source)
+    lin, att = be.load("linear"), be.load("attention")
+    W, U = be.wrap, be.unwrap
     sizes = {"T": T, "C": C, "n_head": n_head, "d": d}
     out = []
     for causal in (False, True):
         flags = ("causal",) if causal else ()
+
+        def check(what):
+            return Check("mha", what, flags, sizes, backend=backend)
+
         x, w_qkv, b_qkv = _symbols("x", (T, C)), _symbols("w_qkv", (3 * C, C)), _symbols("b_qkv", (3 * C,))
         w_o, b_o, dout = _symbols("w_o", (C, C)), _symbols("b_o", (C,)), _symbols("dout", (T, C))
-        got, cache = mod.mha_forward(x, w_qkv, b_qkv, w_o, b_o, n_head=n_head, causal=causal)
-        got_grads = mod.mha_backward(dout, cache)
+        try:
+            got, cache = mod.mha_forward(W(x), W(w_qkv), W(b_qkv), W(w_o), W(b_o), n_head=n_head,
+                                         causal=causal)
+            got_grads = mod.mha_backward(W(dout), cache)
+            got, got_grads = U(got), [U(g) for g in got_grads]
+        except Exception as exc:  # noqa: BLE001 - the run itself failing is a finding
+            out.append(check("forward", error=f"{type(exc).__name__}: {exc}"))
+            continue
         # the same computation with the index map of mha.concat in explicit loops
-        qkv, c_qkv = lin.linear_forward(x, w_qkv, b_qkv)
+        qkv, c_qkv = lin.linear_forward(W(x), W(w_qkv), W(b_qkv))
+        qkv = U(qkv)
         heads = _np.empty((n_head, 3, T, d), dtype=object)
         for eta, part, t, c in _np.ndindex(n_head, 3, T, d):
             heads[eta, part, t, c] = qkv[t, part * C + eta * d + c]
         y = _np.empty((T, C), dtype=object)
         c_att = []
         for eta in range(n_head):
-            q, k, v = (heads[eta, part].view(Sym) for part in range(3))
+            q, k, v = (W(heads[eta, part].copy().view(Sym)) for part in range(3))
             y_eta, cache_eta = att.attention_forward(q, k, v, causal=causal)
+            y_eta = U(y_eta)
             c_att.append(cache_eta)
             for t, c in _np.ndindex(T, d):
                 y[t, eta * d + c] = y_eta[t, c]
-        want, c_o = lin.linear_forward(y.view(Sym), w_o, b_o)
-        check = Check("mha", "forward out", flags, sizes)
-        _compare_arrays(check, got, want)
-        out.append(check)
-        dy, dw_o, db_o = lin.linear_backward(dout, c_o)
+        want, c_o = lin.linear_forward(W(y.view(Sym)), W(w_o), W(b_o))
+        want = U(want)
+        c = check("forward out")
+        _compare_arrays(c, got, want)
+        out.append(c)
+        dy, dw_o, db_o = (U(g) for g in lin.linear_backward(W(dout), c_o))
         dqkv = _np.empty((T, 3 * C), dtype=object)
         for eta in range(n_head):
             dy_eta = _np.empty((T, d), dtype=object)
             for t, c in _np.ndindex(T, d):
                 dy_eta[t, c] = dy[t, eta * d + c]
-            for part, g in enumerate(att.attention_backward(dy_eta.view(Sym), c_att[eta])):
+            for part, g in enumerate(att.attention_backward(W(dy_eta.view(Sym)), c_att[eta])):
+                g = U(g)
                 for t, c in _np.ndindex(T, d):
                     dqkv[t, part * C + eta * d + c] = g[t, c]
-        dx, dw_qkv, db_qkv = lin.linear_backward(dqkv.view(Sym), c_qkv)
+        dx, dw_qkv, db_qkv = (U(g) for g in lin.linear_backward(W(dqkv.view(Sym)), c_qkv))
         for name, g, w in zip(("dx", "dw_qkv", "db_qkv", "dw_o", "db_o"), got_grads,
                               (dx, dw_qkv, db_qkv, dw_o, db_o)):
-            check = Check("mha", f"backward {name}", flags, sizes)
-            _compare_arrays(check, g, w)
-            out.append(check)
+            c = check(f"backward {name}")
+            _compare_arrays(c, g, w)
+            out.append(c)
+        if backend == "torch":
+            out += _torch_mha_wrappers(mod, check, x, w_qkv, b_qkv, w_o, b_o, n_head, C, causal,
+                                       want, be)
     return out
 
 
-def validate_all() -> list[Check]:
-    """Every op of the registry, every step and every table, and the mha template's layout."""
+def _torch_mha_wrappers(mod, check, x, w_qkv, b_qkv, w_o, b_o, n_head, C, causal, want, be):
+    """The functional `mha` and the `MultiHeadAttention` module, forward, against `want`."""
+    W, U = be.wrap, be.unwrap
+    out = []
+    c = check("functional out")
+    try:
+        _compare_arrays(c, U(mod.mha(W(x), W(w_qkv), W(b_qkv), W(w_o), W(b_o), n_head=n_head,
+                                     causal=causal)), want)
+    except Exception as exc:  # noqa: BLE001
+        c.error = f"{type(exc).__name__}: {exc}"
+    out.append(c)
+    c = check("Module.forward out")
+    try:
+        m = mod.MultiHeadAttention(C, n_head, causal=causal)
+        named = dict(m.named_parameters())
+        values = {"c_attn.weight": w_qkv, "c_attn.bias": b_qkv, "c_proj.weight": w_o, "c_proj.bias": b_o}
+        if sorted(named) != sorted(values):
+            raise ShimError(f"parameters {sorted(named)}, expected {sorted(values)}")
+        for k, v in values.items():
+            if named[k].shape != tuple(v.shape):
+                raise ShimError(f"parameter {k} has shape {named[k].shape}, expected {v.shape}")
+            named[k]._a[...] = v
+        _compare_arrays(c, U(m(W(x))), want)
+    except Exception as exc:  # noqa: BLE001
+        c.error = f"{type(exc).__name__}: {exc}"
+    out.append(c)
+    return out
+
+
+def validate_all(backend: str | None = None) -> list[Check]:
+    """Every op of the registry, every step and every table, and the mha template's layout, for
+    `backend` ("numpy" or "torch"; None: both)."""
     out: list[Check] = []
-    out.extend(validate_mha())
-    for op in registry.ops():
-        out.extend(validate_op(op))
-    for name in STEP_NAMES:
-        out.extend(validate_step(name))
-    for t in registry.tables():
-        out.extend(validate_table(t))
+    for be in (BACKENDS if backend is None else (backend,)):
+        out.extend(validate_mha(backend=be))
+        for op in registry.ops():
+            out.extend(validate_op(op, backend=be))
+        out.extend(validate_tiled(backend=be))
+        for name in STEP_NAMES:
+            out.extend(validate_step(name, backend=be))
+        for t in registry.tables():
+            out.extend(validate_table(t, backend=be))
     return out
 
 
 def main() -> int:  # pragma: no cover - a convenience: python -m qed.tools.translation
+    import sys
+
     bad = 0
-    for c in validate_all():
+    for c in validate_all(sys.argv[1] if len(sys.argv) > 1 else None):
         print(c)
         bad += not c.ok
     print(f"{'FAILED' if bad else 'ok'}: {bad} check(s) failed")

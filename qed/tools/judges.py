@@ -1,0 +1,233 @@
+"""The judges of the printed code, run together: what `qed prove` adds to the claims.
+
+    symbolic   qed/tools/translation.py: each printed file of both backends executed on exact
+               SymPy symbols at small concrete sizes, every output and gradient compared exactly
+               with the claims' index form (the normaliser may decide a residual)
+    rational   qed/tools/field_judge.py: each printed file executed on exact rationals at random
+               points and larger random sizes (blocks that do not divide them, leading batch
+               axes), transcendental functions uninterpreted, compared with the claims' index
+               form evaluated by an evaluator of its own (no code shared with the normaliser)
+    edges      qed/tools/judge_edges.py: every printed refusal (a way out of the proofs' domain)
+               exercised, every empty-output path checked exactly
+
+Every judge runs under `line_coverage.Tracer`, so the run also says which printed lines were
+executed; `qed prove` fails if any code line of generated/ (outside the short exempt list of
+`line_coverage`) was not.
+
+`run(selectors)` judges the units that the selectors name (an op, a step, a table, a derivation
+module: what `qed prove OP` selects) or everything; the judges run as tasks of one process pool
+beside the claims (`tasks` / `run_task`), each returning its results and the lines it executed.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import ROOT
+from .line_coverage import LineCount, Tracer, describe_missed, report
+
+__all__ = ["JudgeRun", "Unit", "units", "tasks", "run_task", "collect", "run", "BACKENDS"]
+
+BACKENDS = ("numpy", "torch")
+JUDGES = ("symbolic", "rational", "edges")
+
+
+@dataclass(frozen=True)
+class Unit:
+    kind: str          # op, step, table, mha
+    name: str
+    file: str          # the generated module's name (generated/<backend>/<file>.py)
+    module: str        # the derivation module it comes from
+
+
+def units(selectors: list[str] | None = None) -> list[Unit]:
+    """Every judged unit of the registry, or those a selector names: the unit's name, its file or
+    its derivation module (`normalization`). A selector that names one claim (`softmax.forward`)
+    judges no unit: `qed prove OP` is the whole check of OP, `qed prove CLAIM` that claim."""
+    from derivations import registry
+
+    out = [Unit("op", o.name, o.name, o.module) for o in registry.ops()]
+    out += [Unit("step", s.name, s.name, "derivations.optim") for s in registry.steps()]
+    out += [Unit("table", t.name, t.file, getattr(t, "module", "derivations.positional"))
+            for t in registry.tables()]
+    out.append(Unit("mha", "mha", "mha", "derivations.mha"))
+    out.append(Unit("tiled", "attention_tiled", "attention_tiled", "derivations.attention_tiled"))
+    out.append(Unit("special", "special", "_special", "derivations.special"))
+    if not selectors:
+        return out
+
+    def chosen(u: Unit) -> bool:
+        for s in selectors:
+            if s in (u.name, u.file) or u.module == f"derivations.{s}":
+                return True
+        return False
+    return [u for u in out if chosen(u)]
+
+
+def files_of(chosen: list[Unit], everything: bool) -> list[Path]:
+    """The generated files whose lines the run must execute: every file of generated/ for the
+    whole registry, else the selected units' own files in both backends."""
+    if everything:
+        return sorted(p for b in BACKENDS for p in (ROOT / "generated" / b).glob("*.py"))
+    names = sorted({u.file for u in chosen})
+    return [ROOT / "generated" / b / f"{n}.py" for b in BACKENDS for n in names
+            if (ROOT / "generated" / b / f"{n}.py").exists()]
+
+
+# ---------------------------------------------------------------------------------- one task
+def _symbolic(unit: Unit, backend: str) -> list:
+    from . import translation as tv
+
+    if unit.kind == "op":
+        return tv.validate_op(unit.name, backend=backend)
+    if unit.kind == "tiled":
+        return tv.validate_tiled(backend=backend)
+    if unit.kind == "special":          # NumPy only: torch calls its own erf
+        from .judge_special import judge_special
+
+        return judge_special() if backend == "numpy" else []
+    if unit.kind == "step":
+        return tv.validate_step(unit.name, backend=backend)
+    if unit.kind == "table":
+        return tv.validate_table(unit.name, backend=backend)
+    return tv.validate_mha(backend=backend)
+
+
+def _rational(unit: Unit, backend: str) -> list:
+    from . import field_judge as fj
+
+    if unit.kind == "op":
+        return fj.judge_op(unit.name, backend)
+    if unit.kind == "tiled":                     # against attention_lse's index form
+        return fj.judge_tiled(backend)
+    if unit.kind == "special":                   # the symbolic judge's (exact numbers, no symbols)
+        return []
+    if unit.kind == "step":
+        return fj.judge_step(unit.name, backend)
+    if unit.kind == "table":
+        return fj.judge_table(unit.name, backend)
+    return fj.judge_mha(backend)
+
+
+def _edges(unit: Unit, backend: str) -> list:
+    from derivations import registry
+
+    from . import judge_edges as je
+
+    if unit.kind == "op":
+        return je.judge_op(registry.op(unit.name), backend)
+    if unit.kind == "step":
+        return je.judge_step(next(s for s in registry.steps() if s.name == unit.name), backend)
+    if unit.kind == "table":
+        return je.judge_table(registry.table(unit.name), backend)
+    if unit.kind == "tiled":
+        return je.judge_tiled(backend)
+    if unit.kind == "special":
+        return []
+    return je.judge_mha(backend) + je.judge_validate(backend)
+
+
+_JUDGE = {"symbolic": _symbolic, "rational": _rational, "edges": _edges}
+
+
+def tasks(selectors: list[str] | None = None) -> list[tuple[str, str, tuple]]:
+    """(judge, backend, unit names) of every task of a run: one per judge and backend, the
+    symbolic ones split in two halves (they are the slow ones)."""
+    names = tuple(u.name for u in units(selectors))
+    out = []
+    for judge in JUDGES:
+        for backend in BACKENDS:
+            if judge == "symbolic" and len(names) > 4:
+                half = len(names) // 2
+                out += [(judge, backend, names[:half]), (judge, backend, names[half:])]
+            else:
+                out.append((judge, backend, names))
+    return out
+
+
+def run_task(judge: str, backend: str, names: tuple) -> dict:
+    """One judge over some units in one backend, traced: its results as plain data, the lines
+    of generated/ it executed, its seconds."""
+    by_name = {u.name: u for u in units(None)}
+    t0 = time.perf_counter()
+    results = []
+    with Tracer() as tracer:
+        for n in names:
+            try:
+                got = _JUDGE[judge](by_name[n], backend)
+            except Exception as exc:  # noqa: BLE001 - a judge that cannot run is a failure
+                results.append({"ok": False, "text": f"{judge} {backend} {n}: could not run: "
+                                                      f"{type(exc).__name__}: {exc}", "entries": 0})
+                continue
+            for r in got:
+                results.append({"ok": bool(r.ok), "text": str(r)[:3000],
+                                "entries": int(getattr(r, "entries", 0) or 0)})
+    return {"judge": judge, "backend": backend, "names": names, "results": results,
+            "hits": {str(p): sorted(v) for p, v in tracer.hits.items()},
+            "seconds": time.perf_counter() - t0}
+
+
+# ---------------------------------------------------------------------------------- a run
+@dataclass
+class JudgeRun:
+    results: dict = field(default_factory=dict)       # (judge, backend) -> [result dicts]
+    seconds: dict = field(default_factory=dict)       # judge -> CPU seconds over its tasks
+    lines: dict = field(default_factory=dict)         # backend -> LineCount
+
+    def failures(self) -> list[str]:
+        return [r["text"] for rs in self.results.values() for r in rs if not r["ok"]]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures() and all(c.complete for c in self.lines.values())
+
+    def count(self, judge: str, backend: str) -> tuple[int, int]:
+        rs = self.results.get((judge, backend), [])
+        return sum(r["ok"] for r in rs), len(rs)
+
+    def summary(self) -> list[str]:
+        """The lines `qed prove` prints: each judge's counts per backend and its time; the printed
+        lines executed per backend."""
+        what = {"symbolic": "arrays equal on exact symbols", "rational": "arrays equal on exact rationals",
+                "edges": "refusals and empty cases as required"}
+        out = []
+        for judge in JUDGES:
+            parts = []
+            for b in BACKENDS:
+                good, total = self.count(judge, b)
+                parts.append(f"{b} {good}/{total}")
+            out.append(f"judge {judge}: {', '.join(parts)} {what[judge]} "
+                       f"({self.seconds.get(judge, 0.0):.1f} s)")
+        out.append("printed lines executed by the judges: " +
+                   ", ".join(c.line() for c in self.lines.values()))
+        return out
+
+    def missed(self, limit: int = 40) -> list[str]:
+        out = []
+        for c in self.lines.values():
+            out += describe_missed(c, limit)
+        return out
+
+
+def collect(done: list[dict], selectors: list[str] | None) -> JudgeRun:
+    """The run's report from its finished tasks."""
+    jr = JudgeRun()
+    hits: dict = {}
+    for d in done:
+        jr.results.setdefault((d["judge"], d["backend"]), []).extend(d["results"])
+        jr.seconds[d["judge"]] = jr.seconds.get(d["judge"], 0.0) + d["seconds"]
+        for p, lines in d["hits"].items():
+            hits.setdefault(Path(p), set()).update(lines)
+    everything = not selectors
+    jr.lines = report(hits, BACKENDS, None if everything else files_of(units(selectors), False))
+    return jr
+
+
+def run(selectors: list[str] | None = None) -> JudgeRun:
+    """Every judge over the selected units, in this process (the tests' and tools' entry)."""
+    return collect([run_task(*t) for t in tasks(selectors)], selectors)
+
+
+def count_text(lines: dict[str, LineCount]) -> str:
+    return ", ".join(c.line() for c in lines.values())
