@@ -27,6 +27,7 @@ from .proof import numeric
 from .language.arrays import (Array, Assign, ColSum, Contract, Gaussian, MatMul, NormalCDF, Sigmoid, T, document_form, entry,
                      index, size)
 from .proof.core import Claim, Mutant, Proof, Setting, index_claim, prove_index_identity, refute_identity
+from .proof.kinks import refute_at_kinks
 from .language.ops import Op, grad_of
 
 # ------------------------------------------------------------------------- the formulas
@@ -424,19 +425,22 @@ def _relu_vjp_claim() -> Claim:
     dy = grad_of(RELU.outputs[0])
 
     def prove():
-        assumptions = _heaviside_off_zero()
-        proof = prove_index_identity(_off_zero(lhs), rhs, setting,
-                                     "index normaliser after the region lemma H(u) = H(u, 0) for u ≠ 0")
-        proof.assumptions = assumptions + proof.assumptions
-        return proof
+        _heaviside_off_zero()           # the region lemma (raises if it fails)
+        # the definition's H(u) (½ at 0) against the printed H(u, 0): equal off u = 0; the point
+        # u = 0 is checked by the gate (the printed 0 between the one-sided derivatives 0 and dy)
+        return prove_index_identity(lhs, rhs, setting,
+                                    "index normaliser: equal off the kink x = 0, the kink checked", spec=lhs)
 
     wrong = {"passes-negative": ("gradient passed where x < 0", entry(dy * sp.Heaviside(-x, 0), (a, b))),
              "no-mask": ("mask forgotten: dx = dy", entry(dy, (a, b)))}
+    kink_wrong = entry(dy * sp.Heaviside(x, 2), (a, b))
     return Claim(
         id="ffn.relu.vjp", title="ReLU backward (as generated)", source="seed A §4, seed B §11",
         latex=r"\frac{\partial L}{\partial x} = \frac{\partial L}{\partial y} \odot H(x)",
         prove=prove,
-        mutants=[Mutant(k, m, (lambda w=w: refute_identity(_off_zero(lhs), w, setting))) for k, (m, w) in wrong.items()])
+        mutants=[Mutant(k, m, (lambda w=w: refute_identity(_off_zero(lhs), w, setting))) for k, (m, w) in wrong.items()]
+        + [Mutant("kink-value-2", "the step's value at x = 0 set to 2, outside the subdifferential [0, 1]",
+                  lambda: refute_at_kinks(kink_wrong, lhs, setting))])
 
 
 # ------------------------------------------------------------------------- ReLU FFN backward
@@ -451,23 +455,23 @@ def _ffn_claim() -> Claim:
     yt = entry(FY, (i, j), env)
 
     def vjp(wrt):
-        return _off_zero(sp.Sum(dFY.base[i, j] * sp.diff(yt, wrt), (i, 0, r - 1), (j, 0, d_model - 1)))
+        return sp.Sum(dFY.base[i, j] * sp.diff(yt, wrt), (i, 0, r - 1), (j, 0, d_model - 1))
 
     # (dx, dw1, db1, dw2, db2) at free indices: what the op computes vs Σ dy ∂y/∂θ
     at = [(FX, (a, b), FX.base[a, b]), (W1, (p_, q_), W1.base[p_, q_]), (B1, (0, p_), B1.base[p_]),
           (W2, (t_, c_), W2.base[t_, c_]), (B2, (0, t_), B2.base[t_])]
-    lhs = [vjp(wrt) for _, _, wrt in at]
+    exact = [vjp(wrt) for _, _, wrt in at]          # the definition: H(u) with H(0) = ½
+    lhs = [_off_zero(e) for e in exact]             # the same read as H(u, 0), for the mutants
 
     def grads(e):
         return [entry(grad_of(arr), idx, e) for arr, idx, _ in at]
 
     def prove():
-        assumptions = _heaviside_off_zero()
-        proof = prove_index_identity(lhs, grads(env), ffn_setting,
-                                     "index normaliser (symbolic r, d, f) after the region lemma H(u) = H(u, 0) "
-                                     "for u ≠ 0: dx, dw1, db1, dw2, db2 of the composed op vs Σ dy ∂y/∂θ")
-        proof.assumptions = assumptions + proof.assumptions
-        return proof
+        _heaviside_off_zero()           # the region lemma (raises if it fails)
+        return prove_index_identity(exact, grads(env), ffn_setting,
+                                    "index normaliser (symbolic r, d, f), equal off the kinks z = 0, each "
+                                    "kink checked: dx, dw1, db1, dw2, db2 of the composed op vs Σ dy ∂y/∂θ",
+                                    spec=exact)
 
     def mutated(target, expr):
         e = dict(env)
@@ -477,6 +481,7 @@ def _ffn_claim() -> Claim:
     no_mask = mutated(dFZ, MatMul(dFY, W2))                                  # relu backward skipped
     inverted = mutated(dFZ, MatMul(dFY, W2) * sp.Heaviside(-FZ, 0))          # passes where z < 0
     from_z = mutated(grad_of(W2), Contract(dFY, FZ))                          # dw2 from z, not h
+    kink_two = mutated(dFZ, MatMul(dFY, W2) * sp.Heaviside(FZ, 2))          # 2 at z = 0, not in [0, 1]
 
     def refute(e, k):
         return refute_identity(lhs[k], grads(e)[k], ffn_setting)
@@ -498,6 +503,8 @@ def _ffn_claim() -> Claim:
             Mutant("no-mask-dw1", "ReLU mask forgotten (dw1)", lambda: refute(no_mask, 1)),
             Mutant("inverted-mask-db1", "gradient passed where z < 0 (db1)", lambda: refute(inverted, 2)),
             Mutant("dw2-from-z", "dw2 = dyᵀ z (pre-activation instead of h)", lambda: refute(from_z, 3)),
+            Mutant("kink-value-2-db1", "the ReLU step's value at z = 0 set to 2, outside [0, 1] (db1)",
+                   lambda: refute_at_kinks(grads(kink_two)[2], exact[2], ffn_setting)),
         ])
 
 

@@ -54,7 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("prefixes", nargs="*", help="op, table or step names or prefixes (default: all)")
     a.add_argument("--json", action="store_true", help="print one record per mutant as JSON")
     a.add_argument("--limit", type=positive_int, default=None,
-                   help="at most this many mutants per op, table or step, evenly spread")
+                   help="at most this many mutants per op, table or step (with --text: per generated "
+                   "file; default 12 there), evenly spread")
+    a.add_argument("--text", action="store_true",
+                   help="mutate the printed text of generated/ (both backends) instead: each wrong edit "
+                   "must be refuted by a judge of `qed prove`")
+    a.add_argument("--all", action="store_true", help="with --text: every mutant of every file, no sampling")
     a.add_argument("-j", "--workers", type=positive_int, default=None,
                    help="parallel workers (default: CPU count)")
 
@@ -276,6 +281,11 @@ def _dispatch(args) -> int:
 
         return prove_main(args.ids, args.json, args.workers)
     if args.command == "audit":
+        if args.text or args.all:
+            from .tools.audit_text import DEFAULT_LIMIT, main as audit_text_main
+
+            limit = None if args.all else (args.limit or DEFAULT_LIMIT)
+            return audit_text_main(args.prefixes, args.json, limit, args.workers)
         from .tools.audit import main as audit_main
 
         return audit_main(args.prefixes, args.json, args.limit, args.workers)

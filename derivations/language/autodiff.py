@@ -195,7 +195,10 @@ def _kinks(d):
     the one-sided derivatives' midpoints, the derivative itself where the kinks cancel
     (softplus' max(x, 0) + log(1 + e^{−|x|}) has the derivative ½ at 0). H(u) with H(0) = ½ is the
     `HalfStep` node, (1 + sign u)/2 to the proofs and one `heaviside` call to the printers; a
-    derivative of a step (DiracDelta) is 0 away from the step."""
+    derivative of a step (DiracDelta) is 0 away from the step. Whatever is printed at a kink is
+    checked, not assumed: the gate admits a kink only where the specification has one and
+    requires the printed value there between its one-sided derivatives (proof/kinks.py), so a
+    step taken as H(u, 0) here refutes softplus' backward at x = 0 (tests/test_hypotheses.py)."""
     d = d.replace(lambda e: isinstance(e, sp.Heaviside) and (len(e.args) == 1 or e.args[1] == sp.S.Half),
                   lambda e: HalfStep(e.args[0]))
     return d.replace(lambda e: isinstance(e, sp.DiracDelta), lambda e: sp.Integer(0))

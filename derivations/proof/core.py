@@ -232,7 +232,8 @@ def _num(v):
 SPOT_CHECK_TOLERANCE = 1e-25
 
 
-def decide(lhs, rhs, setting: Setting, method: str = "index normaliser") -> Proof:
+def decide(lhs, rhs, setting: Setting, method: str = "index normaliser", spec=None,
+           preconditions=None) -> Proof:
     """The one gate every index-form proof passes, hand-written or generated:
 
     1. normalise `lhs − rhs` with a normaliser that proves its side conditions from the
@@ -242,8 +243,17 @@ def decide(lhs, rhs, setting: Setting, method: str = "index normaliser") -> Proo
     3. the residual must be exactly 0 (else refuted with a counterexample, or unproven);
     4. the numeric spot-check must agree (else unproven: a normaliser bug);
     5. no goal may be undischarged (assumed without proof);
+    6. a hypothesis is a goal too (a normaliser's hypothesis is never assumed):
+       * each kink u = 0 the identity was proved off (a step's value at its jump) must be one
+         of the specification's own (`spec`, by default `rhs`: a max, |·|, sign or step of u),
+         and the printed value there must lie between its one-sided derivatives, checked at
+         points on it (`proof/kinks.py`); otherwise refuted at such a point, or unproven;
+       * each denominator ≠ 0 the normaliser could not prove must be a precondition that the
+         generated code checks at run time (`preconditions`: `proof/preconditions.py`, by
+         default every op's), named on the certificate; otherwise unproven;
 
-    then `proved-general`, with the normaliser's discharged goals and hypotheses as assumptions.
+    then `proved-general`, with the normaliser's discharged goals, the checked kinks and the
+    preconditions as assumptions.
     """
     norm = setting.normaliser()
     try:
@@ -265,18 +275,54 @@ def decide(lhs, rhs, setting: Setting, method: str = "index normaliser") -> Proo
     if norm.undischarged:                            # 5
         return Proof("unproven", method + " (undischarged goals: " + "; ".join(norm.undischarged) + ")",
                      list(norm.assumptions), "0", spot_check=check)
-    return Proof("proved-general", method, list(norm.assumptions), "0", spot_check=check)
+    return _hypotheses(norm, lhs, rhs, setting, method, spec, preconditions, check)     # 6
 
 
-def prove_index_identity(lhs, rhs, setting: Setting, method: str = "index normaliser") -> Proof:
+def _hypotheses(norm, lhs, rhs, setting, method, spec, preconditions, check) -> Proof:
+    """Step 6 of `decide`: every kink checked, every undecided denominator a run-time check."""
+    from . import kinks, preconditions as pre
+
+    assumptions = [a for a in norm.assumptions if a not in norm.hypotheses]
+    if norm.nonzero:
+        if callable(preconditions):                  # computed only where a hypothesis needs them
+            preconditions = preconditions()
+        checks = pre.all_runtime_checks() if preconditions is None else list(preconditions)
+        for h in norm.nonzero:
+            found = pre.match(h, checks, setting.normaliser())
+            if found is None:
+                return Proof("unproven", method + f" (the hypothesis {sp.sstr(h)} ≠ 0 is neither proved nor "
+                             "checked by the generated code at run time)", assumptions, "0", spot_check=check)
+            assumptions.append(f"{sp.sstr(h)} ≠ 0: a precondition, {found.describe()}")
+    if norm.kinks:
+        if callable(spec):                           # computed only where a kink needs it
+            spec = spec()
+        spec = rhs if spec is None else spec
+        printed = [e for e in (lhs, rhs) if e is not spec]
+        verdict, lines, cx = kinks.check(norm.kinks, printed, spec, setting)
+        if verdict == "refuted":
+            return Proof("refuted", method + " (at a kink)", assumptions, "0 off the kink", counterexample=cx)
+        if verdict != "ok":
+            return Proof("unproven", method + f" ({'; '.join(lines)})", assumptions, "0 off the kink",
+                         spot_check=check)
+        assumptions += lines
+    return Proof("proved-general", method, assumptions, "0", spot_check=check)
+
+
+def prove_index_identity(lhs, rhs, setting: Setting, method: str = "index normaliser", spec=None,
+                         preconditions=None) -> Proof:
     """Prove `lhs = rhs` for symbolic sizes through the gate (`decide`): the normaliser's goals
     are proved from `setting.indices` (or `setting.domain`), `setting.integer_arrays` and the
     sizes; a spot-check is recorded beside the proof.
 
-    `lhs` and `rhs` may be lists of the same length: every pair must hold.
+    `lhs` and `rhs` may be lists of the same length: every pair must hold (and `spec`, when
+    given, a list of the specification's value for each pair: see `decide`). `spec` and
+    `preconditions` may be given as callables, called only where a kink or a hypothesis needs
+    them.
     """
     if isinstance(lhs, (list, tuple)):
-        proofs = [prove_index_identity(a, b, setting, method) for a, b in zip(lhs, rhs, strict=True)]
+        specs = [None] * len(lhs) if spec is None else list(spec)
+        proofs = [prove_index_identity(a, b, setting, method, s, preconditions)
+                  for a, b, s in zip(lhs, rhs, specs, strict=True)]
         for p in proofs:
             if p.status != "proved-general":
                 return p
@@ -284,7 +330,7 @@ def prove_index_identity(lhs, rhs, setting: Setting, method: str = "index normal
         worst = max(p.spot_check["max_relative_gap"] for p in proofs)
         check = dict(proofs[0].spot_check, max_relative_gap=worst, identities=len(proofs))
         return Proof("proved-general", method, assumptions, "0", spot_check=check)
-    return decide(lhs, rhs, setting, method)
+    return decide(lhs, rhs, setting, method, spec, preconditions)
 
 
 def canonical(expr, setting: Setting) -> sp.Expr:
@@ -298,6 +344,10 @@ def canonical(expr, setting: Setting) -> sp.Expr:
         raise NormaliserError(f"normal form has free symbols the expression did not: {sorted(map(str, leaked))}")
     if norm.undischarged:
         raise NormaliserError("undischarged goals: " + "; ".join(norm.undischarged))
+    if norm.kinks or norm.nonzero:     # a hypothesis only the gate (`decide`) can check
+        raise NormaliserError("hypotheses the normal form cannot check: "
+                              + "; ".join([sp.sstr(k.subject) + " = 0 a kink" for k in norm.kinks]
+                                          + [sp.sstr(h) + " ≠ 0" for h in norm.nonzero]))
     return out
 
 

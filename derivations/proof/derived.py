@@ -82,12 +82,19 @@ def _prove(op: Op, grad) -> Proof:
     derived = derived_op(op)
     setting = _setting(op, grad)
     lemmas = _DERIVED[op.name][1].lemmas
+    # a kink either side takes a value at must be the specification's, and both values must lie
+    # in its subdifferential there (`core.decide`)
+    from .preconditions import runtime_checks
+
+    ob = next(ob for ob in obligations(op) if ob.kind == "backward" and ob.target == grad)
+    spec = [(lambda k=k: ob.required()[k]) for k in range(len(flag_sets(op)))]
     for full in (False, True):
         pairs = [_sides(op, derived, grad, w, full) for w in flag_sets(op)]
         how = ("the cache expanded through the forward" if full else
                "each cached array by its forward definition in the inputs and the other cached arrays")
         proof = prove_index_identity([p[0] for p in pairs], [p[1] for p in pairs], setting,
-                                     f"index normaliser: derived vs printed backward, {how}")
+                                     f"index normaliser: derived vs printed backward, {how}",
+                                     spec=spec, preconditions=lambda: runtime_checks(op))
         if proof.status == "proved-general":
             proof.assumptions = list(dict.fromkeys(proof.assumptions + lemmas))
             return proof
@@ -142,7 +149,10 @@ def derived_claims(op: Op) -> list[Claim]:
             Mutant("derived-factor", f"{g.name}: the derived value doubled",
                    lambda g=g, m=mutated_derived: _refute(op, m(2), g)),
         ]
-        classic = [m for m in sample_for(op, ob) if m.scope == "backward" and not m.name.startswith("auto-")]
+        # (a kink mutant changes a value at a kink only, where derived and printed may differ
+        # anyway: the generated <op>.backward.<grad> refutes it, at the kink)
+        classic = [m for m in sample_for(op, ob) if m.scope == "backward"
+                   and not m.name.startswith(("auto-", "kink-"))]
         for m in classic[:_CLASSIC_MUTANTS]:
             mutants.append(Mutant(f"printed-{m.name}", f"the printed backward with: {m.mistake}",
                                   lambda g=g, m=m: _refute(m.apply(op), derived_op(op), g)))

@@ -203,6 +203,48 @@ def sample_for(op: Op, obligation) -> list:
     a = lines[pos]
     out.append(PrintedMutant("auto-sign", f"{a.target.name}: the whole value negated", scope, pos, -a.expr))
     out.append(PrintedMutant("auto-factor", f"{a.target.name}: the whole value doubled", scope, pos, 2 * a.expr))
+    if obligation.kind == "backward":
+        out += kink_mutants(op, obligation)
+    return out
+
+
+def kink_mutants(op: Op, obligation) -> list[PrintedMutant]:
+    """A step's value at its jump changed, in each backward line on the obligation's path where
+    that value is read (the step's cofactor is not 0 at the jump): the derivative's midpoint
+    H(u) = (1 + sign u)/2 taken as H(u, 0) where the specification has no kink at u (what
+    reverse mode prints if its step is SymPy's H(u, 0): 0 at x = 0 in softplus' backward, whose
+    derivative there is ½; at a kink of the specification H(u, 0) is a subgradient too), and a
+    printed subgradient H(u, 0) or H(u, 1) taken as H(u, 2), outside the subdifferential [0, 1]
+    of max(0, ·). Only the points on the kink (`proof/kinks.py`) can refute them."""
+    from ..language.arrays import HalfStep
+    from .kinks import same_up_to_indices, subjects
+    from .obligations import cache_values, spec_scope
+
+    spec = spec_scope(op)
+    kinked = [u for o in op.outputs if o in spec for u, _, _ in subjects(spec[o])]
+    cache = cache_values(op)
+    out = []
+    on = path(op, obligation)
+    for pos, a in enumerate(op.backward):
+        if ("backward", pos) not in on:
+            continue
+        expr = sp.sympify(a.expr)
+        for step in sorted(expr.atoms(sp.Heaviside, HalfStep), key=sp.default_sort_key):
+            u = step.args[0]
+            if isinstance(step, HalfStep):
+                if any(same_up_to_indices(sp.sympify(u).xreplace(cache), k) for k in kinked):
+                    continue                # the specification's own kink: H(u, 0) is a subgradient too
+                new, what = sp.Heaviside(u, 0), f"the step H({_s(u)}) with H(0) = ½ printed as H({_s(u)}, 0)"
+            elif len(step.args) == 2 and step.args[1] in (0, 1):
+                new, what = sp.Heaviside(u, 2), f"the step H({_s(u)}, {step.args[1]}) given the value 2 at 0"
+            else:
+                continue
+            s = sp.Dummy("s")
+            cofactor = sp.diff(expr.xreplace({step: s}), s)
+            if isinstance(u, Array) and cofactor.subs(u, 0) == 0:
+                continue                    # the step's value at 0 is never read (max(0, x)² at 0)
+            out.append(PrintedMutant(f"kink-{pos}-{len(out)}", f"{a.target.name} = …: {what}", "backward", pos,
+                                     expr.xreplace({step: new})))
     return out
 
 

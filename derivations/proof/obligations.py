@@ -214,8 +214,11 @@ class Obligation:
         return self._required
 
     def prove(self) -> Proof:
+        from .preconditions import runtime_checks
+
         return prove_index_identity(self.printed(), self.required(), self.setting,
-                                    "index normaliser, generated from the specification")
+                                    "index normaliser, generated from the specification",
+                                    preconditions=lambda: runtime_checks(self.op))
 
     def refute(self, op: Op, tries: int = 12) -> dict | None:
         """A counterexample to the obligation for a (mutated) op, or None. The required side's
@@ -239,6 +242,17 @@ class Obligation:
                 if _gap(got, want) > 1e-20:
                     return {"at": point.report(), "seed": seed, "lhs": _num(got), "rhs": _num(want),
                             "flags": sorted(flag_sets(self.op)[k])}
+        # the points above lie off every kink (entries ≠ 0): the printed value at each kink of
+        # the printed code must lie between the specification's one-sided derivatives there
+        from .kinks import refute_at_kinks
+
+        for k, (a, b) in enumerate(zip(self.printed(op), self.required())):
+            try:
+                cx = refute_at_kinks(a, b, self.setting)
+            except (numeric.EvaluationError, ZeroDivisionError, ValueError, TypeError):
+                cx = None
+            if cx is not None:
+                return dict(cx, flags=sorted(flag_sets(self.op)[k]))
         return None
 
 

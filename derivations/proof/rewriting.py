@@ -37,8 +37,10 @@ So qed decides identities between index expressions with its own, deliberately s
      otherwise. The split is exhaustive, so no assumption remains; it is recorded in
      `discharged` with its branches. One exception: a u = 0 branch that fails where one side
      takes the derivative's midpoint at a kink ((1 + sign u)/2, the derived backward's d max(0,
-     u)) and the other a printed subgradient (H(u, 0) or H(u, 1)) is excluded and `u ≠ 0`
-     recorded as a hypothesis (two printed conventions, H(u, 0) against H(u, 1), never are).
+     u)) and the other a printed subgradient (H(u, 0) or H(u, 1)) is excluded and recorded as
+     a kink (`kinks`; two printed conventions, H(u, 0) against H(u, 1), never are), never
+     assumed: the gate checks that the specification has a kink at u = 0 and that the printed
+     value there lies between its one-sided derivatives (`core.decide`, `proof/kinks.py`).
      Inside a sum, the coefficient of a combined summand is split the same way with the
      summed indices held fixed (per summand).
      A subject that is a whole sum (a pre-activation Σ_k w_jk x_ik, inside |·|, H or max) is
@@ -65,10 +67,14 @@ checking the sign of what is left, a polynomial in sizes, term by term ('unknown
 * a sum over an unused index, `Σ_{k=lo}^{hi} c = (hi − lo + 1)·c`: `hi − lo + 1 ≥ 0` (else the
   sum is kept);
 * a negative power: its base ≠ 0, proved where positivity decides it (a sum of exps over a
-  non-empty range, √(σ² + ε) with ε > 0, a size), otherwise recorded as a hypothesis.
+  non-empty range, a sum whose first term counts and none is negative ([k ≤ i] at k = 0), a
+  mean of squares less the square of the mean plus a positive number, √(σ² + ε) with ε > 0, a
+  size), otherwise recorded as a hypothesis (`nonzero`), which the gate keeps only as a
+  precondition that the generated code checks at run time (`proof/preconditions.py`).
 
 `assumptions` lists every condition used (shown in certificates); `discharged` those proved,
-`hypotheses` the non-zero denominators taken as hypotheses, `guarded` the goals that failed and
+`hypotheses` the non-zero denominators taken as hypotheses, `kinks` the points u = 0 left to the
+gate, `guarded` the goals that failed and
 were answered by the sound fallback. A Normaliser built without any domain (`Normaliser()`, no
 ranges at all) keeps the old behaviour for exploration: a goal it cannot prove is assumed, the
 rule applied, and the goal listed in `undischarged`; the proof gate (`core.decide`) always gives
@@ -77,6 +83,7 @@ a domain and refuses a proof with an undischarged goal.
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
@@ -106,6 +113,16 @@ def _hidden(kind: str, n: int) -> sp.Dummy:
     return sp.Dummy(f"{kind}{n}", dummy_index=_HIDE_BASE + n)
 
 
+@dataclass(frozen=True)
+class Kink:
+    """A point u = 0 that the normaliser excluded: `subject` u (normal form), the `ranges` of
+    its indices (free, summed, or held fixed per summand), and how it arose."""
+
+    subject: sp.Expr
+    ranges: dict
+    how: str
+
+
 class NormaliserError(RuntimeError):
     """The normaliser met an expression it does not know how to handle soundly."""
 
@@ -122,7 +139,12 @@ class Normaliser:
                                for name, (lo, hi) in (integer_arrays or {}).items()}
         self.assumptions: list[str] = []   # every condition used (discharged, hypotheses, undischarged)
         self.discharged: list[str] = []    # goals proved from the ranges and sizes
-        self.hypotheses: list[str] = []    # non-zero denominators not decided: the claim's hypotheses
+        self.hypotheses: list[str] = []    # what was not decided (denominators ≠ 0, kinks): never
+                                           # assumed by the gate, which checks or refuses each
+        self.nonzero: list = []            # … as expressions (the gate discharges or checks each)
+        self.kinks: list = []              # Kink: a point u = 0 where the identity was not decided
+        self._summand: dict = {}           # the summed indices held fixed (per-summand split)
+        self._inverse: dict = {}           # a split's branch symbol p -> c·t + rest (what it stands for)
         self.guarded: list[str] = []       # goals not proved, answered soundly (guard kept, rule not applied)
         self.undischarged: list[str] = []  # goals not proved but assumed (only without a domain)
         self._bound: dict = {}             # every bound Dummy met -> (lo, hi) of its sum
@@ -151,6 +173,21 @@ class Normaliser:
             return True
         self._record("guarded", text)
         return False
+
+    def _kink(self, u, how: str) -> None:
+        """u = 0 left undecided (a step's value at its jump): recorded with the ranges of its
+        indices, for the gate to check the point (proof/kinks.py), never assumed."""
+        for _ in range(_MAX_SPLITS + 1):                 # inside a split's branch: in the entries
+            if not self._inverse or not u.has(*self._inverse):
+                break
+            u = sp.expand(u.xreplace(self._inverse))
+        ctx = self._context()
+        ctx.update(self._summand)
+        ranges = {v: ctx[v] for v in sorted(u.free_symbols, key=sp.default_sort_key) if v in ctx}
+        kink = Kink(u, ranges, how)
+        if all(not (k.subject == u) for k in self.kinks):
+            self.kinks.append(kink)
+        self._record("hypotheses", f"{_show(u)} ≠ 0 (a kink: {how}; the point u = 0 is left to the gate)")
 
     # ---------------------------------------------------------------- goals
     def _context(self, limits=(), exclude=()) -> dict:
@@ -222,7 +259,30 @@ class Normaliser:
         terms over a non-empty range is positive, of non-negative ones non-negative; sizes are
         positive integers, and SymPy's assumptions decide the sign of what is left."""
         sign = self._sign_form(e, self._context())
-        return sign.is_positive is True or sign.is_negative is True or sign.is_zero is False
+        if sign.is_positive is True or sign.is_negative is True or sign.is_zero is False:
+            return True
+        return self._variance_plus_positive(e)
+
+    def _variance_plus_positive(self, e) -> bool:
+        """e = r + Σ_k f_k²/L − (Σ_k f_k)²/L² over a non-empty range of L terms, with r > 0: the
+        mean of squares less the square of the mean is Σ_k (f_k − m)²/L ≥ 0 (m the mean), so
+        e ≥ r > 0 (LayerNorm's σ² + ε written from the moments)."""
+        e = sp.expand(e)
+        ctx = self._context()
+        for s1 in sorted(e.atoms(sp.Sum), key=sp.default_sort_key):
+            if len(s1.limits) != 1:
+                continue
+            v, lo, hi = s1.limits[0]
+            length = hi - lo + 1
+            s2 = sp.Sum(s1.function ** 2, *s1.limits)
+            if not (_real(s1.function) or s1.function.atoms(sp.Indexed)) or not e.has(s2):
+                continue
+            rest = sp.expand(e - (s2 / length - s1 ** 2 / length ** 2))
+            if rest.has(s1) or rest.has(s2) or not self._nonneg(length - 1, ctx, 0):
+                continue
+            if self._sign_form(rest, ctx).is_positive is True:
+                return True
+        return False
 
     def _sign_form(self, e, ctx: dict):
         if isinstance(e, sp.exp):
@@ -235,6 +295,8 @@ class Normaliser:
                            for v, a, b in e.limits)
             if body.is_positive is True and nonempty:
                 return sp.Dummy("pos", positive=True)
+            if nonempty and len(e.limits) == 1 and self._first_term_counts(e, inner):
+                return sp.Dummy("pos", positive=True)
             if body.is_nonnegative is True:
                 return sp.Dummy("nonneg", nonnegative=True)
             return e
@@ -246,6 +308,31 @@ class Normaliser:
         if isinstance(e, (sp.Add, sp.Mul, sp.Pow)):
             return e.func(*[self._sign_form(a, ctx) for a in e.args])
         return e
+
+    def _first_term_counts(self, e: sp.Sum, ctx: dict) -> bool:
+        """Σ_{k=lo}^{hi} [c(k)]·g(k) > 0 with g > 0 and every condition c proved at k = lo (a
+        causal row's keys: [k ≤ i] holds at k = 0 for i ≥ 0): its first term is positive and
+        none is negative."""
+        v, lo, hi = e.limits[0]
+        factors = sp.Mul.make_args(e.function)
+        conds = [f.args[0] for f in factors if isinstance(f, Indicator)]
+        rest = sp.Mul(*[f for f in factors if not isinstance(f, Indicator)])
+        if not conds or self._sign_form(rest, ctx).is_positive is not True:
+            return False
+        outer = {u: r for u, r in ctx.items() if u != v}
+        for c in conds:
+            c = c.xreplace({v: lo})
+            if c is sp.true:
+                continue
+            if isinstance(c, sp.LessThan):
+                gap = c.rhs - c.lhs
+            elif isinstance(c, sp.StrictLessThan) and (c.rhs - c.lhs).is_integer:
+                gap = c.rhs - c.lhs - 1
+            else:
+                return False
+            if not self._nonneg(gap, outer, 0):
+                return False
+        return True
 
     # ---------------------------------------------------------------- public API
     def canon(self, expr) -> sp.Expr:
@@ -320,8 +407,8 @@ class Normaliser:
         indices. Branches: u > 0, u < 0 and u = 0 where an atom jumps at 0 (H, sign), u ≥ 0 and
         u ≤ 0 otherwise (|u|, max, min are continuous). A u = 0 branch that fails where one
         side is the midpoint (1 + sign u)/2 and the other a printed H(u, 0) or H(u, 1) is
-        excluded, and u ≠ 0 recorded as a hypothesis. True when every branch is 0 (the
-        branches cover ℝ)."""
+        excluded and recorded as a kink, for the gate to check. True when every branch is 0
+        (the branches cover ℝ, the kink's point checked apart)."""
         bound = set()
         for s in canonical.atoms(sp.Sum):
             bound |= {v for v, _, _ in s.limits}
@@ -341,15 +428,25 @@ class Normaliser:
                        for h in canonical.atoms(sp.Heaviside)) and \
                 any(_same_subject(g.args[0], u) for g in canonical.atoms(sp.sign))
             done = []
+            recorded = len(self.kinks)
             for where, value in branches:
                 branch = self.canon(canonical.xreplace({t: value}))
-                if self._decide(branch, depth + 1) == 0:
+                # a kink met inside the branch is stated in the entries again: p = ±(c·t + rest)
+                sign = -1 if where in ("< 0", "≤ 0") else 1
+                self._inverse.update({q: sign * (c * t + rest) for q in (strict, closed) if value.has(q)})
+                try:
+                    zero = self._decide(branch, depth + 1) == 0
+                finally:
+                    self._inverse.pop(strict, None)
+                    self._inverse.pop(closed, None)
+                if zero:
                     done.append(where)
                 elif where == "= 0" and kink:
-                    self._record("hypotheses", f"{_show(u)} ≠ 0 (a kink: the two sides take different "
-                                 "subgradients there)")
-                    done.append("≠ 0 assumed at the kink")
+                    # not decided here: the gate checks the point (core.decide, proof/kinks.py)
+                    self._kink(u, "the two sides take different values at 0")
+                    done.append("= 0 a kink, checked apart")
                 else:
+                    del self.kinks[recorded:]      # a failed split leaves no kink to check
                     break
             else:
                 self._record("discharged", f"case split on the sign of {_show(u)}: "
@@ -377,7 +474,12 @@ class Normaliser:
             inner = self.canon(base)
             if power.is_negative:
                 # a denominator: proved ≠ 0 where positivity decides it, else the claim's hypothesis
-                self._record("discharged" if self._nonzero(inner) else "hypotheses", f"{_show(inner)} ≠ 0")
+                if self._nonzero(inner):
+                    self._record("discharged", f"{_show(inner)} ≠ 0")
+                else:
+                    self._record("hypotheses", f"{_show(inner)} ≠ 0")
+                    if inner not in self.nonzero:
+                        self.nonzero.append(inner)
             if inner.has(sp.Sum) and isinstance(inner, sp.Mul):
                 # (c · Σ)^p = c^p · Σ^p keeps the atom canonical (for a non-integer p only if c > 0)
                 coeff, rest = inner.as_independent(sp.Sum, as_Add=False)
@@ -442,8 +544,9 @@ class Normaliser:
     def _step_terms(self, e) -> list[Term]:
         """The step function H(u, h0) (h0 its value at 0). Two rules:
         H(max(0, v), 0) = H(v, 0) exactly (max(0, v) > 0 ⇔ v > 0); and SymPy's derivative of
-        max(0, u), H(u) = H(u, ½), read as the printed H(u, 0) under the hypothesis u ≠ 0 —
-        max(0, ·) has no derivative at its kink, where the code takes the subgradient 0."""
+        max(0, u), H(u) = H(u, ½), read as the printed H(u, 0), equal off u = 0 — max(0, ·) has no
+        derivative at its kink: the point u = 0 is recorded as a kink, and the gate checks that
+        the printed value there lies in the subdifferential (`proof/kinks.py`)."""
         u = e.args[0]
         at_zero = e.args[1] if len(e.args) > 1 else sp.S.Half
         if isinstance(u, sp.Max) and len(u.args) == 2 and 0 in u.args and at_zero == 0:
@@ -451,8 +554,8 @@ class Normaliser:
             return self._terms(sp.Heaviside(v, 0))
         inner = self.canon(u)
         if at_zero == sp.S.Half:
-            self._record("hypotheses", f"{_show(inner)} ≠ 0 (the kink of max(0, ·): the code's "
-                         "subgradient there is 0)")
+            # equal off u = 0; the point u = 0 itself is checked apart by the gate
+            self._kink(inner, "H(u) with H(0) = ½ read as H(u, 0)")
             return [([sp.Heaviside(inner, 0)], [])]
         return [([sp.Heaviside(inner, at_zero)], [])]
 
@@ -719,7 +822,12 @@ class Normaliser:
                 combined = self._unhide(combined, table)
                 # the summand's coefficient, the summed indices held fixed: a case split on the
                 # sign of an entry that depends on them decides it per summand
-                if _has_sign_atoms(combined) and self._split_on_sign(self.canon(combined), 1):
+                saved, self._summand = self._summand, {v: (a, b) for v, a, b in limits}
+                try:
+                    split = _has_sign_atoms(combined) and self._split_on_sign(self.canon(combined), 1)
+                finally:
+                    self._summand = saved
+                if split:
                     continue
                 out.append(sp.Sum(skeleton * combined, *limits))
         return sp.Add(*out)

@@ -359,8 +359,9 @@ def _bias_corrections(step) -> tuple[dict, list[str]]:
     for b in betas:
         for t in steps_:
             subs[b.symbol ** t.symbol] = 1 - sp.Dummy(f"c_{b.name}", positive=True)
-            facts.append(f"1 − {b.name}^{t.name} > 0 (0 ≤ {b.name} < 1, {t.name} ≥ 1: the options' "
-                         "domain, checked at run time)")
+            facts.append(f"1 − {b.name}^{t.name} > 0: proved from the options' domain 0 ≤ {b.name} < 1, "
+                         f"{t.name} ≥ 1 ({b.name}^{t.name} ∈ [0, {b.name}]), a precondition the generated "
+                         "code checks at run time (_validate.in_domain)")
     return subs, facts
 
 
@@ -381,7 +382,8 @@ def prove_update(step, assigns: list | None = None) -> Proof:
             return Proof("refuted" if cx else "unproven", STEP_METHOD, [],
                          f"{o.name}: {sp.sstr(diff)}", counterexample=cx)
     assumptions = ["r, n symbolic sizes (the step is elementwise: any shape)",
-                   "1 − β₁^t ≠ 0, 1 − β₂^t ≠ 0, √v̂ + ε ≠ 0 where the rule divides by them"
+                   "every divisor of the rule is positive: 1 − β₁^t and 1 − β₂^t (below), "
+                   "√v̂ + ε ≥ ε > 0 (ε's domain, checked at run time by _validate.in_domain)"
                    if len(step.spec) > 1 else "η, W, ∂L/∂W real"] + facts
     return Proof("proved-general", STEP_METHOD, assumptions, "0",
                  spot_check=_step_check(step).spot_check())

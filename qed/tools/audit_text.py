@@ -176,3 +176,54 @@ def run(selectors: list[str] | None = None, limit: int | None = DEFAULT_LIMIT, w
                 if progress:
                     progress(futures[fut], done[futures[fut]])
     return [r for p in todo for r in done[p]]
+
+
+def main(selectors: list[str] | None, as_json: bool, limit: int | None, workers: int | None) -> int:
+    """`qed audit --text [FILE-PREFIX ...]`: a table per file (mutants, refuted by each judge,
+    survived), the survivors listed; exit 1 if any survives."""
+    import json
+    from collections import Counter
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..errors import QedError
+
+    err = Console(stderr=True)
+    todo = files(selectors)
+    if not todo:
+        raise QedError(f"no generated file matches {' '.join(selectors)} (file names or their prefixes, "
+                       "e.g. softmax or _support)")
+
+    def tick(path, rows):
+        if not err.is_terminal:
+            bad = sum(not r["refuted_by"] for r in rows)
+            err.print(f"{path.relative_to(ROOT).as_posix()}  {len(rows) - bad}/{len(rows)} refuted",
+                      highlight=False)
+
+    start = time.perf_counter()
+    rows = run(selectors, limit, workers, tick)
+    wall = time.perf_counter() - start
+    survived = [r for r in rows if not r["refuted_by"]]
+    if as_json:
+        json.dump(rows, sys.stdout, indent=1, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        out = Console(width=None if sys.stdout.isatty() else 160)
+        table = Table(title=f"qed audit --text — {len(rows)} wrong edits of the printed files")
+        for col in ("file", "mutants", "rational", "symbolic", "edges", "survived"):
+            table.add_column(col, justify="left" if col == "file" else "right")
+        per: dict = {}
+        for r in rows:
+            per.setdefault(r["file"], Counter())[r["refuted_by"] or "survived"] += 1
+        for f, c in per.items():
+            table.add_row(f, str(sum(c.values())), str(c["rational"]), str(c["symbolic"]), str(c["edges"]),
+                          f"[red]{c['survived']}[/]" if c["survived"] else "0")
+        out.print(table)
+        total = Counter(r["refuted_by"] or "survived" for r in rows)
+        out.print(f"{len(rows)} wrong edits of the printed text: {len(rows) - len(survived)} refuted "
+                  f"(rational {total['rational']}, symbolic {total['symbolic']}, edges {total['edges']}), "
+                  f"{len(survived)} survived; {wall:.1f} s", highlight=False)
+    for r in survived:
+        err.print(f"[red]SURVIVED[/red] {r['file']} {r['mutant']}", highlight=False)
+    return 1 if survived else 0

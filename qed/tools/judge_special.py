@@ -84,7 +84,9 @@ def _load(source: str | None = None, block: int = 3):
 
     import builtins
 
-    text = source if source is not None else FILE.read_text()
+    from .translation import printed_text
+
+    text = source if source is not None else printed_text(FILE)
     mod = types.ModuleType("generated.numpy._special")
     ns = mod.__dict__
     ns["__qed_exact_number__"] = sp.Rational

@@ -50,7 +50,7 @@ import sympy as sp
 
 from derivations.language import functions
 
-from .translation import ShimError, _comparison, _exact, _Namespace
+from .exact_scalars import Namespace as _Namespace, ShimError, comparison as _comparison, exact_value as _exact
 
 __all__ = ["Tensor", "Parameter", "Module", "Function", "FunctionCtx", "dtype", "FLOAT", "LONG",
            "BOOL", "TORCH", "ShimAttributeError", "tensor", "as_array"]
