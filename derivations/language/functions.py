@@ -10,6 +10,8 @@ emit for it, and its exact value on each kind of number is written here once.
     numpy     the spellings a printed NumPy file uses (`np.exp`, `scipy.special.expit`)
     torch     the spellings a printed PyTorch file uses (`torch.exp`, `Tensor.exp_`)
     arity     1 or 2
+    mpmath    the mpmath function of the same name (the proofs' 40-digit evaluator, the symbolic
+              run's quick rejection), where the row is a SymPy function of one argument
     kind      "algebraic" (exact on rationals where defined), "transcendental" (an
               uninterpreted function of its exact argument in the rational judge), "order"
               (needs a total order: max, |·|, sign, a step)
@@ -26,7 +28,7 @@ from typing import Callable
 import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
 
-__all__ = ["Function", "FUNCTIONS", "apply", "by_sympy", "spelled"]
+__all__ = ["Function", "FUNCTIONS", "apply", "by_sympy", "spelled", "mpmath_functions"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class Function:
     torch: tuple = ()
     arity: int = 1
     kind: str = "transcendental"
+    mpmath: str = ""
 
 
 def _sigmoid(u):
@@ -60,21 +63,21 @@ def _min(a, b):
 
 
 FUNCTIONS: dict[str, Function] = {f.name: f for f in (
-    Function("exp", sp.exp, ("np.exp", "math.exp"), ("torch.exp", "Tensor.exp", "Tensor.exp_")),
-    Function("log", sp.log, ("np.log", "math.log"), ("torch.log", "Tensor.log", "Tensor.log_")),
-    Function("log1p", log1p, ("np.log1p",), ("torch.log1p", "Tensor.log1p", "Tensor.log1p_")),
-    Function("expm1", expm1, ("np.expm1",), ("torch.expm1", "Tensor.expm1", "Tensor.expm1_")),
-    Function("tanh", sp.tanh, ("np.tanh", "math.tanh"), ("torch.tanh", "Tensor.tanh", "Tensor.tanh_")),
-    Function("sin", sp.sin, ("np.sin", "math.sin"), ("torch.sin", "Tensor.sin", "Tensor.sin_")),
-    Function("cos", sp.cos, ("np.cos", "math.cos"), ("torch.cos", "Tensor.cos", "Tensor.cos_")),
-    Function("erf", sp.erf, ("scipy.special.erf", "math.erf"), ("torch.erf", "Tensor.erf", "Tensor.erf_")),
+    Function("exp", sp.exp, ("np.exp", "math.exp"), ("torch.exp", "Tensor.exp", "Tensor.exp_"), mpmath="exp"),
+    Function("log", sp.log, ("np.log", "math.log"), ("torch.log", "Tensor.log", "Tensor.log_"), mpmath="log"),
+    Function("log1p", log1p, ("np.log1p",), ("torch.log1p", "Tensor.log1p", "Tensor.log1p_"), mpmath="log1p"),
+    Function("expm1", expm1, ("np.expm1",), ("torch.expm1", "Tensor.expm1", "Tensor.expm1_"), mpmath="expm1"),
+    Function("tanh", sp.tanh, ("np.tanh", "math.tanh"), ("torch.tanh", "Tensor.tanh", "Tensor.tanh_"), mpmath="tanh"),
+    Function("sin", sp.sin, ("np.sin", "math.sin"), ("torch.sin", "Tensor.sin", "Tensor.sin_"), mpmath="sin"),
+    Function("cos", sp.cos, ("np.cos", "math.cos"), ("torch.cos", "Tensor.cos", "Tensor.cos_"), mpmath="cos"),
+    Function("erf", sp.erf, ("scipy.special.erf", "math.erf"), ("torch.erf", "Tensor.erf", "Tensor.erf_"), mpmath="erf"),
     Function("sigmoid", _sigmoid, ("scipy.special.expit",), ("torch.sigmoid", "Tensor.sigmoid", "Tensor.sigmoid_")),
     Function("ndtr", _ndtr, ("scipy.special.ndtr", "_special.ndtr"), ("torch.special.ndtr",)),
     Function("sqrt", sp.sqrt, ("np.sqrt", "math.sqrt"), ("torch.sqrt", "Tensor.sqrt", "Tensor.sqrt_"),
              kind="algebraic"),
     Function("rsqrt", _rsqrt, (), ("torch.rsqrt", "Tensor.rsqrt", "Tensor.rsqrt_"), kind="algebraic"),
-    Function("abs", sp.Abs, ("np.abs",), ("torch.abs", "Tensor.abs", "Tensor.abs_"), kind="order"),
-    Function("sign", sp.sign, ("np.sign",), ("torch.sign", "Tensor.sign", "Tensor.sign_"), kind="order"),
+    Function("abs", sp.Abs, ("np.abs",), ("torch.abs", "Tensor.abs", "Tensor.abs_"), kind="order", mpmath="fabs"),
+    Function("sign", sp.sign, ("np.sign",), ("torch.sign", "Tensor.sign", "Tensor.sign_"), kind="order", mpmath="sign"),
     Function("maximum", _max, ("np.maximum",), ("torch.maximum", "torch.clamp"), arity=2, kind="order"),
     Function("minimum", _min, ("np.minimum",), ("torch.minimum", "torch.clamp"), arity=2, kind="order"),
 )}
@@ -101,3 +104,11 @@ def apply(name: str, *args):
             return hook(a, name, *args)
     f = FUNCTIONS[name]
     return f.sympy(*(sp.sympify(a) for a in args))
+
+
+def mpmath_functions() -> dict:
+    """SymPy function class -> its mpmath function, for every row that names one."""
+    import mpmath
+
+    return {f.sympy: getattr(mpmath, f.mpmath) for f in FUNCTIONS.values()
+            if f.mpmath and isinstance(f.sympy, type)}

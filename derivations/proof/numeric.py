@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import mpmath
 import sympy as sp
-from sympy.codegen.cfunctions import expm1, log1p
 
 from ..language.arrays import DocumentFunction, HalfStep, NormalCDF, Sigmoid
+from ..language.functions import mpmath_functions
 
 mpmath.mp.dps = 40
 
@@ -70,11 +70,7 @@ def _plain(v):
         return str(v)
 
 
-_FUNCS = {
-    sp.exp: mpmath.exp, sp.log: mpmath.log, sp.tanh: mpmath.tanh, sp.erf: mpmath.erf,
-    sp.sin: mpmath.sin, sp.cos: mpmath.cos, sp.Abs: abs, sp.sign: mpmath.sign,
-    log1p: mpmath.log1p, expm1: mpmath.expm1,
-}
+_FUNCS = mpmath_functions()      # the one table of functions (derivations/language/functions.py)
 
 
 def evaluate(expr, point: Point):

@@ -7,7 +7,10 @@ dropped) are judged one at a time as if the edited text were on disk
 fastest), then the exact symbolic run, then the edge judge (a `_validate` or refusal edit) — run
 the units that execute it, and the first one that reports a mismatch refutes the mutant.
 
-    refuted    a judge reports the edit (its name is kept)
+    refuted    a judge reports the edit (its name is kept). After the three judges of
+               `qed prove`, a fourth, numeric one: the edited kernel beside the printed one at
+               float32 inputs of magnitude 1e4 and 1e30 (`stability`): an edit that computes the
+               same exact function but loses it in floating point (a row max not subtracted)
     survived   every judge accepts the edited text
 
 A survivor is printed with its line and edit: either the edit computes the same thing on every
@@ -79,12 +82,15 @@ def _real_modules(backend: str, path: Path, text: str):
     try:
         for k in saved:
             del sys.modules[k]
+            # `from . import _validate` reads the package's attribute before sys.modules
+            vars(package).pop(k.rsplit(".", 1)[1], None)
         name = f"{prefix}.{path.stem}"
         mod = types.ModuleType(name)
         mod.__file__ = str(path)
         mod.__package__ = prefix
         sys.modules[name] = mod
         exec(compile(text, str(path), "exec"), mod.__dict__)
+        setattr(package, path.stem, mod)
         yield
     finally:
         for k in [k for k in sys.modules if k.startswith(prefix + ".")]:
@@ -111,15 +117,74 @@ def judge_mutant(path: Path, text: str, chosen=None) -> tuple[str, str]:
                 bad = [r for r in results if not r.ok]
                 if bad:
                     return judge, str(bad[0])[:300]
+    reference = {u.name: _float_outputs(u, backend) for u in chosen if u.kind == "op"}
     try:
         with _real_modules(backend, path, text):
             for unit in chosen:
                 bad = [r for r in judges._JUDGE["edges"](unit, backend) if not r.ok]
                 if bad:
                     return "edges", str(bad[0])[:300]
+            for unit in chosen:
+                if unit.name in reference:
+                    found = _unstable(reference[unit.name], _float_outputs(unit, backend))
+                    if found:
+                        return "stability", f"{unit.name}: {found}"
     except Exception as exc:  # noqa: BLE001
         return "edges", f"could not run: {type(exc).__name__}: {str(exc)[:200]}"
     return "", ""
+
+
+# the stability judge (numeric; the audit's last resort): an edit that computes the same exact
+# function can still lose it in floating point (x − max x dropped from a softmax: e^{1e4} = inf).
+# The edited kernel runs beside the printed one on float32 inputs of magnitude 1e4 and 1e30; where
+# the printed one is finite, the edited one must be finite and within 1e-3 of it.
+MAGNITUDES = (1e4, 1e30)
+
+
+def _float_outputs(unit, backend: str) -> list:
+    import numpy as np
+
+    from derivations import registry
+
+    from . import judge_edges as je
+
+    op = registry.op(unit.name)
+    out = []
+    for scale in MAGNITUDES:
+        args = je.build(op, je.sizes_of(op), seed=3)
+        args = [(a * scale).astype(np.float32) if a.dtype.kind == "f" else a for a in args]
+        with np.errstate(all="ignore"):
+            try:
+                res, cache = je._forward(op, backend)(*[je._convert(backend, a) for a in args])
+                outs = [je._numpy(o).astype(np.float64) for o in je.as_tuple(res)]
+                ups = [je._convert(backend, np.ones(o.shape, np.float32)) for o in outs]
+                grads = [je._numpy(g).astype(np.float64) for g in je.as_tuple(je._backward(op, backend)(*ups, cache))
+                         if g is not None]
+            except Exception as exc:  # noqa: BLE001
+                out.append(f"raised {type(exc).__name__}")
+                continue
+        out.append(outs + grads)
+    return out
+
+
+def _unstable(reference: list, edited: list) -> str:
+    import numpy as np
+
+    for scale, want, got in zip(MAGNITUDES, reference, edited):
+        if isinstance(want, str):
+            continue
+        if isinstance(got, str):
+            return f"at magnitude {scale:g}: {got} where the printed kernel did not"
+        for k, (w, g) in enumerate(zip(want, got)):
+            if w.shape != g.shape:
+                return f"at magnitude {scale:g}: array {k} has shape {g.shape}, the printed one {w.shape}"
+            fine = np.isfinite(w)
+            if np.any(~np.isfinite(g[fine])):
+                return f"at magnitude {scale:g}: array {k} not finite where the printed kernel's is"
+            err = np.abs(g[fine] - w[fine]) / np.maximum(np.abs(w[fine]), 1.0)
+            if err.size and float(err.max()) > 1e-3:
+                return f"at magnitude {scale:g}: array {k} differs by {float(err.max()):.2g} (relative)"
+    return ""
 
 
 def files(selectors: list[str] | None) -> list[Path]:
@@ -148,9 +213,16 @@ def audit_file(path: Path, limit: int | None) -> list[Outcome]:
 
 
 def _audit_file_task(path: str, limit: int | None) -> list[dict]:
+    import warnings
     from dataclasses import asdict
 
-    return [asdict(o) for o in audit_file(Path(path), limit)]
+    import numpy as np
+
+    # a wrong edit may divide by zero on floats (the edge judge's real kernels): a finding the
+    # judge reports in its own words, not a warning on the terminal
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return [asdict(o) for o in audit_file(Path(path), limit)]
 
 
 def run(selectors: list[str] | None = None, limit: int | None = DEFAULT_LIMIT, workers: int | None = None,

@@ -116,16 +116,22 @@ def _edges(unit: Unit, backend: str) -> list:
     from . import judge_edges as je
 
     if unit.kind == "op":
-        return je.judge_op(registry.op(unit.name), backend)
+        op = registry.op(unit.name)
+        return je.judge_op(op, backend) + je.judge_defaults(op, backend, "op") + \
+            je.judge_option_types(op, backend, "op")
     if unit.kind == "step":
-        return je.judge_step(next(s for s in registry.steps() if s.name == unit.name), backend)
+        step = next(s for s in registry.steps() if s.name == unit.name)
+        return je.judge_step(step, backend) + je.judge_defaults(step, backend, "step") + \
+            je.judge_option_types(step, backend, "step")
     if unit.kind == "table":
-        return je.judge_table(registry.table(unit.name), backend)
+        table = registry.table(unit.name)
+        return je.judge_table(table, backend) + je.judge_defaults(table, backend, "table")
     if unit.kind == "tiled":
         return je.judge_tiled(backend)
     if unit.kind == "special":
         return []
-    return je.judge_mha(backend) + je.judge_validate(backend)
+    # mha: its template's checks, _validate's generic ones, the printed modules' initial values
+    return je.judge_mha(backend) + je.judge_validate(backend) + je.judge_module_init(backend)
 
 
 _JUDGE = {"symbolic": _symbolic, "rational": _rational, "edges": _edges}

@@ -70,7 +70,7 @@ def _is_docstring(node, parent) -> bool:
 
 def _edits(node: ast.AST):
     """(operator, replacement node or source text) for each one-site edit of `node` itself."""
-    if isinstance(node, ast.BinOp) and type(node.op) in _SWAP_BIN:
+    if isinstance(node, ast.BinOp) and type(node.op) in _SWAP_BIN and not _by_unit(node):
         new = copy.copy(node)
         new.op = _SWAP_BIN[type(node.op)]()
         yield _BIN_KIND[type(node.op)], new
@@ -89,7 +89,8 @@ def _edits(node: ast.AST):
         new.upper = ast.BinOp(node.upper, ast.Sub(), ast.Constant(1))
         yield "bound", new
     elif isinstance(node, ast.Call):
-        if len(node.args) >= 2 and not any(isinstance(a, ast.Starred) for a in node.args[:2]):
+        if len(node.args) >= 2 and not any(isinstance(a, ast.Starred) for a in node.args[:2]) \
+                and _callee(node) not in _SYMMETRIC:
             new = copy.copy(node)
             new.args = [node.args[1], node.args[0], *node.args[2:]]
             yield "swap", new
@@ -116,10 +117,36 @@ def _edits(node: ast.AST):
                 neg.keywords = [*node.keywords[:k], ast.keyword(kw.arg, ast.UnaryOp(ast.USub(), kw.value)),
                                 *node.keywords[k + 1:]]
                 yield "keyword", neg
-    elif isinstance(node, ast.AugAssign) and type(node.op) in _SWAP_BIN:
+    elif isinstance(node, ast.AugAssign) and type(node.op) in _SWAP_BIN and not _by_unit(node):
         new = copy.copy(node)
         new.op = _SWAP_BIN[type(node.op)]()
         yield _BIN_KIND[type(node.op)], new
+
+
+# calls whose first two arguments may be exchanged without changing anything: not a wrong edit
+_SYMMETRIC = {"min", "max", "np.maximum", "np.minimum", "torch.maximum", "torch.minimum",
+              "transpose", "swapaxes", "np.swapaxes", "torch.transpose"}
+
+
+def _callee(call: ast.Call) -> str:
+    f = call.func
+    if isinstance(f, ast.Name):
+        return f.id
+    if isinstance(f, ast.Attribute):
+        base = f.value.id if isinstance(f.value, ast.Name) else ""
+        return f"{base}.{f.attr}" if base in ("np", "torch") else f.attr
+    return ""
+
+
+def _by_unit(node) -> bool:
+    """`x * ±1` ↔ `x / ±1` (and their augmented forms) compute the same: not a wrong edit."""
+    if not isinstance(node.op, (ast.Mult, ast.Div)):
+        return False
+    other = node.right if isinstance(node, ast.BinOp) else node.value
+    try:
+        return ast.literal_eval(other) in (1, -1)
+    except ValueError:
+        return False
 
 
 _STATEMENTS = (ast.Assign, ast.AugAssign, ast.Expr, ast.AnnAssign)

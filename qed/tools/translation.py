@@ -106,7 +106,6 @@ from dataclasses import dataclass, field
 
 import numpy as _np
 import sympy as sp
-from sympy.codegen.cfunctions import expm1, log1p
 
 from derivations import registry
 from derivations.language import functions
@@ -627,8 +626,8 @@ class _TorchLoader:
 # Exact comparison.
 
 
-_MP_FUNCS = {sp.exp: "exp", sp.log: "log", sp.tanh: "tanh", sp.erf: "erf", sp.sin: "sin",
-             sp.cos: "cos", sp.Abs: "fabs", log1p: "log1p", expm1: "expm1"}
+_MP_FUNCS = {f.sympy: f.mpmath for f in functions.FUNCTIONS.values()   # the one table's
+             if f.mpmath and isinstance(f.sympy, type)}
 
 
 def _mp_value(e, point: dict, memo: dict):
