@@ -56,18 +56,15 @@ def units_of_file(path: Path):
     stem = path.stem
     every = judges.units(None)
     own = [u for u in every if u.file == stem]
-    if own:
+    if not stem.startswith("_"):
         return own
-    if stem == "_support":            # the speed idioms: every kernel that calls one
-        text = {u.name: (path.parent / f"{u.file}.py") for u in every}
-        return [u for u in every if text[u.name].exists() and "_support." in text[u.name].read_text()]
     if stem == "_validate":           # every op's checks, and the probes of its generic ones
-        return [u for u in every if u.kind in ("op", "step", "table", "mha")]
-    if stem == "_special":
-        users = [u for u in every if (path.parent / f"{u.file}.py").exists()
-                 and "_special." in (path.parent / f"{u.file}.py").read_text()]
-        return [u for u in every if u.kind == "special"] + users
-    return []
+        return [u for u in every if u.kind in ("op", "step", "table", "mha", "tiled")]
+
+    def calls(u) -> bool:             # a helper module: every unit whose file calls into it
+        f = path.parent / f"{u.file}.py"
+        return u.file != stem and f.exists() and f"{stem}." in f.read_text()
+    return own + [u for u in every if calls(u)]
 
 
 @contextlib.contextmanager
@@ -283,18 +280,19 @@ def main(selectors: list[str] | None, as_json: bool, limit: int | None, workers:
     else:
         out = Console(width=None if sys.stdout.isatty() else 160)
         table = Table(title=f"qed audit --text — {len(rows)} wrong edits of the printed files")
-        for col in ("file", "mutants", "rational", "symbolic", "edges", "survived"):
+        for col in ("file", "mutants", "rational", "symbolic", "edges", "stability", "survived"):
             table.add_column(col, justify="left" if col == "file" else "right")
         per: dict = {}
         for r in rows:
             per.setdefault(r["file"], Counter())[r["refuted_by"] or "survived"] += 1
         for f, c in per.items():
             table.add_row(f, str(sum(c.values())), str(c["rational"]), str(c["symbolic"]), str(c["edges"]),
-                          f"[red]{c['survived']}[/]" if c["survived"] else "0")
+                          str(c["stability"]), f"[red]{c['survived']}[/]" if c["survived"] else "0")
         out.print(table)
         total = Counter(r["refuted_by"] or "survived" for r in rows)
         out.print(f"{len(rows)} wrong edits of the printed text: {len(rows) - len(survived)} refuted "
-                  f"(rational {total['rational']}, symbolic {total['symbolic']}, edges {total['edges']}), "
+                  f"(rational {total['rational']}, symbolic {total['symbolic']}, edges {total['edges']}, "
+                  f"stability {total['stability']}), "
                   f"{len(survived)} survived; {wall:.1f} s", highlight=False)
     for r in survived:
         err.print(f"[red]SURVIVED[/red] {r['file']} {r['mutant']}", highlight=False)

@@ -413,6 +413,11 @@ def judge_mha(backend: str) -> list[Finding]:
     _expect_refusal(out, "mha", backend, "n_head = 0", fn, *conv(x, w_qkv, b_qkv, w_o, b_o), n_head=0)
     _expect_refusal(out, "mha", backend, "w_qkv of width 2C", fn,
                     *conv(x, w_qkv[:2 * C], b_qkv[:2 * C], w_o, b_o), n_head=2)
+    try:
+        _, msg = _call("mha", fn, *conv(x, w_qkv, b_qkv, w_o, b_o), n_head=1)
+        out.append(Finding("mha", backend, "n_head = 1 (one head of C)", msg or ""))
+    except _Refused as exc:
+        out.append(Finding("mha", backend, "n_head = 1 (one head of C)", str(exc)))
     if backend == "torch":
         module = _module(backend, "mha").MultiHeadAttention
         _expect_refusal(out, "mha", backend, "MultiHeadAttention(n_embd=5, n_head=2)", module, 5, 2)
@@ -504,8 +509,16 @@ def judge_option_types(unit, backend: str, kind: str) -> list[Finding]:
         rng = np.random.default_rng(0)
         args = [np.abs(rng.standard_normal((2, 3))).astype(np.float32) for _ in unit.inputs]
         fn = getattr(_module(backend, unit.name), f"{unit.name}_step")
-    else:
-        return []
+    else:                                   # a table: sizes, and the float32 dtype asked for
+        import functools
+
+        dtype = np.float32
+        if backend == "torch":
+            import torch
+
+            dtype = torch.float32
+        args = [4] * len(unit.sizes)
+        fn = functools.partial(getattr(_module(backend, unit.file), unit.name), dtype=dtype)
 
     def value(o):
         v = o.default if o.default is not None else 3
@@ -535,7 +548,7 @@ def judge_option_types(unit, backend: str, kind: str) -> list[Finding]:
     return [Finding(unit.name, backend, "options as library scalars", "; ".join(problems))]
 
 
-def judge_module_init(backend: str) -> list[Finding]:
+def judge_module_init(backend: str, names=None) -> list[Finding]:
     """The printed torch `nn.Module`s start where the model expects: every bias and shift 0,
     every gain 1, every weight drawn with standard deviation 0.02 (measured on a 96 × 96 draw:
     within 10 %), all finite."""
@@ -549,6 +562,8 @@ def judge_module_init(backend: str) -> list[Finding]:
 
     out: list[Finding] = []
     for op in registry.ops():
+        if names is not None and op.name not in names:
+            continue
         mod = _module("torch", op.name)
         classes = [c for _, c in inspect.getmembers(mod, inspect.isclass)
                    if issubclass(c, torch.nn.Module) and c.__module__ == mod.__name__]

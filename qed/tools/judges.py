@@ -118,20 +118,21 @@ def _edges(unit: Unit, backend: str) -> list:
     if unit.kind == "op":
         op = registry.op(unit.name)
         return je.judge_op(op, backend) + je.judge_defaults(op, backend, "op") + \
-            je.judge_option_types(op, backend, "op")
+            je.judge_option_types(op, backend, "op") + je.judge_module_init(backend, {op.name})
     if unit.kind == "step":
         step = next(s for s in registry.steps() if s.name == unit.name)
         return je.judge_step(step, backend) + je.judge_defaults(step, backend, "step") + \
             je.judge_option_types(step, backend, "step")
     if unit.kind == "table":
         table = registry.table(unit.name)
-        return je.judge_table(table, backend) + je.judge_defaults(table, backend, "table")
+        return je.judge_table(table, backend) + je.judge_defaults(table, backend, "table") + \
+            je.judge_option_types(table, backend, "table")
     if unit.kind == "tiled":
         return je.judge_tiled(backend)
     if unit.kind == "special":
         return []
     # mha: its template's checks, _validate's generic ones, the printed modules' initial values
-    return je.judge_mha(backend) + je.judge_validate(backend) + je.judge_module_init(backend)
+    return je.judge_mha(backend) + je.judge_validate(backend)
 
 
 _JUDGE = {"symbolic": _symbolic, "rational": _rational, "edges": _edges}
@@ -204,7 +205,7 @@ class JudgeRun:
                 good, total = self.count(judge, b)
                 parts.append(f"{b} {good}/{total}")
             out.append(f"judge {judge}: {', '.join(parts)} {what[judge]} "
-                       f"({self.seconds.get(judge, 0.0):.1f} s)")
+                       f"({self.seconds.get(judge, 0.0):.1f} s of work)")
         out.append("printed lines executed by the judges: " +
                    ", ".join(c.line() for c in self.lines.values()))
         return out

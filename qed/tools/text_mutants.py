@@ -125,7 +125,8 @@ def _edits(node: ast.AST):
 
 # calls whose first two arguments may be exchanged without changing anything: not a wrong edit
 _SYMMETRIC = {"min", "max", "np.maximum", "np.minimum", "torch.maximum", "torch.minimum",
-              "transpose", "swapaxes", "np.swapaxes", "torch.transpose"}
+              "transpose", "swapaxes", "np.swapaxes", "torch.transpose",
+              "addcmul_"}                  # t.addcmul_(a, b): t + a·b
 
 
 def _callee(call: ast.Call) -> str:
