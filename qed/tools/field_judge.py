@@ -1248,13 +1248,9 @@ class _Backend:
     def unwrap(self, got):
         if self.name == "numpy":
             return got
-        from .torch_shim import FLOAT, Tensor
+        from .torch_shim import unwrap_result
 
-        if not isinstance(got, Tensor):
-            raise FieldError(f"a result of type {type(got).__name__}, not a torch tensor")
-        if got.dtype is not FLOAT:
-            raise FieldError(f"a result of dtype {got.dtype}, not the float dtype")
-        return _np.asarray(got._a, dtype=object)
+        return unwrap_result(got, FieldError)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1052,3 +1052,13 @@ TORCH = _Namespace(
                         normal_=_init_fill("normal_", None), uniform_=_init_fill("uniform_", None)),
     ),
 )
+
+
+def unwrap_result(got, error=ShimError) -> _np.ndarray:
+    """A printed torch function's result as the object ndarray of its entries; a result that is
+    no tensor of the float dtype is `error` (each judge raises its own)."""
+    if not isinstance(got, Tensor):
+        raise error(f"a result of type {type(got).__name__}, not a torch tensor")
+    if got.dtype is not FLOAT:
+        raise error(f"a result of dtype {got.dtype}, not the float dtype")
+    return _np.asarray(got._a, dtype=object)

@@ -1001,13 +1001,9 @@ class _Backend:
         """A result as an object ndarray; a result of the wrong kind is a ShimError."""
         if self.name == "numpy":
             return got
-        from .torch_shim import FLOAT, Tensor
+        from .torch_shim import unwrap_result
 
-        if not isinstance(got, Tensor):
-            raise ShimError(f"a result of type {type(got).__name__}, not a torch tensor")
-        if got.dtype is not FLOAT:
-            raise ShimError(f"a result of dtype {got.dtype}, not the float dtype")
-        return _np.asarray(got._a, dtype=object)
+        return unwrap_result(got, ShimError)
 
 
 def _compare(check: Check, got, expected: dict, stored: tuple, backend: _Backend | None = None) -> None:

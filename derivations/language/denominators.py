@@ -1,0 +1,85 @@
+"""The denominators of an array-language expression and the sign analysis that sorts them.
+
+One rule, read by code generation (codegen/analysis/denominators.py: which sizes must be ≥ 1,
+which denominators the generated kernel checks at run time) and by the proofs
+(derivations/proof/preconditions.py: a denominator the normaliser cannot prove ≠ 0 is a
+hypothesis only where the kernel checks it): the two read the same functions, so the list of
+run-time checks the proofs accept is the one the code prints.
+
+    denominators(expr)   each negative power's base, each log's argument, each mean's count
+    sign(expr, …)        "+" (provably positive), "0+" (provably ≥ 0) or None, from the
+                         expression alone: sums of exps, squares, positive options and sizes
+    expanded(expr, env)  every intermediate replaced by its definition (a causal mask by its
+                         argument: no row is fully masked, key 0 is always seen)
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from .arrays import DOCUMENT_NODES, Array, CausalMask, ColSum, Contract, MatMul, RowMax, RowMean, RowSum, shape_of
+
+__all__ = ["SUMS", "denominators", "sign", "expanded"]
+
+SUMS = {RowSum: 1, RowMean: 1, RowMax: 1, ColSum: 0, Contract: 0}   # node -> the axis it sums over
+
+
+def denominators(expr) -> list:
+    """The denominators of `expr`: bases of negative powers, log arguments, each mean's count;
+    as (denominator, the node that divides by it or takes its log, as text)."""
+    out = []
+    for node in sp.preorder_traversal(sp.sympify(expr)):
+        if isinstance(node, sp.Pow) and node.exp.is_negative:
+            out.append((node.base, sp.sstr(node)))
+        elif isinstance(node, sp.log):
+            out.append((node.args[0], sp.sstr(node)))
+        elif isinstance(node, RowMean):                 # RowMean(A) = RowSum(A)/cols
+            out.append((shape_of(node.args[0])[1], sp.sstr(node)))
+    return out
+
+
+def sign(expr, positive_symbols: set, memo: dict) -> str | None:
+    """"+" if `expr` is provably > 0, "0+" if provably ≥ 0, else None (for every value of the
+    inputs, with every size ≥ 1 and every option in its domain). Intermediates are expanded."""
+    if expr in memo:
+        return memo[expr]
+    e, out = expr, None
+    if not e.free_symbols:                                 # 2, π, √2: SymPy decides
+        out = "+" if e.is_positive else "0+" if e.is_zero else None
+    elif isinstance(e, Array):
+        out = None                                         # an input's values: anything
+    elif isinstance(e, sp.Symbol):
+        out = "+" if e in positive_symbols else "0+" if e.is_nonnegative else None
+    elif isinstance(e, (sp.exp,)) or isinstance(e, DOCUMENT_NODES):
+        out = "+"
+    elif isinstance(e, sp.Pow):
+        b = sign(e.base, positive_symbols, memo)
+        out = b if b == "+" else "0+" if (b == "0+" and e.exp.is_positive) or \
+            (e.exp.is_integer and e.exp.is_even) else None
+    elif isinstance(e, (sp.Add, sp.Mul, MatMul, Contract)) or type(e) in SUMS:
+        signs = [sign(a, positive_symbols, memo) for a in e.args]
+        if all(x is not None for x in signs):
+            strict = all(x == "+" for x in signs) if not isinstance(e, sp.Add) else "+" in signs
+            out = "+" if strict else "0+"
+    elif isinstance(e, sp.Max):
+        signs = [sign(a, positive_symbols, memo) for a in e.args]
+        out = "+" if "+" in signs else "0+" if "0+" in signs else None
+    memo[expr] = out
+    return out
+
+
+def expanded(expr, env: dict, memo: dict):
+    """`expr` with every intermediate array replaced by its definition, recursively; a causal
+    mask read as its argument (no row is fully masked: key 0 is always seen, attention.causal)."""
+    expr = sp.sympify(expr)
+    if expr in memo:
+        return memo[expr]
+    if isinstance(expr, Array):
+        out = expanded(env[expr], env, memo) if expr in env else expr
+    elif isinstance(expr, CausalMask):
+        out = expanded(expr.args[0], env, memo)
+    elif expr.args:
+        out = expr.func(*[expanded(a, env, memo) for a in expr.args])
+    else:
+        out = expr
+    memo[expr] = out
+    return out
