@@ -50,3 +50,31 @@ def test_a_claim_fails_when_unproven_or_a_mutant_survives():
     assert not is_ok(dict(good, status="refuted"))
     assert not is_ok(dict(good, mutants=[{"refuted": True}, {"refuted": False}]))
     assert not is_ok(dict(good, mutants=[]))
+
+
+def test_prove_op_is_the_whole_check_of_its_files():
+    """`qed prove relu`: relu's claims, then every judge over generated/{numpy,torch}/relu.py,
+    every code line of both files executed; piped, one line per claim and per judge task."""
+    out = run("relu", "-j", "2")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert any(line.startswith("judge symbolic: numpy ") for line in lines), out.stdout
+    assert any(line.startswith("judge rational: numpy ") for line in lines), out.stdout
+    assert any(line.startswith("judge edges: numpy ") for line in lines), out.stdout
+    executed = next(line for line in lines if line.startswith("printed lines executed by the judges"))
+    assert "(100.0 %)" in executed and "numpy" in executed and "torch" in executed
+    assert "relu.forward  proved-general" in out.stderr                       # piped: a line per claim
+    assert "judge edges torch" in out.stderr
+
+
+def test_a_judge_mismatch_fails_prove(monkeypatch):
+    """A judge's mismatch, and a printed line no judge executed, each fail the run's report."""
+    from qed.tools import judges
+
+    done = [judges.run_task("edges", "numpy", ("relu",))]
+    done[0]["results"].append({"ok": False, "text": "relu: a planted mismatch", "entries": 0})
+    report = judges.collect(done, ["relu"])
+    assert "relu: a planted mismatch" in report.failures()
+    assert not report.ok
+    # only the edge judge ran: relu's formula lines were executed by no judge
+    assert not report.lines["numpy"].complete and report.lines["numpy"].missed
