@@ -36,8 +36,19 @@ class OneLineParser(argparse.ArgumentParser):
                      f"(see `{hint}`)\n")
 
 
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml), or "unknown" from a bare checkout."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("qed")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="qed", description="Transformer formulas: proved, generated, trained.")
+    parser.add_argument("--version", action="version", version=f"qed {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("prove", help="prove every claim of the catalogue and refute every mutant")

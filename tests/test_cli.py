@@ -176,3 +176,11 @@ def test_attention_short_names(tmp_path):
     assert json.loads((out / "config.json").read_text())["config"]["attention"] == "attention_tiled"
     r = qed("train", "--steps", 2, "--attention", "flash", "--out", tmp_path / "bad", *SORT_TINY)
     assert_one_line_error(r, "flash", "attention_tiled")
+
+
+def test_version():
+    """`qed --version`: the installed distribution's version, one line."""
+    r = subprocess.run([sys.executable, "-m", "qed", "--version"], capture_output=True, text=True,
+                       cwd=ROOT, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().startswith("qed ") and len(r.stdout.strip().splitlines()) == 1
