@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from derivations.language.arrays import Array, ColSum, RowMean, RowSum
+from derivations.language.arrays import Array, ColSum, Contract, Gather, MatMul, OneHot, RowMean, RowSum, T, Take
 from derivations.language.ops import Op
 
 from ..analysis import Analysis, Arg
@@ -78,11 +78,30 @@ def shape_context(op: Op, an: Analysis) -> dict:
         },
         "restore_lines": [f"{o.name} = _v.restored({o.name}, layout)" for o, r in zip(op.outputs, restored) if r],
         "upstream_lines": [f"{u.name} = _v.promoted_like({u.name}, layout)"
-                           for u, o in zip(op.upstream, op.outputs) if promote and an.batched[o]],
+                           for u, o in zip(op.upstream, op.outputs)
+                           if promote and an.batched[o] and not _broadcast_restores(op, u)],
         "grad_lines": grad_lines,
         "vacuous_return": f"_v.zero_grads(layout, {op.upstream[0].name})" + ("[0]" if one else ""),
         "shape_docs": _shape_docs(op, an, promote, vacuous),
     }
+
+
+# nodes whose result depends on where an operand's leading axes are, not only on broadcasting:
+# an upstream gradient read inside one needs its promoted axes back (`_v.promoted_like`)
+_AXIS_BOUND = (MatMul, T, ColSum, Contract, Gather, OneHot, Take)
+
+
+def _broadcast_restores(op: Op, u) -> bool:
+    """Whether every backward line reads the upstream gradient `u` only elementwise or in a row
+    reduction: then NumPy's and torch's broadcasting put back its absent leading axes where it
+    meets a promoted array, and `_v.promoted_like` would compute nothing (`qed audit --text`
+    found those lines equivalent). Read inside a product, a transpose or a column sum, it keeps
+    its promotion."""
+    for asg in op.backward:
+        for node in sp.preorder_traversal(asg.expr):
+            if isinstance(node, _AXIS_BOUND) and u in sp.sympify(node).free_symbols:
+                return False
+    return True
 
 
 def _shape_docs(op: Op, an: Analysis, promote: list, vacuous: bool) -> list[str]:
