@@ -54,21 +54,17 @@ def test_nonzero_gradients_of_an_empty_op_are_found(monkeypatch):
     assert any("is not 0" in f.problem for f in findings)
 
 
-def test_a_raw_library_error_is_a_finding(monkeypatch):
-    v = je._module("numpy", "_validate")
-
-    def raw(op, *args):
-        raise ZeroDivisionError("division by zero")
-    monkeypatch.setattr(v, "nonzero_size", raw)
-    findings = je.judge_op(registry.op("attention"), "numpy")
-    assert any("raw ZeroDivisionError" in f.problem for f in findings)
+def _raising(exc):
+    def check(op, *args):
+        raise exc
+    return check
 
 
-def test_a_refusal_not_naming_the_op_is_a_finding(monkeypatch):
-    v = je._module("numpy", "_validate")
-
-    def anonymous(op, *args):
-        raise ValueError("bad input")
-    monkeypatch.setattr(v, "same_size", anonymous)
-    findings = je.judge_op(registry.op("linear"), "numpy")
-    assert any("not the op's own one-line error" in f.problem for f in findings)
+@pytest.mark.parametrize("check,exc,op,finding", [
+    ("nonzero_size", ZeroDivisionError("division by zero"), "attention", "raw ZeroDivisionError"),
+    ("same_size", ValueError("bad input"), "linear", "not the op's own one-line error"),
+], ids=["a raw library error", "a refusal not naming the op"])
+def test_a_check_that_raises_the_wrong_error_is_a_finding(monkeypatch, check, exc, op, finding):
+    monkeypatch.setattr(je._module("numpy", "_validate"), check, _raising(exc))
+    findings = je.judge_op(registry.op(op), "numpy")
+    assert any(finding in f.problem for f in findings)

@@ -15,8 +15,7 @@ from __future__ import annotations
 import sympy as sp
 
 from derivations.language.arrays import Array, MatMul, shape_of
-from derivations.language.denominators import SUMS as _SUMS, denominators as _denominators, \
-    expanded as _expanded, sign as _sign
+from derivations.language.denominators import SUMS as _SUMS, classified
 from derivations.language.ops import Op
 
 from ..names import CodegenError
@@ -47,28 +46,18 @@ def _zero_when(den, options: set) -> set:
 
 def denominator_guards(op: Op, options: set, where: str):
     """(zero_sizes, data_denominators): [(size, why)], [(expanded denominator, why)], from every
-    forward and backward line with every flag on."""
-    env = op.env(frozenset(o.name for o in op.options))
-    positive = {o.symbol for o in op.options if o.symbol is not None
-                and o.allowed().is_subset(sp.Interval.open(0, sp.oo))}
-    inputs = set(op.inputs) | set(op.params)
+    forward and backward line with every flag on (the one classification of
+    derivations/language/denominators.py, which the proofs' preconditions read too)."""
     zero: dict = {}
     data: dict = {}
-    memo: dict = {}
-    signs: dict = {}
-    for asg in op.forward + op.backward:
-        for den, shown in _denominators(asg.expr):
-            full = _expanded(den, env, memo)
-            for s in sorted(_zero_when(full, options), key=lambda s: s.name):
-                zero.setdefault(s, shown)
-            if _sign(full, positive | (size_symbols(full, options)), signs) == "+":
-                continue
-            if size_symbols(full, options) and not arrays_in(full):
-                continue                                   # sizes alone: the size checks
-            if not arrays_in(full) <= inputs:
-                raise CodegenError(f"{where}: the denominator {sp.sstr(den)} of line "
-                                   f"{asg.target.name} is not provably nonzero and is not a "
-                                   "function of the inputs alone (it cannot be checked before "
-                                   "the forward runs)")
+    for asg, den, shown, full, kind in classified(op):
+        for s in sorted(_zero_when(full, options), key=lambda s: s.name):
+            zero.setdefault(s, shown)
+        if kind == "other":
+            raise CodegenError(f"{where}: the denominator {sp.sstr(den)} of line "
+                               f"{asg.target.name} is not provably nonzero and is not a "
+                               "function of the inputs alone (it cannot be checked before "
+                               "the forward runs)")
+        if kind == "inputs":
             data.setdefault(sp.sstr(full), (full, shown))
     return sorted(zero.items(), key=lambda kv: kv[0].name), list(data.values())

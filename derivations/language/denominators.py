@@ -11,6 +11,9 @@ run-time checks the proofs accept is the one the code prints.
                          expression alone: sums of exps, squares, positive options and sizes
     expanded(expr, env)  every intermediate replaced by its definition (a causal mask by its
                          argument: no row is fully masked, key 0 is always seen)
+    classified(op)       every denominator of an op's printed lines, expanded and sorted:
+                         provably positive, sizes alone, in the inputs alone (a run-time check),
+                         or none of these
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import sympy as sp
 
 from .arrays import DOCUMENT_NODES, Array, CausalMask, ColSum, Contract, MatMul, RowMax, RowMean, RowSum, shape_of
 
-__all__ = ["SUMS", "denominators", "sign", "expanded"]
+__all__ = ["SUMS", "denominators", "sign", "expanded", "classified"]
 
 SUMS = {RowSum: 1, RowMean: 1, RowMax: 1, ColSum: 0, Contract: 0}   # node -> the axis it sums over
 
@@ -83,3 +86,38 @@ def expanded(expr, env: dict, memo: dict):
         out = expr
     memo[expr] = out
     return out
+
+
+def classified(op):
+    """Every denominator of `op`'s forward and backward lines (every flag on), as (line, the
+    denominator, its node as text, its expanded form, kind), kind one of
+
+        "positive"   provably > 0 (a sum of exps; ε plus a square; a positive option)
+        "sizes"      a function of sizes alone: the size checks (≥ 1) cover it
+        "inputs"     a function of the inputs alone, not provably positive: checked at run time
+        "other"      none of these (it reads an intermediate): nothing can check it beforehand
+    """
+    from .arrays import Array
+
+    env = op.env(frozenset(o.name for o in op.options))
+    options = {o.symbol for o in op.options if o.symbol is not None}
+    positive = {o.symbol for o in op.options if o.symbol is not None
+                and o.allowed().is_subset(sp.Interval.open(0, sp.oo))}
+    inputs = set(op.inputs) | set(op.params)
+    memo: dict = {}
+    signs: dict = {}
+    for asg in op.forward + op.backward:
+        for den, shown in denominators(asg.expr):
+            full = expanded(den, env, memo)
+            free = sp.sympify(full).free_symbols
+            sizes = {s for s in free if not isinstance(s, Array) and s not in options}
+            arrays = {s for s in free if isinstance(s, Array)}
+            if sign(full, positive | sizes, signs) == "+":
+                kind = "positive"
+            elif sizes and not arrays:
+                kind = "sizes"
+            elif arrays <= inputs:
+                kind = "inputs"
+            else:
+                kind = "other"
+            yield asg, den, shown, full, kind

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from ..language.arrays import Array, entry, index, shape_of
-from ..language.denominators import denominators, expanded, sign
+from ..language.denominators import classified
 
 
 @dataclass(frozen=True)
@@ -45,27 +45,12 @@ class RuntimeCheck:
 
 
 def runtime_checks(op) -> list[RuntimeCheck]:
-    """The denominators the generated kernel of `op` checks at run time (the rule of
-    codegen/analysis/denominators.py: in the inputs alone, not provably positive)."""
-    env = op.env(frozenset(o.name for o in op.options))
-    options = {o.symbol for o in op.options if o.symbol is not None}
-    positive = {o.symbol for o in op.options if o.symbol is not None
-                and o.allowed().is_subset(sp.Interval.open(0, sp.oo))}
-    inputs = set(op.inputs) | set(op.params)
+    """The denominators the generated kernel of `op` checks at run time: those in the inputs
+    alone and not provably positive (the classification codegen prints its checks from)."""
     out: dict = {}
-    memo: dict = {}
-    signs: dict = {}
-    for asg in op.forward + op.backward:
-        for den, _ in denominators(asg.expr):
-            full = expanded(den, env, memo)
-            sizes = {s for s in sp.sympify(full).free_symbols if not isinstance(s, Array) and s not in options}
-            arrays = {s for s in sp.sympify(full).free_symbols if isinstance(s, Array)}
-            if sign(full, positive | sizes, signs) == "+":
-                continue
-            if sizes and not arrays:
-                continue                                   # sizes alone: the size checks
-            if arrays and arrays <= inputs:
-                out.setdefault(sp.sstr(full), RuntimeCheck(op.name, full))
+    for _, _, _, full, kind in classified(op):
+        if kind == "inputs":
+            out.setdefault(sp.sstr(full), RuntimeCheck(op.name, full))
     return list(out.values())
 
 

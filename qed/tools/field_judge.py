@@ -104,6 +104,7 @@ from derivations.language.ops import Op, grad_of
 from derivations.proof.obligations import backward_scope, flag_sets, forward_scope, setting_for
 
 from . import ROOT
+from .translation import _Backend as _TranslationBackend
 
 __all__ = ["Exact", "FieldError", "ZeroDenominator", "Result", "judge_op", "judge_step",
            "judge_table", "judge_tiled", "judge_mha", "judge_all", "evaluate", "same", "main", "P",
@@ -634,7 +635,8 @@ def _log1p(u: Exact) -> Exact:
     return _log(y)
 
 
-def _odd(name, at_zero=0):
+def _symmetric(name, at_zero, odd: bool):
+    """An uninterpreted function with a parity: f(−u) = −f(u) (odd) or f(u) (even), f(0) given."""
     def f(u: Exact) -> Exact:
         if u.kind == _INF:
             raise FieldError(f"{name}(±∞)")
@@ -642,19 +644,16 @@ def _odd(name, at_zero=0):
         if sg == 0:
             return Exact(_RAT, Fraction(at_zero))
         v = Exact(_RAT, _drawn(name, (u if sg > 0 else -u).key()))
-        return v if sg > 0 else -v
+        return -v if odd and sg < 0 else v
     return f
+
+
+def _odd(name, at_zero=0):
+    return _symmetric(name, at_zero, odd=True)
 
 
 def _even(name, at_zero=1):
-    def f(u: Exact) -> Exact:
-        if u.kind == _INF:
-            raise FieldError(f"{name}(±∞)")
-        sg = u.sign()
-        if sg == 0:
-            return Exact(_RAT, Fraction(at_zero))
-        return Exact(_RAT, _drawn(name, (u if sg > 0 else -u).key()))
-    return f
+    return _symmetric(name, at_zero, odd=False)
 
 
 def _root_half() -> Exact:
@@ -1191,8 +1190,11 @@ def _torch_hooks():
         torch_shim._comparison, torch_shim._exact = comparison, exact
 
 
-class _Backend:
-    """How the judge hands arrays to a backend's printed text and reads its results back."""
+class _Backend(_TranslationBackend):
+    """How the judge hands arrays to a backend's printed text and reads its results back (the
+    symbolic run's `wrap` and `unwrap`, a wrong result a FieldError)."""
+
+    error = FieldError
 
     def __init__(self, name: str, helpers: dict | None = None):
         if name not in ("numpy", "torch"):
@@ -1237,21 +1239,6 @@ class _Backend:
                     yield
             else:
                 yield
-
-    def wrap(self, a):
-        if self.name == "numpy":
-            return a
-        from .torch_shim import tensor
-
-        return tensor(a)
-
-    def unwrap(self, got):
-        if self.name == "numpy":
-            return got
-        from .torch_shim import unwrap_result
-
-        return unwrap_result(got, FieldError)
-
 
 # ---------------------------------------------------------------------------------------------
 # Results.
@@ -1492,19 +1479,9 @@ def _judge_point(op, mod, be, size_map, when, seed, batch, mode="same") -> list[
             arr = draw.array(lead + _stored(shp))
         arrays[a.name] = (shp, arr, lead[0] if lead else 0)
         args.append(be.wrap(arr))
-    scalars: dict = {}
-    kwargs = {}
-    for o in op.options:
-        if o.symbol is None:
-            kwargs[o.name] = o.name in when
-        elif o.symbol.is_integer:
-            v = int(setting.scalars.get(o.symbol, 2))
-            kwargs[o.name] = v
-            scalars[o.symbol] = v
-        else:
-            v = _option_value(draw, o)
-            kwargs[o.name] = v
-            scalars[o.symbol] = v
+    from .translation import option_arguments
+
+    kwargs, scalars = option_arguments(op, when, setting, lambda o: _option_value(draw, o), reals_too=True)
     for s, v in size_map.items():
         scalars[s] = v
     results: list[Result] = []
@@ -1545,21 +1522,29 @@ def _judge_point(op, mod, be, size_map, when, seed, batch, mode="same") -> list[
     wants: dict = {}
     for what, a, expr, value, lead in targets:
         res = Result(fname, f"{what} {a.name}", flags_on, dict(sizes_named, batch=B), seed)
-        t1 = time.perf_counter()
-        try:
-            want = wants[a.name] = _expected(op, expr, shape(a), arrays, scalars, size_map, B,
-                                             per_slice, lead)
-            _compare(res, be.unwrap(value), want)
-        except ZeroDenominator:
-            raise
-        except FieldError as exc:
-            res.error = f"{type(exc).__name__}: {exc}"
-        res.seconds = time.perf_counter() - t1
-        results.append(res)
+
+        def want(a=a, expr=expr, lead=lead):
+            wants[a.name] = _expected(op, expr, shape(a), arrays, scalars, size_map, B, per_slice, lead)
+            return wants[a.name]
+        results.append(_judged(res, want, be.unwrap, value))
     if be.name == "torch" and mode == "same":
         results += _torch_wrappers(op, mod, be, args, kwargs, ups, wants,
                                    (fname, flags_on, dict(sizes_named, batch=B), seed))
     return results
+
+
+def _judged(res: Result, want, unwrap, value) -> Result:
+    """`res` with the printed `value` compared with the expected array `want()`; a FieldError
+    of either side is the result's error (a zero denominator is raised: the point is redrawn)."""
+    t0 = time.perf_counter()
+    try:
+        _compare(res, unwrap(value), want())
+    except ZeroDenominator:
+        raise
+    except FieldError as exc:
+        res.error = f"{type(exc).__name__}: {exc}"
+    res.seconds = time.perf_counter() - t0
+    return res
 
 
 def _camel(name: str) -> str:
@@ -1913,16 +1898,8 @@ def _tiled_point(op, mod, be, size_map, when, seed, block, batch, mode="same"):
     out = []
     for (what, a, expr, value), n in zip(pairs, leads):
         res = Result(fname, what, flags_on, sizes_named, seed)
-        t0 = time.perf_counter()
-        try:
-            want = _expected(op, expr, shape(a), arrays, dict(size_map), size_map, batch, True, n)
-            _compare(res, be.unwrap(value), want)
-        except ZeroDenominator:
-            raise
-        except FieldError as exc:
-            res.error = f"{type(exc).__name__}: {exc}"
-        res.seconds = time.perf_counter() - t0
-        out.append(res)
+        out.append(_judged(res, lambda a=a, expr=expr, n=n: _expected(
+            op, expr, shape(a), arrays, dict(size_map), size_map, batch, True, n), be.unwrap, value))
     return out
 
 

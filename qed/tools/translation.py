@@ -997,13 +997,15 @@ class _Backend:
 
         return tensor(a)
 
+    error = ShimError     # what a result of the wrong kind raises
+
     def unwrap(self, got):
-        """A result as an object ndarray; a result of the wrong kind is a ShimError."""
+        """A result as an object ndarray; a result of the wrong kind is `self.error`."""
         if self.name == "numpy":
             return got
         from .torch_shim import unwrap_result
 
-        return unwrap_result(got, ShimError)
+        return unwrap_result(got, self.error)
 
 
 def _compare(check: Check, got, expected: dict, stored: tuple, backend: _Backend | None = None) -> None:
@@ -1047,6 +1049,26 @@ def _integer_values(lo: int, hi: int, count: int) -> list[int]:
 def _camel(name: str) -> str:
     """The printed class name of an op: gelu_tanh -> GeluTanh (codegen's `camel`)."""
     return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+
+
+def option_arguments(op, when, setting, real, integer=int, reals_too=False) -> tuple[dict, dict]:
+    """The keyword arguments of one call of `op`'s printed forward, and the values its integer
+    options take in the expected side: a flag on where `when` names it, an integer option the
+    setting's concrete value (`integer` of it), a real option `real(option)` (its Symbol in the
+    symbolic run, a drawn number in the rational one, which also records it: `reals_too`)."""
+    kwargs, scalars = {}, {}
+    for o in op.options:
+        if o.symbol is None:
+            kwargs[o.name] = o.name in when
+        elif o.symbol.is_integer:
+            v = int(setting.scalars.get(o.symbol, 2))
+            kwargs[o.name] = v
+            scalars[o.symbol] = integer(v)
+        else:
+            kwargs[o.name] = real(o)
+            if reals_too:
+                scalars[o.symbol] = kwargs[o.name]
+    return kwargs, scalars
 
 
 def validate_op(op: Op | str, sizes: dict | None = None, source: str | None = None,
@@ -1203,17 +1225,7 @@ def _validate_kernels(op: Op, be: _Backend, mod, file: str, sizes, flags) -> lis
                 args.append(inputs.integer_array(a, _integer_values(lo, hi, inputs.shape(a)[0])))
             else:
                 args.append(inputs.float_array(a))
-        kwargs = {}
-        scalars = {}
-        for o in op.options:
-            if o.symbol is None:
-                kwargs[o.name] = o.name in when
-            elif o.symbol.is_integer:
-                v = int(setting.scalars.get(o.symbol, 2))
-                kwargs[o.name] = v
-                scalars[o.symbol] = sp.Integer(v)
-            else:
-                kwargs[o.name] = o.symbol
+        kwargs, scalars = option_arguments(op, when, setting, lambda o: o.symbol, sp.Integer)
         flags_on = tuple(sorted(when))
         expected = _Expected(inputs, scalars)
         fwd_scope = forward_scope(op, when)
