@@ -13,6 +13,7 @@ Passes, in order:
   one op), headers and content hashes; `__main__.py` writes or checks generated/;
 * `names.py`: the names generated code may use and the generator's two errors.
 """
+
 from .names import CodegenError, PrinterError
 from .printers import NumpyPrinter, TorchPrinter
 

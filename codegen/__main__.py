@@ -2,6 +2,7 @@
 removed). `python -m codegen --check`: render in memory, exit 1 listing every file that differs,
 is missing, or is stale; exit 0 when generated/ is up to date.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,8 +14,9 @@ from .render import ROOT, generated_paths, render_all
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m codegen", description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true",
-                        help="do not write; exit 1 if generated/ differs from a fresh render")
+    parser.add_argument(
+        "--check", action="store_true", help="do not write; exit 1 if generated/ differs from a fresh render"
+    )
     parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     root = args.root
@@ -26,17 +28,18 @@ def main(argv=None) -> int:
     keep = {f"generated/{b}/{n}.py" for n in errors for b in ("numpy", "torch")}
     on_disk = generated_paths(root)
     stale = sorted(on_disk - set(files) - keep)
-    changed = [p for p, text in files.items()
-               if not (root / p).exists() or (root / p).read_text() != text]
+    changed = [p for p, text in files.items() if not (root / p).exists() or (root / p).read_text() != text]
     if args.check:
         for p in changed:
             print(f"{'differs' if (root / p).exists() else 'missing'}: {p}")
         for p in stale:
             print(f"stale: {p}")
         if changed or stale or errors:
-            print(f"codegen --check: {len(changed) + len(stale)} file(s) out of date, "
-                  f"{len(errors)} op(s) or table file(s) that cannot be generated; run `make codegen`",
-                  file=sys.stderr)
+            print(
+                f"codegen --check: {len(changed) + len(stale)} file(s) out of date, "
+                f"{len(errors)} op(s) or table file(s) that cannot be generated; run `make codegen`",
+                file=sys.stderr,
+            )
             return 1
         print(f"codegen --check: {len(files)} files up to date")
         return 0

@@ -4,12 +4,12 @@ Every array, size and option of the array language becomes a Python name in the 
 files; `check_name` refuses one that is not an identifier or that the generated code uses
 itself (`np`, `dtype`, `_v`, `layout`, ...; and `_t0`, `_t1`, ...: no generated name has that form).
 """
+
 from __future__ import annotations
 
 import keyword
 
-__all__ = ["CodegenError", "PrinterError", "RESERVED_NAMES", "check_name", "valid_name",
-           "distinct_names"]
+__all__ = ["CodegenError", "PrinterError", "RESERVED_NAMES", "check_name", "valid_name", "distinct_names"]
 
 
 class PrinterError(ValueError):
@@ -21,10 +21,29 @@ class CodegenError(ValueError):
 
 
 # Names that generated code uses itself; an Array or Symbol may not be called like this.
-RESERVED_NAMES = frozenset({
-    "np", "math", "scipy", "torch", "nn", "F", "dtype", "cache", "ctx", "self", "grads",
-    "annotations", "_v", "_special", "_support", "device", "layout", "lead", "SIGNATURE",
-})
+RESERVED_NAMES = frozenset(
+    {
+        "np",
+        "math",
+        "scipy",
+        "torch",
+        "nn",
+        "F",
+        "dtype",
+        "cache",
+        "ctx",
+        "self",
+        "grads",
+        "annotations",
+        "_v",
+        "_special",
+        "_support",
+        "device",
+        "layout",
+        "lead",
+        "SIGNATURE",
+    }
+)
 
 
 def check_name(name: str, what: str = "name") -> str:
@@ -50,6 +69,5 @@ def distinct_names(where: str, described: dict, sep: str = "; ", what: str | Non
     the message, else as its one thing)."""
     for nm, things in sorted(described.items()):
         if len(things) > 1:
-            raise CodegenError(f"{where}: the name {nm!r} is used for different things: "
-                               + sep.join(things))
+            raise CodegenError(f"{where}: the name {nm!r} is used for different things: " + sep.join(things))
         valid_name(where, nm, what or things[0])

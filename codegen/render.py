@@ -6,6 +6,7 @@ whose `Table.file` is that op), one per remaining file of tables, one per step a
 the validation module, the support module (codegen/support/, copied verbatim), NumPy's special
 functions, and the package `__init__`s; each text is tidied and given its header (headers.py). `python -m codegen` writes them (__main__.py).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,13 +15,30 @@ import jinja2
 
 from derivations.language.ops import Op
 
-from .contexts import (composite_context, model_ops_context, op_context, package_init_context, special_context, step_context,
-                       tables_module_context, validate_context)
+from .contexts import (
+    composite_context,
+    model_ops_context,
+    op_context,
+    package_init_context,
+    special_context,
+    step_context,
+    tables_module_context,
+    validate_context,
+)
 from .headers import tidy, with_header
 from .names import CodegenError, PrinterError
 
-__all__ = ["ROOT", "TEMPLATES", "BACKENDS", "environment", "render", "render_op", "render_tables",
-           "render_all", "generated_paths"]
+__all__ = [
+    "ROOT",
+    "TEMPLATES",
+    "BACKENDS",
+    "environment",
+    "render",
+    "render_op",
+    "render_tables",
+    "render_all",
+    "generated_paths",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -28,9 +46,14 @@ BACKENDS = ("numpy", "torch")
 
 
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                              trim_blocks=True, lstrip_blocks=True, autoescape=False)
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
 
 
 def render(template: str, ctx: dict, env: jinja2.Environment | None = None) -> str:
@@ -49,8 +72,9 @@ def render_tables(tables_in_file: list, backend: str, env: jinja2.Environment | 
     return render("tables_module.py.j2", tables_module_context(tables_in_file, backend), env)
 
 
-def render_all(ops=None, *, raise_errors: bool = True, errors_out: dict | None = None,
-               table_list=None) -> dict[str, str]:
+def render_all(
+    ops=None, *, raise_errors: bool = True, errors_out: dict | None = None, table_list=None
+) -> dict[str, str]:
     """Every generated file, path relative to the repository root -> text.
 
     An op (or a file of tables) that cannot be generated raises CodegenError (all such in one
@@ -61,20 +85,22 @@ def render_all(ops=None, *, raise_errors: bool = True, errors_out: dict | None =
     from derivations.registry import artefacts
 
     units = artefacts()
-    of = lambda kind: [a.unit for a in units if a.kind == kind]   # noqa: E731
+    of = lambda kind: [a.unit for a in units if a.kind == kind]  # noqa: E731
     ops = of("op") if ops is None else list(ops)
     env = environment()
     files: dict[str, str] = {}
     names = [o.name for o in ops]
     errors: dict[str, str] = {}
     by_file: dict = {}
-    for t in (of("table") if table_list is None else table_list):
+    for t in of("table") if table_list is None else table_list:
         by_file.setdefault(t.file, []).append(t)
     step_names = {st.name for st in of("step")}
     for file in by_file:
         if file in step_names or not file.isidentifier() or file.startswith("_"):
-            errors.setdefault(file, f"tables {[t.name for t in by_file[file]]}: the file name "
-                              f"{file!r} is a step's or not a module name")
+            errors.setdefault(
+                file,
+                f"tables {[t.name for t in by_file[file]]}: the file name {file!r} is a step's or not a module name",
+            )
 
     def attempt(name: str, path: str, make) -> None:
         try:
@@ -84,31 +110,42 @@ def render_all(ops=None, *, raise_errors: bool = True, errors_out: dict | None =
 
     for backend in BACKENDS:
         for op in ops:
-            attempt(op.name, f"generated/{backend}/{op.name}.py",
-                    lambda: render_op(op, backend, env, by_file.get(op.name, ())))
+            attempt(
+                op.name,
+                f"generated/{backend}/{op.name}.py",
+                lambda op=op, backend=backend: render_op(op, backend, env, by_file.get(op.name, ())),
+            )
         for file, group in sorted(by_file.items()):
             if file not in names and file not in errors:
-                attempt(file, f"generated/{backend}/{file}.py", lambda: render_tables(group, backend, env))
-        files[f"generated/{backend}/_validate.py"] = render(f"{backend}_validate.py.j2",
-                                                           validate_context(backend), env)
-        support = f"codegen/support/{backend}_support.py"     # the speed idioms, copied as written
+                attempt(
+                    file,
+                    f"generated/{backend}/{file}.py",
+                    lambda group=group, backend=backend: render_tables(group, backend, env),
+                )
+        files[f"generated/{backend}/_validate.py"] = render(f"{backend}_validate.py.j2", validate_context(backend), env)
+        support = f"codegen/support/{backend}_support.py"  # the speed idioms, copied as written
         files[f"generated/{backend}/_support.py"] = with_header((ROOT / support).read_text(), support, None)
-        if backend == "numpy":        # erf for float32 arrays (SciPy's float32 loop is scalar)
+        if backend == "numpy":  # erf for float32 arrays (SciPy's float32 loop is scalar)
             files["generated/numpy/_special.py"] = render("numpy_special.py.j2", special_context(), env)
     for comp in of("composite"):
         for backend in BACKENDS:
-            files[f"generated/{backend}/{comp.name}.py"] = render(f"{backend}_{comp.template}.py.j2",
-                                                                 composite_context(comp, backend), env)
+            files[f"generated/{backend}/{comp.name}.py"] = render(
+                f"{backend}_{comp.template}.py.j2", composite_context(comp, backend), env
+            )
         names.append(comp.name)
     for st in of("step"):
         for backend in BACKENDS:
-            attempt(st.name, f"generated/{backend}/{st.name}.py",
-                    lambda: render("step.py.j2", step_context(st, backend), env))
+            attempt(
+                st.name,
+                f"generated/{backend}/{st.name}.py",
+                lambda st=st, backend=backend: render("step.py.j2", step_context(st, backend), env),
+            )
         names.append(st.name)
     names = sorted(n for n in names if n not in errors)
     table_files = sorted((t.name, f) for f, group in by_file.items() if f not in errors for t in group)
-    files["generated/model_ops.py"] = render("model_ops.py.j2",
-                                             model_ops_context([o for o in ops if o.name not in errors]), env)
+    files["generated/model_ops.py"] = render(
+        "model_ops.py.j2", model_ops_context([o for o in ops if o.name not in errors]), env
+    )
     for key in ("numpy", "torch", None):
         path = f"generated/{key}/__init__.py" if key else "generated/__init__.py"
         files[path] = render("package_init.py.j2", package_init_context(key, names, table_files), env)

@@ -8,6 +8,7 @@ every nested sum that holds a `Piecewise` during the fold and restores it afterw
 `Piecewise` at the body's own level is folded, which is sound. `tests/test_sympy_fixes.py`
 shows the failure the repair prevents.
 """
+
 from __future__ import annotations
 
 import sympy as sp
@@ -20,8 +21,11 @@ def _common_new(cls, function, *symbols, discrete, **assumptions):
     function = sp.sympify(function)
     nested = {}
     if isinstance(function, sp.Basic) and function.has(sp.Piecewise):
-        nested = {s: sp.Dummy("nested") for s in function.find(
-            lambda x: isinstance(x, _ewl.ExprWithLimits)) if s.has(sp.Piecewise)}
+        nested = {
+            s: sp.Dummy("nested")
+            for s in function.find(lambda x: isinstance(x, _ewl.ExprWithLimits))
+            if s.has(sp.Piecewise)
+        }
     if not nested:
         return _original(cls, function, *symbols, discrete=discrete, **assumptions)
     pre = _original(cls, function.xreplace(nested), *symbols, discrete=discrete, **assumptions)

@@ -17,18 +17,32 @@ printed backward equal to its derivative (`<op>.forward`, `<op>.backward.<grad>`
 SymPy's d/dx max(0, x) is Heaviside(x), ½ at 0; the printed backward is H(x, 0) (`x > 0`): the
 two agree for x ≠ 0, and at the kink the printed 0 is a subgradient (`ffn.relu.derivative`).
 """
+
 from __future__ import annotations
 
 import mpmath
 import sympy as sp
 
 from . import linear as _linear
+from .language.arrays import (
+    Array,
+    Assign,
+    ColSum,
+    Contract,
+    Gaussian,
+    MatMul,
+    NormalCDF,
+    Sigmoid,
+    T,
+    document_form,
+    entry,
+    index,
+    size,
+)
+from .language.ops import Op, grad_of
 from .proof import numeric
-from .language.arrays import (Array, Assign, ColSum, Contract, Gaussian, MatMul, NormalCDF, Sigmoid, T, document_form, entry,
-                     index, size)
 from .proof.core import Claim, Mutant, Proof, Setting, index_claim, prove_index_identity, refute_identity
 from .proof.kinks import refute_at_kinks
-from .language.ops import Op, grad_of
 
 # ------------------------------------------------------------------------- the formulas
 
@@ -50,7 +64,7 @@ def Phi(z):
 
 def phi(z):
     """Standard normal density: φ(z) = e^{−z²/2}/√(2π)."""
-    return sp.exp(-z**2 / 2) / sp.sqrt(2 * sp.pi)
+    return sp.exp(-(z**2) / 2) / sp.sqrt(2 * sp.pi)
 
 
 def gelu(z):
@@ -63,7 +77,7 @@ def gelu_grad(z):
     return Phi(z) + z * phi(z)
 
 
-GELU_C = sp.Rational(44715, 10**6)   # 0.044715, exact
+GELU_C = sp.Rational(44715, 10**6)  # 0.044715, exact
 
 
 def _gelu_u(z, c=GELU_C):
@@ -100,7 +114,7 @@ def silu_grad(z):
 
 
 # --------------------------------------------------------------------------------- the ops
-r, n = size("r"), size("n")          # rows and row length of the activation input
+r, n = size("r"), size("n")  # rows and row length of the activation input
 i, j, a, b = (index(s) for s in "ijab")
 
 
@@ -113,28 +127,48 @@ def _elementwise_op(name, title, claims, f, f_grad, *, spec, source, mistakes, r
     """y = f(x), dx = dy ⊙ f'(x), elementwise (the registry sets the declaring module: the one
     whose OPS lists the op)."""
     return Op(
-        name=name, title=title, spec=spec, source=source, mistakes=mistakes,
-        claims=claims, reference=reference,
-        inputs=[EX], forward=[Assign(EY, f(EX))], outputs=[EY], saved=[EX],
-        backward=[Assign(EDX, EDY * f_grad(EX))], grads=[EDX],
-        optional_axes=2,                                   # elementwise: any shape, 0-D too
-        cache_doc="x, the input (the backward evaluates the derivative at x).")
+        name=name,
+        title=title,
+        spec=spec,
+        source=source,
+        mistakes=mistakes,
+        claims=claims,
+        reference=reference,
+        inputs=[EX],
+        forward=[Assign(EY, f(EX))],
+        outputs=[EY],
+        saved=[EX],
+        backward=[Assign(EDX, EDY * f_grad(EX))],
+        grads=[EDX],
+        optional_axes=2,  # elementwise: any shape, 0-D too
+        cache_doc="x, the input (the backward evaluates the derivative at x).",
+    )
 
 
 # ReLU (seed A §4, seed B §11): y = max(0, x). SymPy differentiates max(0, x) to Heaviside(x),
 # which is ½ at 0; the printed backward uses H(x, 0) (`x > 0`): the subgradient 0 at the kink,
 # proved admissible by `ffn.relu.derivative`. The two agree wherever x ≠ 0.
 RELU = _elementwise_op(
-    "relu", "ReLU", ["ffn.relu.derivative", "ffn.relu.vjp"], relu, relu_grad,
-    source="seed A §4, seed B §11", reference=lambda torch, x: torch.relu(x),
-    spec=[Assign(EY, sp.Max(0, EX))],                                  # y = max(0, x)
+    "relu",
+    "ReLU",
+    ["ffn.relu.derivative", "ffn.relu.vjp"],
+    relu,
+    relu_grad,
+    source="seed A §4, seed B §11",
+    reference=lambda torch, x: torch.relu(x),
+    spec=[Assign(EY, sp.Max(0, EX))],  # y = max(0, x)
     mistakes={
         "min-not-max": ("y = min(0, x)", "forward", "y", sp.Min(0, EX)),
         "identity": ("ReLU forgotten: y = x", "forward", "y", EX),
-        "passes-negative": ("gradient passed where x < 0 (mask inverted): dy ⊙ H(−x)", "backward", "dx",
-                            EDY * sp.Heaviside(-EX, 0)),
+        "passes-negative": (
+            "gradient passed where x < 0 (mask inverted): dy ⊙ H(−x)",
+            "backward",
+            "dx",
+            EDY * sp.Heaviside(-EX, 0),
+        ),
         "no-mask": ("mask forgotten: dx = dy", "backward", "dx", EDY),
-    })
+    },
+)
 
 
 def _gelu_op() -> Op:
@@ -151,26 +185,34 @@ def _gelu_op() -> Op:
     phi_s = Array("Phi", (r, n), latex=r"\Phi")
     spec = [
         Assign(phi_s, sp.Mul(sp.Rational(1, 2), 1 + sp.erf(x / sp.sqrt(2)), evaluate=False)),  # Φ = (1 + erf(x/√2))/2
-        Assign(y, x * phi_s),                                                                    # y = x Φ(x)
+        Assign(y, x * phi_s),  # y = x Φ(x)
     ]
     return Op(
-        name="gelu", title="GELU (exact, erf)", reference=lambda torch, x: torch.nn.functional.gelu(x),
-        spec=spec, source="seed B §12",
+        name="gelu",
+        title="GELU (exact, erf)",
+        reference=lambda torch, x: torch.nn.functional.gelu(x),
+        spec=spec,
+        source="seed B §12",
         mistakes={
             "no-x-phi": ("dx = dy ⊙ Φ(x): the xφ(x) term of the product rule dropped", "backward", "dx", dy * cdf),
-            "phi-unnormalised": ("φ without the 1/√(2π)", "backward", "dx", dy * (cdf + x * sp.exp(-x**2 / 2))),
+            "phi-unnormalised": ("φ without the 1/√(2π)", "backward", "dx", dy * (cdf + x * sp.exp(-(x**2) / 2))),
             "phi-sign": ("Φ(x) − xφ(x)", "backward", "dx", dy * (cdf - x * phi(x))),
             "erf-unscaled": ("Φ with erf(x) instead of erf(x/√2)", "forward", "cdf", (1 + sp.erf(x)) / 2),
             "no-half": ("Φ = 1 + erf(x/√2): the ½ forgotten", "forward", "cdf", 1 + sp.erf(x / sp.sqrt(2))),
         },
         claims=["gelu.exact.derivative", "gelu.exact.vjp"],
-        inputs=[x], forward=[Assign(cdf, NormalCDF(x)), Assign(y, x * cdf)], outputs=[y], saved=[x, cdf],
+        inputs=[x],
+        forward=[Assign(cdf, NormalCDF(x)), Assign(y, x * cdf)],
+        outputs=[y],
+        saved=[x, cdf],
         # φ(x) = G(x)/√(2π), the Gaussian node e^{−x²/2}: one helper call (x² formed once; its
         # overflow past |x| = 1.8e19 in float32 gives e^{−∞} = 0, the correctly rounded value)
-        backward=[Assign(dx, dy * (cdf + x * Gaussian(x) / sp.sqrt(2 * sp.pi)))], grads=[dx],
-        optional_axes=2,                                   # elementwise: any shape, 0-D too
+        backward=[Assign(dx, dy * (cdf + x * Gaussian(x) / sp.sqrt(2 * sp.pi)))],
+        grads=[dx],
+        optional_axes=2,  # elementwise: any shape, 0-D too
         cache_doc="x and cdf = Φ(x), the forward's normal CDF: the backward's Φ(x) + xφ(x) reuses it "
-                  "(one erf per element and step; φ needs only an exp).")
+        "(one erf per element and step; φ needs only an exp).",
+    )
 
 
 GELU = _gelu_op()
@@ -178,49 +220,78 @@ GELU = _gelu_op()
 # The tanh approximation (seed B §12): u = √(2/π)(x + 0.044715 x³), y = x/2 (1 + tanh u).
 U_TANH = Array("u", (r, n), latex="u")
 GELU_TANH = _elementwise_op(
-    "gelu_tanh", "GELU (tanh approximation)", ["gelu.tanh.derivative", "gelu.tanh.vjp", "gelu.tanh.bound"],
-    gelu_tanh, gelu_tanh_grad,
-    source="seed B §12", reference=lambda torch, x: torch.nn.functional.gelu(x, approximate="tanh"),
-    spec=[Assign(U_TANH, sp.sqrt(2 / sp.pi) * (EX + GELU_C * EX**3)),     # u = √(2/π)(x + 0.044715 x³)
-          Assign(EY, EX / 2 * (1 + sp.tanh(U_TANH)))],                     # y = x/2 (1 + tanh u)
+    "gelu_tanh",
+    "GELU (tanh approximation)",
+    ["gelu.tanh.derivative", "gelu.tanh.vjp", "gelu.tanh.bound"],
+    gelu_tanh,
+    gelu_tanh_grad,
+    source="seed B §12",
+    reference=lambda torch, x: torch.nn.functional.gelu(x, approximate="tanh"),
+    spec=[
+        Assign(U_TANH, sp.sqrt(2 / sp.pi) * (EX + GELU_C * EX**3)),  # u = √(2/π)(x + 0.044715 x³)
+        Assign(EY, EX / 2 * (1 + sp.tanh(U_TANH))),
+    ],  # y = x/2 (1 + tanh u)
     mistakes={
-        "constant-0.44715": ("0.44715 instead of 0.044715", "forward", "y",
-                             gelu_tanh(EX, sp.Rational(44715, 10**5))),
-        "no-sqrt-2-over-pi": ("tanh(x + 0.044715x³) without the √(2/π)", "forward", "y",
-                              EX / 2 * (1 + sp.tanh(EX + GELU_C * EX**3))),
+        "constant-0.44715": ("0.44715 instead of 0.044715", "forward", "y", gelu_tanh(EX, sp.Rational(44715, 10**5))),
+        "no-sqrt-2-over-pi": (
+            "tanh(x + 0.044715x³) without the √(2/π)",
+            "forward",
+            "y",
+            EX / 2 * (1 + sp.tanh(EX + GELU_C * EX**3)),
+        ),
         "no-half": ("x (1 + tanh u): the ½ forgotten", "forward", "y", EX * (1 + sp.tanh(_gelu_u(EX)))),
-        "no-chain": ("chain factor √(2/π)(1 + 3cx²) dropped", "backward", "dx",
-                     EDY * ((1 + sp.tanh(_gelu_u(EX))) / 2 + EX / 2 * (1 - sp.tanh(_gelu_u(EX))**2))),
+        "no-chain": (
+            "chain factor √(2/π)(1 + 3cx²) dropped",
+            "backward",
+            "dx",
+            EDY * ((1 + sp.tanh(_gelu_u(EX))) / 2 + EX / 2 * (1 - sp.tanh(_gelu_u(EX)) ** 2)),
+        ),
         "no-3": ("d/dx (c x³) written c x²", "backward", "dx", EDY * gelu_tanh_grad(EX, GELU_C / 3)),
-        "sech-sign": ("1 + tanh² instead of 1 − tanh²", "backward", "dx",
-                      EDY * (gelu_tanh_grad(EX) + EX * sp.tanh(_gelu_u(EX))**2 * sp.sqrt(2 / sp.pi)
-                             * (1 + 3 * GELU_C * EX**2))),
-    })
+        "sech-sign": (
+            "1 + tanh² instead of 1 − tanh²",
+            "backward",
+            "dx",
+            EDY * (gelu_tanh_grad(EX) + EX * sp.tanh(_gelu_u(EX)) ** 2 * sp.sqrt(2 / sp.pi) * (1 + 3 * GELU_C * EX**2)),
+        ),
+    },
+)
 
 # SiLU (seed B §13): σ(x) = 1/(1 + e^{−x}) written out (SymPy differentiates exp itself), y = x σ(x).
 SIGMA_S = Array("sigma", (r, n), latex=r"\sigma")
 SILU = _elementwise_op(
-    "silu", "SiLU (swish)", ["silu.derivative", "silu.vjp"], silu, silu_grad,
-    source="seed B §13", reference=lambda torch, x: torch.nn.functional.silu(x),
-    spec=[Assign(SIGMA_S, 1 / (1 + sp.exp(-EX))),                        # σ(x) = 1/(1 + e^{−x})
-          Assign(EY, EX * SIGMA_S)],                                       # y = x σ(x)
+    "silu",
+    "SiLU (swish)",
+    ["silu.derivative", "silu.vjp"],
+    silu,
+    silu_grad,
+    source="seed B §13",
+    reference=lambda torch, x: torch.nn.functional.silu(x),
+    spec=[
+        Assign(SIGMA_S, 1 / (1 + sp.exp(-EX))),  # σ(x) = 1/(1 + e^{−x})
+        Assign(EY, EX * SIGMA_S),
+    ],  # y = x σ(x)
     mistakes={
         "exp-sign": ("x/(1 + e^{x}): the exponent's sign slipped", "forward", "y", EX * sigmoid(-EX)),
         "sigmoid-only": ("y = σ(x) (the gate without the x)", "forward", "y", sigmoid(EX)),
-        "no-product-rule": ("dx = dy ⊙ σ(x): the x σ(x)(1 − σ(x)) term dropped", "backward", "dx",
-                            EDY * sigmoid(EX)),
-        "sigmoid-derivative": ("σ(x)(1 − σ(x)), the sigmoid's own derivative", "backward", "dx",
-                               EDY * sigmoid(EX) * (1 - sigmoid(EX))),
-        "sign-slip": ("σ(x)(1 − x(1 − σ(x)))", "backward", "dx",
-                      EDY * sigmoid(EX) * (1 - EX * (1 - sigmoid(EX)))),
-    })
+        "no-product-rule": ("dx = dy ⊙ σ(x): the x σ(x)(1 − σ(x)) term dropped", "backward", "dx", EDY * sigmoid(EX)),
+        "sigmoid-derivative": (
+            "σ(x)(1 − σ(x)), the sigmoid's own derivative",
+            "backward",
+            "dx",
+            EDY * sigmoid(EX) * (1 - sigmoid(EX)),
+        ),
+        "sign-slip": ("σ(x)(1 − x(1 − σ(x)))", "backward", "dx", EDY * sigmoid(EX) * (1 - EX * (1 - sigmoid(EX)))),
+    },
+)
 
 
 def _instantiate(op: Op, mapping: dict) -> tuple[list[Assign], list[Assign]]:
     """An op's forward and backward assignments with its arrays renamed (`mapping`): how a
     composite op reuses the very expressions another op proved and prints."""
+
     def sub(assigns):
         return [Assign(mapping.get(a.target, a.target), a.expr.xreplace(mapping), a.when) for a in assigns]
+
     return sub(op.forward), sub(op.backward)
 
 
@@ -236,17 +307,25 @@ dFY, dFH, dFZ = grad_of(FY), grad_of(FH), grad_of(FZ)
 
 
 def _linear_as(x, w, bias, y, dx):
-    lx, = _linear.LINEAR.inputs
+    (lx,) = _linear.LINEAR.inputs
     lw, lb = _linear.LINEAR.params
-    ly, = _linear.LINEAR.outputs
-    mapping = {lx: x, lw: w, lb: bias, ly: y, grad_of(ly): grad_of(y), grad_of(lx): dx,
-               grad_of(lw): grad_of(w), grad_of(lb): grad_of(bias)}
+    (ly,) = _linear.LINEAR.outputs
+    mapping = {
+        lx: x,
+        lw: w,
+        lb: bias,
+        ly: y,
+        grad_of(ly): grad_of(y),
+        grad_of(lx): dx,
+        grad_of(lw): grad_of(w),
+        grad_of(lb): grad_of(bias),
+    }
     return _instantiate(_linear.LINEAR, mapping)
 
 
 def _relu_as(x, y):
-    rx, = RELU.inputs
-    ry, = RELU.outputs
+    (rx,) = RELU.inputs
+    (ry,) = RELU.outputs
     return _instantiate(RELU, {rx: x, ry: y, grad_of(rx): grad_of(x), grad_of(ry): grad_of(y)})
 
 
@@ -258,51 +337,68 @@ _fwd2, _bwd2 = _linear_as(FH, W2, B2, FY, dFH)
 # (out × in): the document's W₁, W₂ are w1ᵀ, w2ᵀ.
 SZ, SH = Array("z", (r, d_ff), latex="z"), Array("h", (r, d_ff), latex="h")
 FFN_RELU_SPEC = [
-    Assign(SZ, MatMul(FX, T(W1)) + B1),        # z = x W₁ᵀ + b₁
-    Assign(SH, sp.Max(0, SZ)),                 # h = max(0, z)
-    Assign(FY, MatMul(SH, T(W2)) + B2),        # y = h W₂ᵀ + b₂
+    Assign(SZ, MatMul(FX, T(W1)) + B1),  # z = x W₁ᵀ + b₁
+    Assign(SH, sp.Max(0, SZ)),  # h = max(0, z)
+    Assign(FY, MatMul(SH, T(W2)) + B2),  # y = h W₂ᵀ + b₂
 ]
 
 FFN_RELU = Op(
-    name="ffn_relu", module=__name__, title="Position-wise feed-forward network with ReLU",
-    spec=FFN_RELU_SPEC, source="seed A §4, seed B §11",
+    name="ffn_relu",
+    module=__name__,
+    title="Position-wise feed-forward network with ReLU",
+    spec=FFN_RELU_SPEC,
+    source="seed A §4, seed B §11",
     mistakes={
         "no-b1": ("b₁ forgotten: z = x W₁ᵀ", "forward", "z", MatMul(FX, T(W1))),
-        "relu-on-output": ("a ReLU after the second linear too: y = max(0, h W₂ᵀ + b₂)", "forward", "y",
-                           sp.Max(0, MatMul(FH, T(W2)) + B2)),
-        "residual-inside": ("the residual added inside the sublayer: y = h W₂ᵀ + b₂ + x", "forward", "y",
-                            MatMul(FH, T(W2)) + B2 + FX),
+        "relu-on-output": (
+            "a ReLU after the second linear too: y = max(0, h W₂ᵀ + b₂)",
+            "forward",
+            "y",
+            sp.Max(0, MatMul(FH, T(W2)) + B2),
+        ),
+        "residual-inside": (
+            "the residual added inside the sublayer: y = h W₂ᵀ + b₂ + x",
+            "forward",
+            "y",
+            MatMul(FH, T(W2)) + B2 + FX,
+        ),
         "no-mask": ("ReLU backward skipped: dz = dh", "backward", "dz", dFH),
-        "inverted-mask": ("gradient passed where z < 0: dz = dh ⊙ H(−z)", "backward", "dz",
-                          dFH * sp.Heaviside(-FZ, 0)),
-        "mask-from-h-geq": ("mask taken from h with ≥: [h ≥ 0] is always 1 (no mask)", "backward", "dz",
-                            dFH * sp.Heaviside(FH, 1)),
+        "inverted-mask": ("gradient passed where z < 0: dz = dh ⊙ H(−z)", "backward", "dz", dFH * sp.Heaviside(-FZ, 0)),
+        "mask-from-h-geq": (
+            "mask taken from h with ≥: [h ≥ 0] is always 1 (no mask)",
+            "backward",
+            "dz",
+            dFH * sp.Heaviside(FH, 1),
+        ),
         "dw2-from-z": ("dw2 = dyᵀ z (pre-activation instead of h)", "backward", "dw2", Contract(dFY, FZ)),
         "db1-unmasked": ("db1 = Σ_rows dh (the mask forgotten for the bias)", "backward", "db1", ColSum(dFH)),
     },
     claims=["ffn.relu.backward"],
-    inputs=[FX], params=[W1, B1, W2, B2],
+    inputs=[FX],
+    params=[W1, B1, W2, B2],
     forward=_fwd1 + _fwd_act + _fwd2,
-    outputs=[FY], saved=[FX, W1, FZ, FH, W2],
+    outputs=[FY],
+    saved=[FX, W1, FZ, FH, W2],
     backward=_bwd2 + _bwd_act + _bwd1,
     grads=[grad_of(FX), grad_of(W1), grad_of(B1), grad_of(W2), grad_of(B2)],
-    optional_axes=1,                                       # x: any shape with at least one axis
-    cache_doc="x, w1, the pre-activation z (for the ReLU mask), h = max(0, z) (for dw2) and w2.")
+    optional_axes=1,  # x: any shape with at least one axis
+    cache_doc="x, w1, the pre-activation z (for the ReLU mask), h = max(0, z) (for dw2) and w2.",
+)
 
 OPS = [RELU, GELU, GELU_TANH, SILU, FFN_RELU]
 
 # ------------------------------------------------------------------------------- helpers
 setting = Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1), j: (0, n - 1), a: (0, r - 1), b: (0, n - 1)})
-XS = sp.Symbol("x", real=True)      # a scalar, for the LaTeX of the statements
+XS = sp.Symbol("x", real=True)  # a scalar, for the LaTeX of the statements
 
 
 def _scalar(op: Op):
     """The op's forward and derivative as functions of one entry x_ij (Indexed, real)."""
-    x, = op.inputs
-    y, = op.outputs
+    (x,) = op.inputs
+    (y,) = op.outputs
     env = op.env()
     xij = entry(x, (i, j))
-    fwd = document_form(entry(y, (i, j), env))   # σ as 1/(1 + e^{−x}): sympy.diff differentiates it
+    fwd = document_form(entry(y, (i, j), env))  # σ as 1/(1 + e^{−x}): sympy.diff differentiates it
     # the derivative factor of the backward: dx = dy ⊙ f'(x), read at dy = 1
     bwd = entry(grad_of(x), (i, j), env).xreplace({grad_of(y).base[i, j]: 1})
     return xij, fwd, bwd
@@ -310,8 +406,8 @@ def _scalar(op: Op):
 
 def _vjp(op: Op):
     """Σ_ij dy_ij ∂y_ij/∂x_ab (the definition) and the op's dx_ab (what is printed)."""
-    x, = op.inputs
-    y, = op.outputs
+    (x,) = op.inputs
+    (y,) = op.outputs
     env = op.env()
     jac = sp.diff(document_form(entry(y, (i, j), env)), x.base[a, b])
     lhs = sp.Sum(grad_of(y).base[i, j] * jac, (i, 0, r - 1), (j, 0, n - 1))
@@ -322,24 +418,38 @@ def _derivative_claim(id, title, source, op, statement, mutants) -> Claim:
     """`d/dx f(x)` (sympy.diff of the op's forward) equals the op's derivative factor."""
     xij, fwd, bwd = _scalar(op)
     lhs = sp.diff(fwd, xij)
-    return index_claim(id, title, source, statement, lhs, bwd, setting,
-                       {name: (mistake, wrong(xij)) for name, (mistake, wrong) in mutants.items()},
-                       method="sympy.diff of the op's forward vs the op's derivative factor, index normaliser "
-                              "(x real; exact residual 0)")
+    return index_claim(
+        id,
+        title,
+        source,
+        statement,
+        lhs,
+        bwd,
+        setting,
+        {name: (mistake, wrong(xij)) for name, (mistake, wrong) in mutants.items()},
+        method="sympy.diff of the op's forward vs the op's derivative factor, index normaliser "
+        "(x real; exact residual 0)",
+    )
 
 
 def _vjp_claim(id, title, source, op, derivative_tex, mutants) -> Claim:
     """The op's backward assignment is the vector-Jacobian product of its forward."""
     lhs, rhs = _vjp(op)
-    x, = op.inputs
+    (x,) = op.inputs
     dy = grad_of(op.outputs[0])
     wrong = {name: (mistake, entry(dy * w(x), (a, b))) for name, (mistake, w) in mutants.items()}
-    return index_claim(id, title, source,
-                       r"\frac{\partial L}{\partial x_{ab}} = \sum_{i,j} \frac{\partial L}{\partial y_{ij}} "
-                       r"\frac{\partial y_{ij}}{\partial x_{ab}} = \frac{\partial L}{\partial y_{ab}} "
-                       + derivative_tex,
-                       lhs, rhs, setting, wrong,
-                       method="index normaliser: the op's backward vs Σ dy ∂y/∂x for symbolic sizes")
+    return index_claim(
+        id,
+        title,
+        source,
+        r"\frac{\partial L}{\partial x_{ab}} = \sum_{i,j} \frac{\partial L}{\partial y_{ij}} "
+        r"\frac{\partial y_{ij}}{\partial x_{ab}} = \frac{\partial L}{\partial y_{ab}} " + derivative_tex,
+        lhs,
+        rhs,
+        setting,
+        wrong,
+        method="index normaliser: the op's backward vs Σ dy ∂y/∂x for symbolic sizes",
+    )
 
 
 def _latex_eq(lhs, rhs) -> str:
@@ -358,18 +468,19 @@ def _heaviside_off_zero() -> list[str]:
     for s in (_p, _q):
         if sp.diff(relu(s), s) - relu_grad(s) != 0 or sp.Heaviside(s) - sp.Heaviside(s, 0) != 0:
             raise AssertionError(f"ReLU region lemma fails at {s} (assumptions {s.assumptions0})")
-    return ["u ≠ 0 for every ReLU argument u (Max(0,·) is differentiable there; "
-            "at 0 the subgradient 0 is used, see ffn.relu.derivative)"]
+    return [
+        "u ≠ 0 for every ReLU argument u (Max(0,·) is differentiable there; "
+        "at 0 the subgradient 0 is used, see ffn.relu.derivative)"
+    ]
 
 
 def _off_zero(expr):
     """Replace sympy's Heaviside(u) (½ at 0) by the op's Heaviside(u, 0): equal for u ≠ 0."""
-    return expr.replace(lambda e: isinstance(e, sp.Heaviside) and e.args[1] != 0,
-                        lambda e: sp.Heaviside(e.args[0], 0))
+    return expr.replace(lambda e: isinstance(e, sp.Heaviside) and e.args[1] != 0, lambda e: sp.Heaviside(e.args[0], 0))
 
 
 def _relu_derivative() -> Proof:
-    xij, fwd, bwd = _scalar(RELU)        # max(0, x) and H(x, 0), as the op computes them
+    xij, fwd, bwd = _scalar(RELU)  # max(0, x) and H(x, 0), as the op computes them
     assumptions = ["x real"]
     # on each open region the op's factor is the derivative of the op's forward
     for s in (_p, _q):
@@ -383,14 +494,20 @@ def _relu_derivative() -> Proof:
     if (right, left) != (1, 0) or at_zero != 0:
         return Proof("unproven", "subgradient at 0", assumptions, f"{right}, {left}, {at_zero}")
     # … and the op's H(0, 0) = 0 lies in it: the subgradient convention.
-    return Proof("proved-general",
-                 "per region: x > 0 and x < 0 as positive/negative symbols, diff(max(0, x)) − H(x, 0) = 0 "
-                 "(the op's own expressions); at x = 0: one-sided quotients max(0,h)/h are 1 (h>0) and 0 (h<0), "
-                 "subdifferential [0, 1] ∋ H(0, 0) = 0",
-                 assumptions + ["at x = 0 ReLU is not differentiable: the op uses the subgradient 0 ∈ [0, 1]"], "0")
+    return Proof(
+        "proved-general",
+        "per region: x > 0 and x < 0 as positive/negative symbols, diff(max(0, x)) − H(x, 0) = 0 "
+        "(the op's own expressions); at x = 0: one-sided quotients max(0,h)/h are 1 (h>0) and 0 (h<0), "
+        "subdifferential [0, 1] ∋ H(0, 0) = 0",
+        assumptions + ["at x = 0 ReLU is not differentiable: the op uses the subgradient 0 ∈ [0, 1]"],
+        "0",
+    )
 
 
-def _scalar_cx(f_lhs, f_rhs, xs=(-2, -1, sp.Rational(-1, 3), sp.Rational(1, 8), 1, sp.Rational(5, 2))):
+_CX_POINTS = (-2, -1, sp.Rational(-1, 3), sp.Rational(1, 8), 1, sp.Rational(5, 2))
+
+
+def _scalar_cx(f_lhs, f_rhs, xs=_CX_POINTS):
     """A counterexample to f_lhs(x) = f_rhs(x) among a few points, or None."""
     for v in map(sp.Rational, xs):
         ga = numeric.evaluate(f_lhs(v), numeric.Point())
@@ -407,47 +524,75 @@ def _relu_diff(v):
 
 
 relu_derivative = Claim(
-    id="ffn.relu.derivative", title="ReLU derivative, with the subgradient 0 at 0", source="seed A §4, seed B §11",
+    id="ffn.relu.derivative",
+    title="ReLU derivative, with the subgradient 0 at 0",
+    source="seed A §4, seed B §11",
     latex=r"\frac{d}{dx} \max(0, x) = H(x) = \begin{cases} 1 & x > 0 \\ 0 & x \le 0 \end{cases} "
-          r"\quad \text{(at } x = 0 \text{: subgradient } 0 \in [0, 1] \text{)}",
+    r"\quad \text{(at } x = 0 \text{: subgradient } 0 \in [0, 1] \text{)}",
     prove=_relu_derivative,
     mutants=[
-        Mutant("passes-negative", "gradient passed where x < 0 (mask inverted): H(−x)",
-               lambda: _scalar_cx(_relu_diff, lambda v: sp.Heaviside(-v, 0))),
-        Mutant("no-mask", "gradient passed everywhere (mask forgotten)",
-               lambda: _scalar_cx(_relu_diff, lambda v: sp.Integer(1))),
-    ])
+        Mutant(
+            "passes-negative",
+            "gradient passed where x < 0 (mask inverted): H(−x)",
+            lambda: _scalar_cx(_relu_diff, lambda v: sp.Heaviside(-v, 0)),
+        ),
+        Mutant(
+            "no-mask",
+            "gradient passed everywhere (mask forgotten)",
+            lambda: _scalar_cx(_relu_diff, lambda v: sp.Integer(1)),
+        ),
+    ],
+)
 
 
 def _relu_vjp_claim() -> Claim:
     lhs, rhs = _vjp(RELU)
-    x, = RELU.inputs
+    (x,) = RELU.inputs
     dy = grad_of(RELU.outputs[0])
 
     def prove():
-        _heaviside_off_zero()           # the region lemma (raises if it fails)
+        _heaviside_off_zero()  # the region lemma (raises if it fails)
         # the definition's H(u) (½ at 0) against the printed H(u, 0): equal off u = 0; the point
         # u = 0 is checked by the gate (the printed 0 between the one-sided derivatives 0 and dy)
-        return prove_index_identity(lhs, rhs, setting,
-                                    "index normaliser: equal off the kink x = 0, the kink checked", spec=lhs)
+        return prove_index_identity(
+            lhs, rhs, setting, "index normaliser: equal off the kink x = 0, the kink checked", spec=lhs
+        )
 
-    wrong = {"passes-negative": ("gradient passed where x < 0", entry(dy * sp.Heaviside(-x, 0), (a, b))),
-             "no-mask": ("mask forgotten: dx = dy", entry(dy, (a, b)))}
+    wrong = {
+        "passes-negative": ("gradient passed where x < 0", entry(dy * sp.Heaviside(-x, 0), (a, b))),
+        "no-mask": ("mask forgotten: dx = dy", entry(dy, (a, b))),
+    }
     kink_wrong = entry(dy * sp.Heaviside(x, 2), (a, b))
     return Claim(
-        id="ffn.relu.vjp", title="ReLU backward (as generated)", source="seed A §4, seed B §11",
+        id="ffn.relu.vjp",
+        title="ReLU backward (as generated)",
+        source="seed A §4, seed B §11",
         latex=r"\frac{\partial L}{\partial x} = \frac{\partial L}{\partial y} \odot H(x)",
         prove=prove,
         mutants=[Mutant(k, m, (lambda w=w: refute_identity(_off_zero(lhs), w, setting))) for k, (m, w) in wrong.items()]
-        + [Mutant("kink-value-2", "the step's value at x = 0 set to 2, outside the subdifferential [0, 1]",
-                  lambda: refute_at_kinks(kink_wrong, lhs, setting))])
+        + [
+            Mutant(
+                "kink-value-2",
+                "the step's value at x = 0 set to 2, outside the subdifferential [0, 1]",
+                lambda: refute_at_kinks(kink_wrong, lhs, setting),
+            )
+        ],
+    )
 
 
 # ------------------------------------------------------------------------- ReLU FFN backward
 p_, q_, t_, c_ = (index(s) for s in ("p", "q", "t", "c"))
-ffn_setting = Setting(sizes={r: 2, d_model: 3, d_ff: 2},
-                      indices={a: (0, r - 1), b: (0, d_model - 1), p_: (0, d_ff - 1), q_: (0, d_model - 1),
-                               t_: (0, d_model - 1), c_: (0, d_ff - 1)})
+ffn_setting = Setting(
+    sizes={r: 2, d_model: 3, d_ff: 2},
+    indices={
+        a: (0, r - 1),
+        b: (0, d_model - 1),
+        p_: (0, d_ff - 1),
+        q_: (0, d_model - 1),
+        t_: (0, d_model - 1),
+        c_: (0, d_ff - 1),
+    },
+)
 
 
 def _ffn_claim() -> Claim:
@@ -458,114 +603,167 @@ def _ffn_claim() -> Claim:
         return sp.Sum(dFY.base[i, j] * sp.diff(yt, wrt), (i, 0, r - 1), (j, 0, d_model - 1))
 
     # (dx, dw1, db1, dw2, db2) at free indices: what the op computes vs Σ dy ∂y/∂θ
-    at = [(FX, (a, b), FX.base[a, b]), (W1, (p_, q_), W1.base[p_, q_]), (B1, (0, p_), B1.base[p_]),
-          (W2, (t_, c_), W2.base[t_, c_]), (B2, (0, t_), B2.base[t_])]
-    exact = [vjp(wrt) for _, _, wrt in at]          # the definition: H(u) with H(0) = ½
-    lhs = [_off_zero(e) for e in exact]             # the same read as H(u, 0), for the mutants
+    at = [
+        (FX, (a, b), FX.base[a, b]),
+        (W1, (p_, q_), W1.base[p_, q_]),
+        (B1, (0, p_), B1.base[p_]),
+        (W2, (t_, c_), W2.base[t_, c_]),
+        (B2, (0, t_), B2.base[t_]),
+    ]
+    exact = [vjp(wrt) for _, _, wrt in at]  # the definition: H(u) with H(0) = ½
+    lhs = [_off_zero(e) for e in exact]  # the same read as H(u, 0), for the mutants
 
     def grads(e):
         return [entry(grad_of(arr), idx, e) for arr, idx, _ in at]
 
     def prove():
-        _heaviside_off_zero()           # the region lemma (raises if it fails)
-        return prove_index_identity(exact, grads(env), ffn_setting,
-                                    "index normaliser (symbolic r, d, f), equal off the kinks z = 0, each "
-                                    "kink checked: dx, dw1, db1, dw2, db2 of the composed op vs Σ dy ∂y/∂θ",
-                                    spec=exact)
+        _heaviside_off_zero()  # the region lemma (raises if it fails)
+        return prove_index_identity(
+            exact,
+            grads(env),
+            ffn_setting,
+            "index normaliser (symbolic r, d, f), equal off the kinks z = 0, each "
+            "kink checked: dx, dw1, db1, dw2, db2 of the composed op vs Σ dy ∂y/∂θ",
+            spec=exact,
+        )
 
     def mutated(target, expr):
         e = dict(env)
         e[target] = expr
         return e
 
-    no_mask = mutated(dFZ, MatMul(dFY, W2))                                  # relu backward skipped
-    inverted = mutated(dFZ, MatMul(dFY, W2) * sp.Heaviside(-FZ, 0))          # passes where z < 0
-    from_z = mutated(grad_of(W2), Contract(dFY, FZ))                          # dw2 from z, not h
-    kink_two = mutated(dFZ, MatMul(dFY, W2) * sp.Heaviside(FZ, 2))          # 2 at z = 0, not in [0, 1]
+    no_mask = mutated(dFZ, MatMul(dFY, W2))  # relu backward skipped
+    inverted = mutated(dFZ, MatMul(dFY, W2) * sp.Heaviside(-FZ, 0))  # passes where z < 0
+    from_z = mutated(grad_of(W2), Contract(dFY, FZ))  # dw2 from z, not h
+    kink_two = mutated(dFZ, MatMul(dFY, W2) * sp.Heaviside(FZ, 2))  # 2 at z = 0, not in [0, 1]
 
     def refute(e, k):
         return refute_identity(lhs[k], grads(e)[k], ffn_setting)
 
     return Claim(
-        id="ffn.relu.backward", title="ReLU FFN backward = linear backward ∘ ReLU backward ∘ linear backward",
+        id="ffn.relu.backward",
+        title="ReLU FFN backward = linear backward ∘ ReLU backward ∘ linear backward",
         source="seed A §4, seed B §11",
         latex=r"\begin{aligned} \frac{\partial L}{\partial h} &= \frac{\partial L}{\partial y} w_{2}, \quad "
-              r"\frac{\partial L}{\partial w_{2}} = \left(\frac{\partial L}{\partial y}\right)^{T} h, \quad "
-              r"\frac{\partial L}{\partial b_{2}} = \sum_{i} \left(\frac{\partial L}{\partial y}\right)_{i} \\ "
-              r"\frac{\partial L}{\partial z} &= \frac{\partial L}{\partial h} \odot H(z), \quad "
-              r"\frac{\partial L}{\partial x} = \frac{\partial L}{\partial z} w_{1}, \quad "
-              r"\frac{\partial L}{\partial w_{1}} = \left(\frac{\partial L}{\partial z}\right)^{T} x, \quad "
-              r"\frac{\partial L}{\partial b_{1}} = \sum_{i} \left(\frac{\partial L}{\partial z}\right)_{i} "
-              r"\end{aligned}",
+        r"\frac{\partial L}{\partial w_{2}} = \left(\frac{\partial L}{\partial y}\right)^{T} h, \quad "
+        r"\frac{\partial L}{\partial b_{2}} = \sum_{i} \left(\frac{\partial L}{\partial y}\right)_{i} \\ "
+        r"\frac{\partial L}{\partial z} &= \frac{\partial L}{\partial h} \odot H(z), \quad "
+        r"\frac{\partial L}{\partial x} = \frac{\partial L}{\partial z} w_{1}, \quad "
+        r"\frac{\partial L}{\partial w_{1}} = \left(\frac{\partial L}{\partial z}\right)^{T} x, \quad "
+        r"\frac{\partial L}{\partial b_{1}} = \sum_{i} \left(\frac{\partial L}{\partial z}\right)_{i} "
+        r"\end{aligned}",
         prove=prove,
         mutants=[
             Mutant("no-mask-dx", "ReLU mask forgotten (dx)", lambda: refute(no_mask, 0)),
             Mutant("no-mask-dw1", "ReLU mask forgotten (dw1)", lambda: refute(no_mask, 1)),
             Mutant("inverted-mask-db1", "gradient passed where z < 0 (db1)", lambda: refute(inverted, 2)),
             Mutant("dw2-from-z", "dw2 = dyᵀ z (pre-activation instead of h)", lambda: refute(from_z, 3)),
-            Mutant("kink-value-2-db1", "the ReLU step's value at z = 0 set to 2, outside [0, 1] (db1)",
-                   lambda: refute_at_kinks(grads(kink_two)[2], exact[2], ffn_setting)),
-        ])
+            Mutant(
+                "kink-value-2-db1",
+                "the ReLU step's value at z = 0 set to 2, outside [0, 1] (db1)",
+                lambda: refute_at_kinks(grads(kink_two)[2], exact[2], ffn_setting),
+            ),
+        ],
+    )
 
 
 # ---------------------------------------------------------------------------- GELU, SiLU
 gelu_exact_derivative = _derivative_claim(
-    "gelu.exact.derivative", "GELU derivative: Φ(x) + xφ(x)", "seed B §12", GELU,
-    _latex_eq(sp.Derivative(XS * sp.Function(r"\Phi")(XS), XS),
-              sp.Function(r"\Phi")(XS) + XS * sp.Function(r"\varphi")(XS))
+    "gelu.exact.derivative",
+    "GELU derivative: Φ(x) + xφ(x)",
+    "seed B §12",
+    GELU,
+    _latex_eq(
+        sp.Derivative(XS * sp.Function(r"\Phi")(XS), XS), sp.Function(r"\Phi")(XS) + XS * sp.Function(r"\varphi")(XS)
+    )
     + r", \quad \Phi(x) = \frac{1}{2}\left(1 + \operatorname{erf}\left(\frac{x}{\sqrt{2}}\right)\right), "
-      r"\quad \varphi(x) = \frac{e^{- x^{2}/2}}{\sqrt{2 \pi}}",
-    {"no-x-phi": ("the xφ(x) term dropped (product rule)", Phi),
-     "phi-unnormalised": ("φ without the 1/√(2π)", lambda z: Phi(z) + z * sp.exp(-z**2 / 2)),
-     "erf-unscaled": ("Φ with erf(x) instead of erf(x/√2)", lambda z: (1 + sp.erf(z)) / 2 + z * phi(z))})
+    r"\quad \varphi(x) = \frac{e^{- x^{2}/2}}{\sqrt{2 \pi}}",
+    {
+        "no-x-phi": ("the xφ(x) term dropped (product rule)", Phi),
+        "phi-unnormalised": ("φ without the 1/√(2π)", lambda z: Phi(z) + z * sp.exp(-(z**2) / 2)),
+        "erf-unscaled": ("Φ with erf(x) instead of erf(x/√2)", lambda z: (1 + sp.erf(z)) / 2 + z * phi(z)),
+    },
+)
 
 gelu_exact_vjp = _vjp_claim(
-    "gelu.exact.vjp", "GELU backward (as generated)", "seed B §12", GELU,
+    "gelu.exact.vjp",
+    "GELU backward (as generated)",
+    "seed B §12",
+    GELU,
     r"\left(\Phi(x_{ab}) + x_{ab} \varphi(x_{ab})\right)",
-    {"no-x-phi": ("dx = dy ⊙ Φ(x): xφ(x) dropped", Phi)})
+    {"no-x-phi": ("dx = dy ⊙ Φ(x): xφ(x) dropped", Phi)},
+)
 
-_C = sp.Symbol("c", positive=True)   # only for the LaTeX: the op and the proof use the exact 44715/10^6
+_C = sp.Symbol("c", positive=True)  # only for the LaTeX: the op and the proof use the exact 44715/10^6
 gelu_tanh_derivative = _derivative_claim(
-    "gelu.tanh.derivative", "Derivative of the tanh approximation of GELU", "seed B §12", GELU_TANH,
+    "gelu.tanh.derivative",
+    "Derivative of the tanh approximation of GELU",
+    "seed B §12",
+    GELU_TANH,
     _latex_eq(sp.Derivative(gelu_tanh(XS, _C), XS), gelu_tanh_grad(XS, _C)) + r", \quad c = 0.044715",
-    {"no-chain": ("chain factor √(2/π)(1 + 3cx²) dropped",
-                  lambda z: (1 + sp.tanh(_gelu_u(z))) / 2 + z / 2 * (1 - sp.tanh(_gelu_u(z))**2)),
-     "no-3": ("d/dx (c x³) written c x²", lambda z: gelu_tanh_grad(z, GELU_C / 3)),
-     "constant-0.44715": ("0.44715 instead of 0.044715", lambda z: gelu_tanh_grad(z, sp.Rational(44715, 10**5)))})
+    {
+        "no-chain": (
+            "chain factor √(2/π)(1 + 3cx²) dropped",
+            lambda z: (1 + sp.tanh(_gelu_u(z))) / 2 + z / 2 * (1 - sp.tanh(_gelu_u(z)) ** 2),
+        ),
+        "no-3": ("d/dx (c x³) written c x²", lambda z: gelu_tanh_grad(z, GELU_C / 3)),
+        "constant-0.44715": ("0.44715 instead of 0.044715", lambda z: gelu_tanh_grad(z, sp.Rational(44715, 10**5))),
+    },
+)
 
 gelu_tanh_vjp = _vjp_claim(
-    "gelu.tanh.vjp", "GELU (tanh) backward (as generated)", "seed B §12", GELU_TANH,
+    "gelu.tanh.vjp",
+    "GELU (tanh) backward (as generated)",
+    "seed B §12",
+    GELU_TANH,
     r"\left(\frac{1 + \tanh u}{2} + \frac{x_{ab}}{2}\left(1 - \tanh^{2} u\right)"
     r"\sqrt{\frac{2}{\pi}}\left(1 + 3 c x_{ab}^{2}\right)\right), \quad "
     r"u = \sqrt{\frac{2}{\pi}}\left(x_{ab} + c x_{ab}^{3}\right), \quad c = 0.044715",
-    {"no-chain": ("chain factor dropped",
-                  lambda z: (1 + sp.tanh(_gelu_u(z))) / 2 + z / 2 * (1 - sp.tanh(_gelu_u(z))**2)),
-     "sech-sign": ("1 + tanh² instead of 1 − tanh²",
-                   lambda z: gelu_tanh_grad(z) + z * sp.tanh(_gelu_u(z))**2 * sp.sqrt(2 / sp.pi)
-                   * (1 + 3 * GELU_C * z**2))})
+    {
+        "no-chain": (
+            "chain factor dropped",
+            lambda z: (1 + sp.tanh(_gelu_u(z))) / 2 + z / 2 * (1 - sp.tanh(_gelu_u(z)) ** 2),
+        ),
+        "sech-sign": (
+            "1 + tanh² instead of 1 − tanh²",
+            lambda z: gelu_tanh_grad(z) + z * sp.tanh(_gelu_u(z)) ** 2 * sp.sqrt(2 / sp.pi) * (1 + 3 * GELU_C * z**2),
+        ),
+    },
+)
 
 silu_derivative = _derivative_claim(
-    "silu.derivative", "SiLU derivative: σ(x)(1 + x(1 − σ(x)))", "seed B §13", SILU,
-    _latex_eq(sp.Derivative(XS * sp.Function(r"\sigma")(XS), XS),
-              sp.Function(r"\sigma")(XS) * (1 + XS * (1 - sp.Function(r"\sigma")(XS))))
+    "silu.derivative",
+    "SiLU derivative: σ(x)(1 + x(1 − σ(x)))",
+    "seed B §13",
+    SILU,
+    _latex_eq(
+        sp.Derivative(XS * sp.Function(r"\sigma")(XS), XS),
+        sp.Function(r"\sigma")(XS) * (1 + XS * (1 - sp.Function(r"\sigma")(XS))),
+    )
     + r", \quad \sigma(x) = \frac{1}{1 + e^{- x}}",
-    {"sign-slip": ("σ(x)(1 − x(1 − σ(x))): sign slip", lambda z: sigmoid(z) * (1 - z * (1 - sigmoid(z)))),
-     "sigmoid-derivative": ("σ(x)(1 − σ(x)), the sigmoid's own derivative",
-                            lambda z: sigmoid(z) * (1 - sigmoid(z))),
-     "no-product-rule": ("σ(x) only", sigmoid)})
+    {
+        "sign-slip": ("σ(x)(1 − x(1 − σ(x))): sign slip", lambda z: sigmoid(z) * (1 - z * (1 - sigmoid(z)))),
+        "sigmoid-derivative": ("σ(x)(1 − σ(x)), the sigmoid's own derivative", lambda z: sigmoid(z) * (1 - sigmoid(z))),
+        "no-product-rule": ("σ(x) only", sigmoid),
+    },
+)
 
 silu_vjp = _vjp_claim(
-    "silu.vjp", "SiLU backward (as generated)", "seed B §13", SILU,
+    "silu.vjp",
+    "SiLU backward (as generated)",
+    "seed B §13",
+    SILU,
     r"\sigma(x_{ab})\left(1 + x_{ab}\left(1 - \sigma(x_{ab})\right)\right)",
-    {"sign-slip": ("σ(x)(1 − x(1 − σ(x)))", lambda z: sigmoid(z) * (1 - z * (1 - sigmoid(z))))})
+    {"sign-slip": ("σ(x)(1 − x(1 − σ(x)))", lambda z: sigmoid(z) * (1 - z * (1 - sigmoid(z))))},
+)
 
 
 # ----------------------------------------------------------------- GELU tanh: error bound
-BOUND_L = 6                              # the interval [−L, L]
-BOUND = sp.Rational(475, 10**6)          # the claimed bound on |GELU − GELU_tanh|
-_STEP = sp.Rational(1, 128)              # grid spacing for point values
-_CELL = sp.Rational(1, 16)               # cells for the second-derivative enclosure
-_POINT_MARGIN = mpmath.mpf("1e-15")      # slack for the rounding of each point value
+BOUND_L = 6  # the interval [−L, L]
+BOUND = sp.Rational(475, 10**6)  # the claimed bound on |GELU − GELU_tanh|
+_STEP = sp.Rational(1, 128)  # grid spacing for point values
+_CELL = sp.Rational(1, 16)  # cells for the second-derivative enclosure
+_POINT_MARGIN = mpmath.mpf("1e-15")  # slack for the rounding of each point value
 
 
 _IV_CONSTANTS: dict = {}
@@ -609,7 +807,7 @@ def _iv_node(e, X, memo):
         base, ex = e.args
         if ex.is_Integer:
             v = _iv_eval(base, X, memo)
-            out = v ** abs(int(ex))          # mpmath.iv: tight for even powers (contains 0 → [0, …])
+            out = v ** abs(int(ex))  # mpmath.iv: tight for even powers (contains 0 → [0, …])
             return out if ex >= 0 else 1 / out
         if ex == sp.Rational(1, 2) and not base.has(XS):
             return iv.sqrt(_iv_eval(base, X, memo))
@@ -625,7 +823,7 @@ def _iv_node(e, X, memo):
 def _gelu_difference():
     """GELU − GELU_tanh as a function of a scalar, taken from the two ops' forward formulas."""
     (xg,), (xt,) = GELU.inputs, GELU_TANH.inputs
-    exact = document_form(entry(GELU.outputs[0], (i, j), GELU.env()))     # Φ as (1 + erf(x/√2))/2
+    exact = document_form(entry(GELU.outputs[0], (i, j), GELU.env()))  # Φ as (1 + erf(x/√2))/2
     exact = exact.xreplace({xg.base[i, j]: XS})
     approx = GELU_TANH.value(GELU_TANH.outputs[0]).xreplace({xt: XS})
     return exact - approx
@@ -644,7 +842,7 @@ def _gelu_bound() -> Proof:
     cells = int(BOUND_L / _CELL)
     per_cell = int(_CELL / _STEP)
     f = sp.lambdify(XS, e, "mpmath")
-    worst, worst_at, peak, peak_at = mpmath.mpf(0), None, mpmath.mpf(0), None
+    worst, _worst_at, peak, peak_at = mpmath.mpf(0), None, mpmath.mpf(0), None
     m2_max = mpmath.mpf(0)
     with mpmath.workdps(25):
         values = [abs(f(mpmath.mpf(k) / _STEP.q)) for k in range(cells * per_cell + 1)]
@@ -659,12 +857,13 @@ def _gelu_bound() -> Proof:
         for k in range(c * per_cell, (c + 1) * per_cell):
             bound = max(values[k], values[k + 1]) + pad
             if bound > worst:
-                worst, worst_at = bound, k
+                worst, _worst_at = bound, k
             if values[k] > peak:
                 peak, peak_at = values[k], k
     if worst > mpmath.mpf(BOUND.p) / BOUND.q:
-        return Proof("unproven", f"certified bound {mpmath.nstr(worst, 6)} exceeds the claim", [],
-                     mpmath.nstr(worst, 8))
+        return Proof(
+            "unproven", f"certified bound {mpmath.nstr(worst, 6)} exceeds the claim", [], mpmath.nstr(worst, 8)
+        )
     return Proof(
         "proved-general",
         f"e = GELU − GELU_tanh is even (symbolic: e(−x) − e(x) expands to 0); on [0, {BOUND_L}] the values "
@@ -673,10 +872,16 @@ def _gelu_bound() -> Proof:
         "mpmath.iv interval arithmetic (outward rounding; e'' has no erf); every step's bound ≤ the claim",
         [f"x real, |x| ≤ {BOUND_L}", "mpmath point values of erf, tanh, exp accurate to 1e-15 at 25 digits"],
         "0",
-        evidence={"claimed_bound": float(BOUND), "certified_upper_bound": float(worst),
-                  "max_on_grid": float(peak), "argmax_on_grid": float(peak_at / _STEP.q),
-                  "max_second_derivative_enclosure": float(m2_max), "grid_points": len(values),
-                  "interval": [-BOUND_L, BOUND_L]})
+        evidence={
+            "claimed_bound": float(BOUND),
+            "certified_upper_bound": float(worst),
+            "max_on_grid": float(peak),
+            "argmax_on_grid": float(peak_at / _STEP.q),
+            "max_second_derivative_enclosure": float(m2_max),
+            "grid_points": len(values),
+            "interval": [-BOUND_L, BOUND_L],
+        },
+    )
 
 
 def _bound_cx(e, bound=BOUND) -> dict | None:
@@ -692,26 +897,46 @@ def _bound_cx(e, bound=BOUND) -> dict | None:
 
 
 gelu_tanh_bound = Claim(
-    id="gelu.tanh.bound", title="The tanh approximation is within 4.75e-4 of GELU on [−6, 6]", source="seed B §12",
+    id="gelu.tanh.bound",
+    title="The tanh approximation is within 4.75e-4 of GELU on [−6, 6]",
+    source="seed B §12",
     latex=r"\left| x \Phi(x) - \frac{x}{2}\left(1 + \tanh\left(\sqrt{\frac{2}{\pi}}\left(x + 0.044715 x^{3}\right)"
-          r"\right)\right) \right| \le 4.75 \cdot 10^{-4} \quad \text{for } |x| \le 6",
+    r"\right)\right) \right| \le 4.75 \cdot 10^{-4} \quad \text{for } |x| \le 6",
     prove=_gelu_bound,
     mutants=[
-        Mutant("constant-0.44715", "tanh approximation with 0.44715 instead of 0.044715",
-               lambda: _bound_cx(gelu(XS) - gelu_tanh(XS, sp.Rational(44715, 10**5)))),
-        Mutant("sqrt-2-over-pi-missing", "tanh(x + 0.044715x³) without the √(2/π)",
-               lambda: _bound_cx(gelu(XS) - XS / 2 * (1 + sp.tanh(XS + GELU_C * XS**3)))),
-        Mutant("too-tight", "a bound of 1e-4 (the true maximum is about 4.73e-4 near |x| = 2.70)",
-               lambda: _bound_cx(_gelu_difference(), sp.Rational(1, 10**4))),
-    ])
+        Mutant(
+            "constant-0.44715",
+            "tanh approximation with 0.44715 instead of 0.044715",
+            lambda: _bound_cx(gelu(XS) - gelu_tanh(XS, sp.Rational(44715, 10**5))),
+        ),
+        Mutant(
+            "sqrt-2-over-pi-missing",
+            "tanh(x + 0.044715x³) without the √(2/π)",
+            lambda: _bound_cx(gelu(XS) - XS / 2 * (1 + sp.tanh(XS + GELU_C * XS**3))),
+        ),
+        Mutant(
+            "too-tight",
+            "a bound of 1e-4 (the true maximum is about 4.73e-4 near |x| = 2.70)",
+            lambda: _bound_cx(_gelu_difference(), sp.Rational(1, 10**4)),
+        ),
+    ],
+)
 
 # claim-id prefixes besides this module's ops, tables and steps: the feed-forward network's claims (ffn.relu.*) sit beside its activations
 TOPICS = ("ffn",)
 
-CLAIMS: list[Claim] = [relu_derivative, _relu_vjp_claim(), _ffn_claim(),
-                       gelu_exact_derivative, gelu_exact_vjp,
-                       gelu_tanh_derivative, gelu_tanh_vjp, gelu_tanh_bound,
-                       silu_derivative, silu_vjp]
+CLAIMS: list[Claim] = [
+    relu_derivative,
+    _relu_vjp_claim(),
+    _ffn_claim(),
+    gelu_exact_derivative,
+    gelu_exact_vjp,
+    gelu_tanh_derivative,
+    gelu_tanh_vjp,
+    gelu_tanh_bound,
+    silu_derivative,
+    silu_vjp,
+]
 
 
 def _line_breaks(tex: str) -> str:

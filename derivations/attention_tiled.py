@@ -97,26 +97,38 @@ What is not a proof object, and is listed in docs/trusted.md:
 * the maximum of a finite non-empty set is taken as defined by its two properties (an upper
   bound that is an element), which is what `max` proves of m'.
 """
+
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import sympy as sp
 
 from .attention_lse import ATTENTION_LSE
-from .language.arrays import Array, ArrayNode, Assign, CausalMask, MatMul, RowMax, RowSum, T, entry, index, \
-    shape_of, size
+from .language.arrays import (
+    Array,
+    ArrayNode,
+    Assign,
+    CausalMask,
+    MatMul,
+    RowMax,
+    RowSum,
+    T,
+    entry,
+    index,
+    shape_of,
+    size,
+)
 from .language.ops import grad_of
-from .proof.core import Claim, Mutant, Proof, Setting, counterexample, prove_index_identity, refute_identity, \
-    spot_check
+from .proof.core import Claim, Mutant, Proof, Setting, counterexample, prove_index_identity, refute_identity, spot_check
 from .proof.rewriting import Normaliser
 
-m, n, d_k, d_v = size("m"), size("n"), size("d_k"), size("d_v")     # queries, keys, dims
-P = sp.Symbol("P", integer=True, nonnegative=True)                 # the block's first key b_k
-B = size("B")                                                      # the block's size b_{k+1} − b_k
-i, f, w = index("i"), index("f"), index("w")                       # query, feature, key in block
+m, n, d_k, d_v = size("m"), size("n"), size("d_k"), size("d_v")  # queries, keys, dims
+P = sp.Symbol("P", integer=True, nonnegative=True)  # the block's first key b_k
+B = size("B")  # the block's size b_{k+1} − b_k
+i, f, w = index("i"), index("f"), index("w")  # query, feature, key in block
 
 
 # ------------------------------------------------------------------------------- block nodes
@@ -156,8 +168,8 @@ class BlockCausalMask(ArrayNode):
 # ------------------------------------------------------------------------------- arrays
 q, k, v = Array("q", (m, d_k)), Array("k", (n, d_k)), Array("v", (n, d_v))
 o = Array("o", (m, d_v))
-mx, lsum = Array("mx", (m, 1)), Array("lsum", (m, 1))    # attention_lse's cache: lse = mx + lsum
-ell, acc = Array("ell", (m, 1)), Array("acc", (m, d_v))   # running ℓ and unnormalised O
+mx, lsum = Array("mx", (m, 1)), Array("lsum", (m, 1))  # attention_lse's cache: lse = mx + lsum
+ell, acc = Array("ell", (m, 1)), Array("acc", (m, d_v))  # running ℓ and unnormalised O
 mx_new, alpha = Array("mx_new", (m, 1)), Array("alpha", (m, 1))
 s_blk, p_blk, sm_blk = Array("s_blk", (m, B)), Array("p_blk", (m, B)), Array("sm_blk", (m, B))
 do, dq, dk, dv = grad_of(o), grad_of(q), grad_of(k), grad_of(v)
@@ -165,47 +177,50 @@ dp_blk, ds_blk = Array("dp_blk", (m, B)), Array("ds_blk", (m, B))
 dv_blk, dk_blk = Array("dv_blk", (B, d_v)), Array("dk_blk", (B, d_k))
 delta = Array("delta", (m, 1))
 
-K_BLK, V_BLK = RowBlock(k, P, B), RowBlock(v, P, B)      # the block's keys and values (B rows)
+K_BLK, V_BLK = RowBlock(k, P, B), RowBlock(v, P, B)  # the block's keys and values (B rows)
 sqrt_dk = sp.sqrt(d_k)
 
 # ------------------------------------------------------------------------------- the loop
 FORWARD_INIT = [
-    Assign(mx, -sp.oo),                                       # m = −∞: no key seen yet
-    Assign(ell, sp.Integer(0)),                               # ℓ = 0
-    Assign(acc, sp.Integer(0)),                               # O = 0
+    Assign(mx, -sp.oo),  # m = −∞: no key seen yet
+    Assign(ell, sp.Integer(0)),  # ℓ = 0
+    Assign(acc, sp.Integer(0)),  # O = 0
 ]
 # the block's scores, stated once: the forward computes them, the backward recomputes them
 BLOCK_SCORES = [
-    Assign(s_blk, MatMul(q, T(K_BLK)) / sqrt_dk),             # S_b = Q K_bᵀ / √d_k       (m×B)
+    Assign(s_blk, MatMul(q, T(K_BLK)) / sqrt_dk),  # S_b = Q K_bᵀ / √d_k       (m×B)
     Assign(s_blk, BlockCausalMask(s_blk, P), when="causal"),  # −∞ where key P + w > query i
 ]
 FORWARD_BLOCK = [
     *BLOCK_SCORES,
-    Assign(mx_new, sp.Max(mx, RowMax(s_blk))),                # m' = max(m, rowmax S_b)
-    Assign(alpha, sp.exp(mx - mx_new)),                       # α = e^{m − m'} ∈ (0, 1]
-    Assign(p_blk, sp.exp(s_blk - mx_new)),                    # P_b = e^{S_b − m'}
-    Assign(ell, alpha * ell + RowSum(p_blk)),                 # ℓ = α ℓ + rowsum P_b
-    Assign(acc, alpha * acc + MatMul(p_blk, V_BLK)),          # O = α O + P_b V_b
-    Assign(mx, mx_new),                                       # m = m'
+    Assign(mx_new, sp.Max(mx, RowMax(s_blk))),  # m' = max(m, rowmax S_b)
+    Assign(alpha, sp.exp(mx - mx_new)),  # α = e^{m − m'} ∈ (0, 1]
+    Assign(p_blk, sp.exp(s_blk - mx_new)),  # P_b = e^{S_b − m'}
+    Assign(ell, alpha * ell + RowSum(p_blk)),  # ℓ = α ℓ + rowsum P_b
+    Assign(acc, alpha * acc + MatMul(p_blk, V_BLK)),  # O = α O + P_b V_b
+    Assign(mx, mx_new),  # m = m'
 ]
 FORWARD_END = [
-    Assign(o, acc / ell),                                     # o = O / ℓ = softmax(S) V
-    Assign(lsum, sp.log(ell)),                                # lsum = log ℓ; mx = m: lse = mx + lsum
+    Assign(o, acc / ell),  # o = O / ℓ = softmax(S) V
+    Assign(lsum, sp.log(ell)),  # lsum = log ℓ; mx = m: lse = mx + lsum
 ]
 BACKWARD_INIT = [
-    Assign(delta, RowSum(do * o),                             # δ = rowsum(dO ⊙ O), the full row
-           note="δ = rowsum(dA ⊙ A) over every key, from dO and O alone (attention.delta)"),
-    Assign(dq, sp.Integer(0)),                                # dQ = 0
+    Assign(
+        delta,
+        RowSum(do * o),  # δ = rowsum(dO ⊙ O), the full row
+        note="δ = rowsum(dA ⊙ A) over every key, from dO and O alone (attention.delta)",
+    ),
+    Assign(dq, sp.Integer(0)),  # dQ = 0
 ]
 BACKWARD_BLOCK = [
-    *BLOCK_SCORES,                                            # S_b, recomputed (never stored)
-    Assign(sm_blk, s_blk - mx),                               # S_b − mx: as accurate as S_b
-    Assign(p_blk, sp.exp(sm_blk - lsum)),                     # P_b = e^{(S_b − mx) − lsum}
-    Assign(dv_blk, MatMul(T(p_blk), do)),                     # dV_b = P_bᵀ dO       (rows of dV)
-    Assign(dp_blk, MatMul(do, T(V_BLK))),                     # dP_b = dO V_bᵀ
-    Assign(ds_blk, p_blk * (dp_blk - delta)),                 # dS_b = P_b ⊙ (dP_b − δ)
-    Assign(dq, dq + MatMul(ds_blk, K_BLK) / sqrt_dk),         # dQ += dS_b K_b / √d_k
-    Assign(dk_blk, MatMul(T(ds_blk), q) / sqrt_dk),           # dK_b = dS_bᵀ Q / √d_k (rows of dK)
+    *BLOCK_SCORES,  # S_b, recomputed (never stored)
+    Assign(sm_blk, s_blk - mx),  # S_b − mx: as accurate as S_b
+    Assign(p_blk, sp.exp(sm_blk - lsum)),  # P_b = e^{(S_b − mx) − lsum}
+    Assign(dv_blk, MatMul(T(p_blk), do)),  # dV_b = P_bᵀ dO       (rows of dV)
+    Assign(dp_blk, MatMul(do, T(V_BLK))),  # dP_b = dO V_bᵀ
+    Assign(ds_blk, p_blk * (dp_blk - delta)),  # dS_b = P_b ⊙ (dP_b − δ)
+    Assign(dq, dq + MatMul(ds_blk, K_BLK) / sqrt_dk),  # dQ += dS_b K_b / √d_k
+    Assign(dk_blk, MatMul(T(ds_blk), q) / sqrt_dk),  # dK_b = dS_bᵀ Q / √d_k (rows of dK)
 ]
 
 
@@ -230,15 +245,17 @@ class BlockLoop:
     start: sp.Symbol = P
     size: sp.Symbol = B
     rows_out: dict = field(default_factory=dict)
-    skip: str = ("causal: the rows i < start see none of the block's keys and are not visited "
-                 "(attention_tiled.causal_skip)")
+    skip: str = (
+        "causal: the rows i < start see none of the block's keys and are not visited (attention_tiled.causal_skip)"
+    )
 
 
 TILED_FORWARD = BlockLoop("attention_tiled_forward", FORWARD_INIT, FORWARD_BLOCK, FORWARD_END, (mx, ell, acc))
-TILED_BACKWARD = BlockLoop("attention_tiled_backward", BACKWARD_INIT, BACKWARD_BLOCK, [], (dq,),
-                           rows_out={dv: dv_blk, dk: dk_blk})
+TILED_BACKWARD = BlockLoop(
+    "attention_tiled_backward", BACKWARD_INIT, BACKWARD_BLOCK, [], (dq,), rows_out={dv: dv_blk, dk: dk_blk}
+)
 for _line in FORWARD_INIT + FORWARD_BLOCK + FORWARD_END + BACKWARD_INIT + BACKWARD_BLOCK:
-    shape_of(_line.expr)                                      # every line is well-shaped
+    shape_of(_line.expr)  # every line is well-shaped
 
 
 def run(lines, state: dict | None = None, when=frozenset()) -> dict:
@@ -299,14 +316,19 @@ def split_range(expr, lo, hi, at, setting: Setting) -> tuple:
             raise ValueError(f"range split at {at}: cannot prove {text}")
 
     def split(s: sp.Sum):
-        (var, a, b), = s.limits
+        ((var, a, b),) = s.limits
         shifted = sp.Dummy(var.name, integer=True)
-        return sp.Sum(s.function, (var, a, at - 1)) + sp.Sum(s.function.xreplace({var: at + shifted}),
-                                                               (shifted, 0, b - at))
+        return sp.Sum(s.function, (var, a, at - 1)) + sp.Sum(
+            s.function.xreplace({var: at + shifted}), (shifted, 0, b - at)
+        )
 
     def is_target(e) -> bool:
-        return isinstance(e, sp.Sum) and len(e.limits) == 1 and e.limits[0][1] == lo and \
-            sp.expand(e.limits[0][2] - hi) == 0
+        return (
+            isinstance(e, sp.Sum)
+            and len(e.limits) == 1
+            and e.limits[0][1] == lo
+            and sp.expand(e.limits[0][2] - hi) == 0
+        )
 
     out = expr.replace(is_target, split)
     return out, [f"{t} (the key range [{sp.sstr(lo)}, {sp.sstr(hi)}] split at the block's start)" for _, t in goals]
@@ -332,8 +354,13 @@ def _lines_proof(lhs, rhs, setting: Setting, split=None, method="index normalise
     for a, b in zip(lhs_list, rhs_list):
         check = spot_check(a, b, setting)
         if check.get("error") is not None or check["max_relative_gap"] > 1e-25:
-            return Proof("unproven", method + f" (the unsplit statement's spot-check disagrees: {check})",
-                         proof.assumptions, "0", spot_check=check)
+            return Proof(
+                "unproven",
+                method + f" (the unsplit statement's spot-check disagrees: {check})",
+                proof.assumptions,
+                "0",
+                spot_check=check,
+            )
         worst = max(worst, check["max_relative_gap"])
     proof.assumptions = goals + [a_ for a_ in proof.assumptions if a_ not in goals]
     proof.spot_check = dict(proof.spot_check, max_relative_gap=worst, identities=len(lhs_list))
@@ -343,8 +370,9 @@ def _lines_proof(lhs, rhs, setting: Setting, split=None, method="index normalise
 SOURCE = "FlashAttention (Dao et al. 2022), Algorithms 1 and 2; Milakov & Gimelshein 2018 (online softmax)"
 
 
-def lines_claim(id: str, title: str, latex: str, sides, setting: Setting, mutants: dict, split=None,
-                assumptions=(), source=SOURCE) -> Claim:
+def lines_claim(
+    id: str, title: str, latex: str, sides, setting: Setting, mutants: dict, split=None, assumptions=(), source=SOURCE
+) -> Claim:
     """A claim lhs = rhs whose lhs is what the loop's lines compute: `sides()` gives (lhs, rhs)
     (built when the claim runs, once), `mutants` {name: (mistake, wrong)} where `wrong()` is the
     lhs of the lines with one classic mistake, which must be refuted."""
@@ -354,9 +382,18 @@ def lines_claim(id: str, title: str, latex: str, sides, setting: Setting, mutant
         proof = _lines_proof(*sides(), setting, split)
         proof.assumptions = list(assumptions) + proof.assumptions
         return proof
-    return Claim(id=id, title=title, source=source, latex=latex, prove=prove,
-                 mutants=[Mutant(name, mistake, (lambda wl=wrong: refute_lines(*sides(), wl(), setting)))
-                          for name, (mistake, wrong) in mutants.items()])
+
+    return Claim(
+        id=id,
+        title=title,
+        source=source,
+        latex=latex,
+        prove=prove,
+        mutants=[
+            Mutant(name, mistake, (lambda wl=wrong: refute_lines(*sides(), wl(), setting)))
+            for name, (mistake, wrong) in mutants.items()
+        ],
+    )
 
 
 def refute_lines(lhs, rhs, wrong, setting: Setting) -> dict | None:
@@ -372,8 +409,10 @@ def refute_lines(lhs, rhs, wrong, setting: Setting) -> dict | None:
 
 
 WHEN = {False: frozenset(), True: frozenset({"causal"})}
-STEP_SETTING = Setting(sizes={m: 4, d_k: 2, d_v: 2, P: 2, B: 2},        # rows 0, 1 before the block,
-                       indices={i: (0, m - 1), f: (0, d_v - 1)})        # 2 in it, 3 after it
+STEP_SETTING = Setting(
+    sizes={m: 4, d_k: 2, d_v: 2, P: 2, B: 2},  # rows 0, 1 before the block,
+    indices={i: (0, m - 1), f: (0, d_v - 1)},
+)  # 2 in it, 3 after it
 
 
 def _forward_entries(state_after: dict) -> list:
@@ -416,27 +455,36 @@ def first_block_sides(body=FORWARD_BLOCK, init=FORWARD_INIT) -> tuple:
     def sides(causal):
         after = new_max_abstracted(run(_at_start(body, 0), run(init), WHEN[causal]))
         return _forward_entries(after), _invariant_entries(B, mx_new, causal)
+
     return _unmasked_and_causal(sides)
 
 
 first_block = lines_claim(
-    "attention_tiled.first_block", "Base case: the first key block, from (−∞, 0, 0), establishes the invariant",
+    "attention_tiled.first_block",
+    "Base case: the first key block, from (−∞, 0, 0), establishes the invariant",
     r"m = -\infty, \ \ell = 0, \ O = 0 \ \Rightarrow \ \ell'_{i} = \sum_{j < B} e^{S_{ij} - m'_{i}}, \quad "
     r"O'_{if} = \sum_{j < B} e^{S_{ij} - m'_{i}} V_{jf}, \quad m'_{i} = \max\left(-\infty, \max_{j < B} S_{ij}\right) "
     r"\quad \text{(unmasked, and causal: } S = \operatorname{mask}(S)\text{)}",
-    first_block_sides, STEP_SETTING,
+    first_block_sides,
+    STEP_SETTING,
     mutants={
-        "no-scale": ("the 1/√d_k dropped from the block's scores",
-                     lambda: first_block_sides(replaced(FORWARD_BLOCK, s_blk, MatMul(q, T(K_BLK))))[0]),
-        "mask-excludes-diagonal": ("the causal mask hides key i from query i (P + w < i)",
-                                   lambda: first_block_sides(replaced(
-                                       FORWARD_BLOCK, s_blk, BlockCausalMask(s_blk, P + 1), when="causal"))[0]),
-        "init-max-zero-ell-one": ("the running state started at m = 0, ℓ = 1 (not −∞, 0): the start is "
-                                  "rescaled into the sum", lambda: first_block_sides(
-                                      init=[Assign(mx, sp.Integer(0)), Assign(ell, sp.Integer(1)),
-                                            Assign(acc, sp.Integer(0))])[0]),
+        "no-scale": (
+            "the 1/√d_k dropped from the block's scores",
+            lambda: first_block_sides(replaced(FORWARD_BLOCK, s_blk, MatMul(q, T(K_BLK))))[0],
+        ),
+        "mask-excludes-diagonal": (
+            "the causal mask hides key i from query i (P + w < i)",
+            lambda: first_block_sides(replaced(FORWARD_BLOCK, s_blk, BlockCausalMask(s_blk, P + 1), when="causal"))[0],
+        ),
+        "init-max-zero-ell-one": (
+            "the running state started at m = 0, ℓ = 1 (not −∞, 0): the start is rescaled into the sum",
+            lambda: first_block_sides(
+                init=[Assign(mx, sp.Integer(0)), Assign(ell, sp.Integer(1)), Assign(acc, sp.Integer(0))]
+            )[0],
+        ),
     },
-    assumptions=["e^{−∞ − m'} = 0 and max(−∞, x) = x by evaluation, m' real (key 0 is seen by every query)"])
+    assumptions=["e^{−∞ − m'} = 0 and max(−∞, x) = x by evaluation, m' real (key 0 is seen by every query)"],
+)
 
 
 # ------------------------------------------------------------------------------- the step
@@ -448,35 +496,51 @@ def step_sides(body=FORWARD_BLOCK) -> tuple:
         ell_in, acc_in = invariant(P, mx, causal)
         after = new_max_abstracted(run(body, {ell: ell_in, acc: acc_in}, WHEN[causal]))
         return _forward_entries(after), _invariant_entries(P + B, mx_new, causal)
+
     return _unmasked_and_causal(sides)
 
 
-KEY_SPLIT = (sp.Integer(0), P + B - 1, P)        # the keys 0 … P+B−1 split at the block's start P
+KEY_SPLIT = (sp.Integer(0), P + B - 1, P)  # the keys 0 … P+B−1 split at the block's start P
 step = lines_claim(
-    "attention_tiled.step", "Induction step: one key block keeps the online-softmax invariant",
+    "attention_tiled.step",
+    "Induction step: one key block keeps the online-softmax invariant",
     r"\ell_{i} = \sum_{j < P} e^{S_{ij} - m_{i}}, \ O_{if} = \sum_{j < P} e^{S_{ij} - m_{i}} V_{jf} \ \Rightarrow \ "
     r"e^{m_{i} - m'_{i}} \ell_{i} + \sum_{w < B} e^{S_{i,P+w} - m'_{i}} = \sum_{j < P + B} e^{S_{ij} - m'_{i}}, \quad "
     r"e^{m_{i} - m'_{i}} O_{if} + \sum_{w < B} e^{S_{i,P+w} - m'_{i}} V_{P+w,f} = \sum_{j < P + B} e^{S_{ij} - m'_{i}} V_{jf} "
     r"\quad \text{(any } P \geq 0, B \geq 1, m, m'\text{; unmasked and causal)}",
-    step_sides, STEP_SETTING, split=KEY_SPLIT,
+    step_sides,
+    STEP_SETTING,
+    split=KEY_SPLIT,
     mutants={
-        "no-rescale": ("the partial sums not rescaled by e^{m − m'} when the block arrives",
-                       lambda: step_sides(replaced(replaced(FORWARD_BLOCK, ell, ell + RowSum(p_blk)), acc,
-                                                   acc + MatMul(p_blk, V_BLK)))[0]),
-        "rescale-sign": ("the rescale with the wrong sign, e^{m' − m}",
-                         lambda: step_sides(replaced(FORWARD_BLOCK, alpha, sp.exp(mx_new - mx)))[0]),
-        "block-old-max": ("the block's weights shifted by the old max, e^{S_b − m}",
-                          lambda: step_sides(replaced(FORWARD_BLOCK, p_blk, sp.exp(s_blk - mx)))[0]),
-        "no-scale": ("the 1/√d_k dropped from the block's scores",
-                     lambda: step_sides(replaced(FORWARD_BLOCK, s_blk, MatMul(q, T(K_BLK))))[0]),
-        "keys-not-offset": ("the block's keys read from row 0 (the block's start forgotten)",
-                            lambda: step_sides(replaced(FORWARD_BLOCK, s_blk,
-                                                        MatMul(q, T(RowBlock(k, 0, B))) / sqrt_dk))[0]),
-        "mask-not-offset": ("the causal mask of the block's own index w ≤ i, not P + w ≤ i",
-                            lambda: step_sides(replaced(FORWARD_BLOCK, s_blk, BlockCausalMask(s_blk, 0),
-                                                        when="causal"))[0]),
+        "no-rescale": (
+            "the partial sums not rescaled by e^{m − m'} when the block arrives",
+            lambda: step_sides(
+                replaced(replaced(FORWARD_BLOCK, ell, ell + RowSum(p_blk)), acc, acc + MatMul(p_blk, V_BLK))
+            )[0],
+        ),
+        "rescale-sign": (
+            "the rescale with the wrong sign, e^{m' − m}",
+            lambda: step_sides(replaced(FORWARD_BLOCK, alpha, sp.exp(mx_new - mx)))[0],
+        ),
+        "block-old-max": (
+            "the block's weights shifted by the old max, e^{S_b − m}",
+            lambda: step_sides(replaced(FORWARD_BLOCK, p_blk, sp.exp(s_blk - mx)))[0],
+        ),
+        "no-scale": (
+            "the 1/√d_k dropped from the block's scores",
+            lambda: step_sides(replaced(FORWARD_BLOCK, s_blk, MatMul(q, T(K_BLK))))[0],
+        ),
+        "keys-not-offset": (
+            "the block's keys read from row 0 (the block's start forgotten)",
+            lambda: step_sides(replaced(FORWARD_BLOCK, s_blk, MatMul(q, T(RowBlock(k, 0, B))) / sqrt_dk))[0],
+        ),
+        "mask-not-offset": (
+            "the causal mask of the block's own index w ≤ i, not P + w ≤ i",
+            lambda: step_sides(replaced(FORWARD_BLOCK, s_blk, BlockCausalMask(s_blk, 0), when="causal"))[0],
+        ),
     },
-    assumptions=["P + B ≤ n (the block lies in the sequence)", "m, m' real"])
+    assumptions=["P + B ≤ n (the block lies in the sequence)", "m, m' real"],
+)
 
 
 # ------------------------------------------------------------------------------- the running max
@@ -504,9 +568,9 @@ def _max_union() -> Proof:
         if value.has(sp.Max, sp.Min):
             return Proof("unproven", f"{where}: max not decided: {value}")
         checks = {
-            "bounds the first P keys": (value - (am - p_)).is_nonnegative,       # S_j = m − p_j
-            "bounds the block's keys": (value - (bm - q_)).is_nonnegative,       # S_{P+w} = rowmax − q_w
-            "is attained": value == am or value == bm,                           # at j_m or at P + w_b
+            "bounds the first P keys": (value - (am - p_)).is_nonnegative,  # S_j = m − p_j
+            "bounds the block's keys": (value - (bm - q_)).is_nonnegative,  # S_{P+w} = rowmax − q_w
+            "is attained": value == am or value == bm,  # at j_m or at P + w_b
             "rescale e^{m − m'} ≤ 1": (am - value).is_nonpositive,
         }
         failed = [c for c, ok in checks.items() if ok is not True]
@@ -515,7 +579,7 @@ def _max_union() -> Proof:
         done.append(where)
     if MAX_LINE.expr.xreplace({mx: -sp.oo, RowMax(s_blk): b}) != b:
         return Proof("unproven", "base: max(−∞, rowmax S_0) is not rowmax S_0")
-    if MAX_LINE.expr.xreplace({mx: a, RowMax(s_blk): -sp.oo}) != a:     # a block masked for the row
+    if MAX_LINE.expr.xreplace({mx: a, RowMax(s_blk): -sp.oo}) != a:  # a block masked for the row
         return Proof("unproven", "max(m, −∞) is not m")
     norm = Normaliser(ranges={})
     if not (norm.nonnegative(P) and norm.nonnegative(B)):
@@ -523,14 +587,18 @@ def _max_union() -> Proof:
     cx = _refute_max(MAX_LINE.expr, tries=20)
     if cx is not None:
         return Proof("unproven", "case split done but the numbers disagree: " + str(cx), counterexample=cx)
-    return Proof("proved-general",
-                 "case split on the sign of m − rowmax S_b (" + ", ".join(done) + "), inequalities decided by "
-                 "SymPy's assumptions on non-negative slacks; base max(−∞, x) = x and a block masked for the "
-                 "row, max(m, −∞) = m, by evaluation",
-                 ["the keys 0 … P+B−1 are the prefix 0 … P−1 and the block P + w, 0 ≤ w ≤ B−1 (0 ≤ P, 0 ≤ B)",
-                  "max of a finite non-empty set: the upper bound that is one of its elements",
-                  "real scores (a masked −∞ is below every bound; key 0, seen by every query, makes m real)"],
-                 spot_check={"points": 20, "max_relative_gap": 0.0, "sizes": {"P": 2, "B": 3}})
+    return Proof(
+        "proved-general",
+        "case split on the sign of m − rowmax S_b (" + ", ".join(done) + "), inequalities decided by "
+        "SymPy's assumptions on non-negative slacks; base max(−∞, x) = x and a block masked for the "
+        "row, max(m, −∞) = m, by evaluation",
+        [
+            "the keys 0 … P+B−1 are the prefix 0 … P−1 and the block P + w, 0 ≤ w ≤ B−1 (0 ≤ P, 0 ≤ B)",
+            "max of a finite non-empty set: the upper bound that is one of its elements",
+            "real scores (a masked −∞ is below every bound; key 0, seen by every query, makes m real)",
+        ],
+        spot_check={"points": 20, "max_relative_gap": 0.0, "sizes": {"P": 2, "B": 3}},
+    )
 
 
 def _refute_max(line_expr, tries: int = 12) -> dict | None:
@@ -542,35 +610,46 @@ def _refute_max(line_expr, tries: int = 12) -> dict | None:
         prefix, block = scores[:2], scores[2:]
         got = line_expr.xreplace({mx: max(prefix), RowMax(s_blk): max(block)})
         if got != max(scores):
-            return {"at": {"prefix": [str(x) for x in prefix], "block": [str(x) for x in block]},
-                    "seed": seed, "lhs": str(got), "rhs": str(max(scores))}
+            return {
+                "at": {"prefix": [str(x) for x in prefix], "block": [str(x) for x in block]},
+                "seed": seed,
+                "lhs": str(got),
+                "rhs": str(max(scores)),
+            }
     return None
 
 
 running_max = Claim(
-    id="attention_tiled.max", title="The running max is the max over every key seen so far",
+    id="attention_tiled.max",
+    title="The running max is the max over every key seen so far",
     source="FlashAttention (Dao et al. 2022), Algorithm 1; Milakov & Gimelshein 2018",
     latex=r"m'_{i} = \max\left(m_{i}, \max_{w < B} S_{i,P+w}\right) = \max_{j < P + B} S_{ij} \ \text{when} \ "
-          r"m_{i} = \max_{j < P} S_{ij}, \quad e^{m_{i} - m'_{i}} \leq 1, \quad e^{S_{ij} - m'_{i}} \leq 1 \ (j < P + B)",
+    r"m_{i} = \max_{j < P} S_{ij}, \quad e^{m_{i} - m'_{i}} \leq 1, \quad e^{S_{ij} - m'_{i}} \leq 1 \ (j < P + B)",
     prove=_max_union,
-    mutants=[Mutant(name, mistake, (lambda e=expr: _refute_max(e))) for name, mistake, expr in (
-        ("block-max-only", "m' = rowmax S_b (the keys before the block forgotten)", RowMax(s_blk)),
-        ("not-updated", "m' = m (the running max never updated)", mx),
-        ("min", "m' = min(m, rowmax S_b)", sp.Min(mx, RowMax(s_blk))),
-    )])
+    mutants=[
+        Mutant(name, mistake, (lambda e=expr: _refute_max(e)))
+        for name, mistake, expr in (
+            ("block-max-only", "m' = rowmax S_b (the keys before the block forgotten)", RowMax(s_blk)),
+            ("not-updated", "m' = m (the running max never updated)", mx),
+            ("min", "m' = min(m, rowmax S_b)", sp.Min(mx, RowMax(s_blk))),
+        )
+    ],
+)
 
 
 # ------------------------------------------------------------------------------- the conclusion
 # After the last block (b_K = n) the invariant holds over every key: ℓ = Σ_j e^{S_ij − m},
 # O = Σ_j e^{S_ij − m} V_j, for the final m (any real per-row number here; the max by
 # attention_tiled.max). FORWARD_END then gives attention_lse's output and cache.
-r_ = sp.Symbol("r", integer=True, nonnegative=True)      # j = i + 1 + r: a key after query i
-u_ = sp.Symbol("u", integer=True, nonnegative=True)      # i = n + u: a query past the last key
+r_ = sp.Symbol("r", integer=True, nonnegative=True)  # j = i + 1 + r: a key after query i
+u_ = sp.Symbol("u", integer=True, nonnegative=True)  # i = n + u: a query past the last key
 END_SETTING = Setting(sizes={m: 3, n: 3, d_k: 2, d_v: 2}, indices={i: (0, m - 1), f: (0, d_v - 1)})
-CAUSAL_END_SETTING = Setting(sizes={m: 3, n: 3, d_k: 2, d_v: 2}, indices={i: (0, m - 1), f: (0, d_v - 1)},
-                             domain={i: (0, n - 1)})        # every query with its causal range split
-PAST_SETTING = Setting(sizes={m: 4, n: 2, d_k: 2, d_v: 2}, indices={f: (0, d_v - 1)}, scalars={u_: 0},
-                       domain={u_: (0, m - 1 - n)})          # m > n: queries past the last key
+CAUSAL_END_SETTING = Setting(
+    sizes={m: 3, n: 3, d_k: 2, d_v: 2}, indices={i: (0, m - 1), f: (0, d_v - 1)}, domain={i: (0, n - 1)}
+)  # every query with its causal range split
+PAST_SETTING = Setting(
+    sizes={m: 4, n: 2, d_k: 2, d_v: 2}, indices={f: (0, d_v - 1)}, scalars={u_: 0}, domain={u_: (0, m - 1 - n)}
+)  # m > n: queries past the last key
 LSE_FORWARD = {False: run(ATTENTION_LSE.forward), True: run(ATTENTION_LSE.forward, when=WHEN[True])}
 
 
@@ -590,12 +669,22 @@ def _parts(parts, method: str, assumptions=()) -> Proof:
     for label, lhs, rhs, setting in parts:
         proof = prove_index_identity(lhs, rhs, setting)
         if proof.status != "proved-general":
-            return Proof(proof.status, f"{label}: {proof.method}", out + proof.assumptions, proof.residual,
-                         counterexample=proof.counterexample)
+            return Proof(
+                proof.status,
+                f"{label}: {proof.method}",
+                out + proof.assumptions,
+                proof.residual,
+                counterexample=proof.counterexample,
+            )
         out += [a for a in proof.assumptions if a not in out]
         worst = max(worst, proof.spot_check["max_relative_gap"])
-    return Proof("proved-general", method, out, "0", spot_check={"points": 2 * len(parts), "max_relative_gap": worst,
-                                                                 "identities": len(parts)})
+    return Proof(
+        "proved-general",
+        method,
+        out,
+        "0",
+        spot_check={"points": 2 * len(parts), "max_relative_gap": worst, "identities": len(parts)},
+    )
 
 
 def _refute_parts(parts) -> dict | None:
@@ -609,60 +698,103 @@ def _refute_parts(parts) -> dict | None:
 def output_parts(end_lines=FORWARD_END) -> list:
     """O/ℓ after the last block against attention_lse's forward output: unmasked; causal for the
     queries 0 … n−1 (range split at i) and for a query n + u past the last key (m > n)."""
+
     def o_of(causal, row):
         return entry(o, (row, f), end_state(causal, end_lines))
-    return [("unmasked", o_of(False, i), entry(o, (i, f), LSE_FORWARD[False]), END_SETTING),
-            ("causal", o_of(True, i), entry(o, (i, f), LSE_FORWARD[True]), CAUSAL_END_SETTING),
-            ("causal, past the last key", o_of(True, n + u_), entry(o, (n + u_, f), LSE_FORWARD[True]), PAST_SETTING)]
+
+    return [
+        ("unmasked", o_of(False, i), entry(o, (i, f), LSE_FORWARD[False]), END_SETTING),
+        ("causal", o_of(True, i), entry(o, (i, f), LSE_FORWARD[True]), CAUSAL_END_SETTING),
+        ("causal, past the last key", o_of(True, n + u_), entry(o, (n + u_, f), LSE_FORWARD[True]), PAST_SETTING),
+    ]
 
 
 def lse_parts(end_lines=FORWARD_END) -> list:
     """mx + lsum after the last block against attention_lse's: for any final m (the sum), and with
     m = rowmax S (attention_tiled.max) lsum itself."""
+
     def lse_of(causal, row, shift=mx):
         return entry(mx + lsum, (row, 0), end_state(causal, end_lines, shift))
-    return [("lse, unmasked", lse_of(False, i), entry(mx + lsum, (i, 0), LSE_FORWARD[False]), END_SETTING),
-            ("lse, causal", lse_of(True, i), entry(mx + lsum, (i, 0), LSE_FORWARD[True]), CAUSAL_END_SETTING),
-            ("lse, causal, past the last key", lse_of(True, n + u_), entry(mx + lsum, (n + u_, 0), LSE_FORWARD[True]),
-             PAST_SETTING),
-            ("lsum with m = rowmax S", entry(lsum, (i, 0), end_state(False, end_lines, LSE_FORWARD[False][mx])),
-             entry(lsum, (i, 0), LSE_FORWARD[False]), END_SETTING)]
+
+    return [
+        ("lse, unmasked", lse_of(False, i), entry(mx + lsum, (i, 0), LSE_FORWARD[False]), END_SETTING),
+        ("lse, causal", lse_of(True, i), entry(mx + lsum, (i, 0), LSE_FORWARD[True]), CAUSAL_END_SETTING),
+        (
+            "lse, causal, past the last key",
+            lse_of(True, n + u_),
+            entry(mx + lsum, (n + u_, 0), LSE_FORWARD[True]),
+            PAST_SETTING,
+        ),
+        (
+            "lsum with m = rowmax S",
+            entry(lsum, (i, 0), end_state(False, end_lines, LSE_FORWARD[False][mx])),
+            entry(lsum, (i, 0), LSE_FORWARD[False]),
+            END_SETTING,
+        ),
+    ]
 
 
 def _wrong(parts_of, end_lines) -> list:
-    return [(label, rhs, wrong, setting) for (label, _, rhs, setting), (_, wrong, _, _)
-            in zip(parts_of(), parts_of(end_lines))]
+    return [
+        (label, rhs, wrong, setting)
+        for (label, _, rhs, setting), (_, wrong, _, _) in zip(parts_of(), parts_of(end_lines))
+    ]
 
 
 output = Claim(
-    id="attention_tiled.output", title="After the last block, O/ℓ is softmax(S) V (attention_lse's output)",
+    id="attention_tiled.output",
+    title="After the last block, O/ℓ is softmax(S) V (attention_lse's output)",
     source="FlashAttention (Dao et al. 2022), Algorithm 1",
     latex=r"\frac{O_{if}}{\ell_{i}} = \frac{\sum_{j < n} e^{S_{ij} - m_{i}} V_{jf}}{\sum_{j < n} e^{S_{ij} - m_{i}}} = "
-          r"\left(\mathrm{softmax}(S) V\right)_{if} \quad \text{(any } m\text{; unmasked and causal, any } m \times n\text{)}",
-    prove=lambda: _parts(output_parts(), "index normaliser (symbolic sizes), causal range split at i and the mask's "
-                         "whole-range case for a query past the last key",
-                         ["the invariant over the keys 0 … n−1: attention_tiled.first_block, then "
-                          "attention_tiled.step block by block (composed for any K blocks, b_K = n, by attention_tiled.induction)"]),
-    mutants=[Mutant(name, mistake, (lambda lines=lines: _refute_parts(_wrong(output_parts, lines))))
-             for name, mistake, lines in (
-                 ("no-normaliser", "O returned without dividing by ℓ", replaced(FORWARD_END, o, acc)),
-                 ("divided-by-exp-lse", "O divided by e^{m} ℓ (the unshifted sum) instead of ℓ",
-                  replaced(FORWARD_END, o, acc / (sp.exp(mx) * ell))))])
+    r"\left(\mathrm{softmax}(S) V\right)_{if} \quad \text{(any } m\text{; unmasked and causal, any } m \times n\text{)}",
+    prove=lambda: _parts(
+        output_parts(),
+        "index normaliser (symbolic sizes), causal range split at i and the mask's "
+        "whole-range case for a query past the last key",
+        [
+            "the invariant over the keys 0 … n−1: attention_tiled.first_block, then "
+            "attention_tiled.step block by block (composed for any K blocks, b_K = n, by attention_tiled.induction)"
+        ],
+    ),
+    mutants=[
+        Mutant(name, mistake, (lambda lines=lines: _refute_parts(_wrong(output_parts, lines))))
+        for name, mistake, lines in (
+            ("no-normaliser", "O returned without dividing by ℓ", replaced(FORWARD_END, o, acc)),
+            (
+                "divided-by-exp-lse",
+                "O divided by e^{m} ℓ (the unshifted sum) instead of ℓ",
+                replaced(FORWARD_END, o, acc / (sp.exp(mx) * ell)),
+            ),
+        )
+    ],
+)
 
 lse = Claim(
-    id="attention_tiled.lse", title="After the last block, m + log ℓ is the untiled log-sum-exp",
+    id="attention_tiled.lse",
+    title="After the last block, m + log ℓ is the untiled log-sum-exp",
     source="FlashAttention (Dao et al. 2022), Algorithms 1 and 2",
     latex=r"m_{i} + \log \ell_{i} = m_{i} + \log \sum_{j < n} e^{S_{ij} - m_{i}} = \log \sum_{j < n} e^{S_{ij}} = "
-          r"\mu_{i} + \lambda_{i}, \quad \log \ell_{i} = \lambda_{i} \ \text{when} \ m_{i} = \mu_{i} = \max_{j} S_{ij}",
-    prove=lambda: _parts(lse_parts(), "index normaliser (symbolic sizes): logarithms of positive sums, causal "
-                         "range split at i",
-                         ["the invariant over the keys 0 … n−1 (any K blocks, b_K = n: attention_tiled.induction)",
-                          "μ, λ: attention_lse's saved mx and lsum (its forward); m = μ by attention_tiled.max"]),
-    mutants=[Mutant(name, mistake, (lambda lines=lines: _refute_parts(_wrong(lse_parts, lines))))
-             for name, mistake, lines in (
-                 ("max-not-added", "lsum = log ℓ saved as the whole log-sum-exp (the max counted twice when "
-                                   "mx is added back)", replaced(FORWARD_END, lsum, mx + sp.log(ell))),
-                 ("log-sign", "lsum = −log ℓ", replaced(FORWARD_END, lsum, -sp.log(ell))))])
+    r"\mu_{i} + \lambda_{i}, \quad \log \ell_{i} = \lambda_{i} \ \text{when} \ m_{i} = \mu_{i} = \max_{j} S_{ij}",
+    prove=lambda: _parts(
+        lse_parts(),
+        "index normaliser (symbolic sizes): logarithms of positive sums, causal range split at i",
+        [
+            "the invariant over the keys 0 … n−1 (any K blocks, b_K = n: attention_tiled.induction)",
+            "μ, λ: attention_lse's saved mx and lsum (its forward); m = μ by attention_tiled.max",
+        ],
+    ),
+    mutants=[
+        Mutant(name, mistake, (lambda lines=lines: _refute_parts(_wrong(lse_parts, lines))))
+        for name, mistake, lines in (
+            (
+                "max-not-added",
+                "lsum = log ℓ saved as the whole log-sum-exp (the max counted twice when mx is added back)",
+                replaced(FORWARD_END, lsum, mx + sp.log(ell)),
+            ),
+            ("log-sign", "lsum = −log ℓ", replaced(FORWARD_END, lsum, -sp.log(ell))),
+        )
+    ],
+)
 
 
 # ------------------------------------------------------------------------------- causal: skipping
@@ -677,10 +809,12 @@ SKIP_SETTING = Setting(sizes={m: 4, B: 2, d_k: 2, d_v: 2}, indices={i: (0, 1), f
 
 def _block_keys_nonnegative(expr):
     """Each sum over a block's keys (from 0) with its index declared ≥ 0, which it is in the loop."""
+
     def rename(s):
-        (var, lo, hi), = s.limits
+        ((var, lo, hi),) = s.limits
         fresh = sp.Dummy(var.name, integer=True, nonnegative=True)
         return sp.Sum(s.function.xreplace({var: fresh}), (fresh, lo, hi))
+
     return expr.replace(lambda e: isinstance(e, sp.Sum) and len(e.limits) == 1 and e.limits[0][1] == 0, rename)
 
 
@@ -698,9 +832,11 @@ def skip_sides(forward=FORWARD_BLOCK, backward=BACKWARD_BLOCK, start=AFTER_QUERY
     sides = [("masked score S_{i,P+w}", entry(fwd[s_blk], (i, w_)), -sp.oo)]
     for label, expr, unchanged in (("m'", fwd[mx], mx), ("ℓ'", fwd[ell], ell), ("O'", fwd[acc], acc)):
         sides.append((label, entry(expr, (i, f)), entry(unchanged, (i, f))))
-    sides += [("P_b[i, w]", entry(bwd[p_blk], (i, w_)), sp.Integer(0)),
-              ("dS_b[i, w]", entry(bwd[ds_blk], (i, w_)), sp.Integer(0)),
-              ("dQ' − dQ (row i)", entry(bwd[dq] - dq, (i, f)), sp.Integer(0))]
+    sides += [
+        ("P_b[i, w]", entry(bwd[p_blk], (i, w_)), sp.Integer(0)),
+        ("dS_b[i, w]", entry(bwd[ds_blk], (i, w_)), sp.Integer(0)),
+        ("dQ' − dQ (row i)", entry(bwd[dq] - dq, (i, f)), sp.Integer(0)),
+    ]
     return sides
 
 
@@ -712,10 +848,15 @@ def _causal_skip() -> Proof:
         value = value.doit() if value.has(sp.Sum) else value
         if value != want:
             return Proof("unproven", f"{label} did not evaluate to {want}: {value}", [], sp.sstr(value))
-    return Proof("proved-general", "evaluation: P + w ≤ i is false for P = i + 1 + r, w ≥ 0; e^{−∞} = 0; "
-                 "max(m, −∞) = m; a sum of zeros is 0",
-                 ["0 ≤ r: the block's first key P = i + 1 + r comes after query i",
-                  "rowmax of a row of −∞ is −∞ (its only element); m real", "δ = rowsum(dO ⊙ O) (BACKWARD_INIT)"])
+    return Proof(
+        "proved-general",
+        "evaluation: P + w ≤ i is false for P = i + 1 + r, w ≥ 0; e^{−∞} = 0; max(m, −∞) = m; a sum of zeros is 0",
+        [
+            "0 ≤ r: the block's first key P = i + 1 + r comes after query i",
+            "rowmax of a row of −∞ is −∞ (its only element); m real",
+            "δ = rowsum(dO ⊙ O) (BACKWARD_INIT)",
+        ],
+    )
 
 
 def _refute_skip(forward=FORWARD_BLOCK, backward=BACKWARD_BLOCK, start=AFTER_QUERY) -> dict | None:
@@ -730,18 +871,28 @@ def _refute_skip(forward=FORWARD_BLOCK, backward=BACKWARD_BLOCK, start=AFTER_QUE
 
 
 causal_skip = Claim(
-    id="attention_tiled.causal_skip", title="Causal: a key block after the query changes nothing (it may be skipped)",
+    id="attention_tiled.causal_skip",
+    title="Causal: a key block after the query changes nothing (it may be skipped)",
     source="FlashAttention (Dao et al. 2022), causal block skipping; seed B §5",
     latex=r"P \geq i + 1: \ S_{i,P+w} = -\infty, \ m'_{i} = \max(m_{i}, -\infty) = m_{i}, \ \ell'_{i} = \ell_{i}, \ "
-          r"O'_{if} = O_{if}, \ (P_{b})_{iw} = 0, \ (\partial S_{b})_{iw} = 0, \ \partial Q'_{if} = \partial Q_{if}",
+    r"O'_{if} = O_{if}, \ (P_{b})_{iw} = 0, \ (\partial S_{b})_{iw} = 0, \ \partial Q'_{if} = \partial Q_{if}",
     prove=_causal_skip,
     mutants=[
-        Mutant("mask-not-offset", "the block's mask tests its own index w ≤ i, not P + w ≤ i",
-               lambda: _refute_skip(replaced(FORWARD_BLOCK, s_blk, BlockCausalMask(s_blk, 0), when="causal"),
-                                    replaced(BACKWARD_BLOCK, s_blk, BlockCausalMask(s_blk, 0), when="causal"))),
-        Mutant("diagonal-block-skipped", "a block skipped when its first key P ≤ i (the block holding key i)",
-               lambda: _refute_skip(start=i - r_)),
-    ])
+        Mutant(
+            "mask-not-offset",
+            "the block's mask tests its own index w ≤ i, not P + w ≤ i",
+            lambda: _refute_skip(
+                replaced(FORWARD_BLOCK, s_blk, BlockCausalMask(s_blk, 0), when="causal"),
+                replaced(BACKWARD_BLOCK, s_blk, BlockCausalMask(s_blk, 0), when="causal"),
+            ),
+        ),
+        Mutant(
+            "diagonal-block-skipped",
+            "a block skipped when its first key P ≤ i (the block holding key i)",
+            lambda: _refute_skip(start=i - r_),
+        ),
+    ],
+)
 
 
 # ------------------------------------------------------------------------------- the backward
@@ -754,14 +905,16 @@ causal_skip = Claim(
 # a function of the cache alone: both sides read it as one per-row array δ, so each identity
 # holds for every δ (a mutant that computes δ in the block differs from it and is refuted).
 DELTA = RowSum(do * o)
-UNTILED = {c: {a: e.xreplace({DELTA: delta}) for a, e in run(ATTENTION_LSE.backward, when=WHEN[c]).items()
-               if a != delta} for c in (False, True)}
+UNTILED = {
+    c: {a: e.xreplace({DELTA: delta}) for a, e in run(ATTENTION_LSE.backward, when=WHEN[c]).items() if a != delta}
+    for c in (False, True)
+}
 lse_ds, lse_dq, lse_dk, lse_dv = (grad_of(a) for a in (ATTENTION_LSE.forward[0].target, q, k, v))
-BLOCK_SETTING = Setting(sizes={m: 4, d_k: 2, d_v: 2, P: 2, B: 2},
-                        indices={w: (0, B - 1), f: (0, d_v - 1)})
+BLOCK_SETTING = Setting(sizes={m: 4, d_k: 2, d_v: 2, P: 2, B: 2}, indices={w: (0, B - 1), f: (0, d_v - 1)})
 BLOCK_SETTING_K = Setting(sizes=BLOCK_SETTING.sizes, indices={w: (0, B - 1), f: (0, d_k - 1)})
-DELTA_ASSUMPTION = ("δ = rowsum(dO ⊙ O): BACKWARD_INIT's line is attention_lse's, both sides read it as one "
-                    "per-row array")
+DELTA_ASSUMPTION = (
+    "δ = rowsum(dO ⊙ O): BACKWARD_INIT's line is attention_lse's, both sides read it as one per-row array"
+)
 
 
 def backward_block(body=BACKWARD_BLOCK, init=BACKWARD_INIT, causal=False, state=None) -> dict:
@@ -775,51 +928,76 @@ def backward_block(body=BACKWARD_BLOCK, init=BACKWARD_INIT, causal=False, state=
 
 def rows_sides(grad: Array, block_grad: Array, body=BACKWARD_BLOCK, init=BACKWARD_INIT) -> tuple:
     """Row w of the block's dV_b (dK_b) against row P + w of attention_lse's dV (dK)."""
+
     def sides(causal):
-        return ([entry(backward_block(body, init, causal)[block_grad], (w, f))],
-                [entry(UNTILED[causal][grad], (P + w, f))])
+        return (
+            [entry(backward_block(body, init, causal)[block_grad], (w, f))],
+            [entry(UNTILED[causal][grad], (P + w, f))],
+        )
+
     return _unmasked_and_causal(sides)
 
 
 dV_block = lines_claim(
-    "attention_tiled.dV_block", "dV, block by block: P_bᵀ dO is rows P … P+B−1 of attention_lse's dV",
+    "attention_tiled.dV_block",
+    "dV, block by block: P_bᵀ dO is rows P … P+B−1 of attention_lse's dV",
     r"\left(P_{b}^{T} \frac{\partial \mathcal{L}}{\partial O}\right)_{wf} = \left(\frac{\partial \mathcal{L}}{\partial V}"
     r"\right)_{P+w,f}, \quad (P_{b})_{iw} = e^{\left(S_{i,P+w} - \mu_{i}\right) - \lambda_{i}} \quad "
     r"\text{(any cache; unmasked and causal)}",
-    lambda: rows_sides(lse_dv, dv_blk), BLOCK_SETTING,
+    lambda: rows_sides(lse_dv, dv_blk),
+    BLOCK_SETTING,
     mutants={
-        "recompute-no-max": ("the block's weights recomputed as e^{S_b − lsum} (max not subtracted)",
-                             lambda: rows_sides(lse_dv, dv_blk, replaced(BACKWARD_BLOCK, sm_blk, s_blk))[0]),
-        "keys-not-offset": ("the block's keys read from row 0",
-                            lambda: rows_sides(lse_dv, dv_blk, replaced(BACKWARD_BLOCK, s_blk,
-                                                                        MatMul(q, T(RowBlock(k, 0, B))) / sqrt_dk))[0]),
-        "mask-not-offset": ("the causal mask of the block's own index w ≤ i",
-                            lambda: rows_sides(lse_dv, dv_blk, replaced(BACKWARD_BLOCK, s_blk,
-                                                                        BlockCausalMask(s_blk, 0), when="causal"))[0]),
+        "recompute-no-max": (
+            "the block's weights recomputed as e^{S_b − lsum} (max not subtracted)",
+            lambda: rows_sides(lse_dv, dv_blk, replaced(BACKWARD_BLOCK, sm_blk, s_blk))[0],
+        ),
+        "keys-not-offset": (
+            "the block's keys read from row 0",
+            lambda: rows_sides(
+                lse_dv, dv_blk, replaced(BACKWARD_BLOCK, s_blk, MatMul(q, T(RowBlock(k, 0, B))) / sqrt_dk)
+            )[0],
+        ),
+        "mask-not-offset": (
+            "the causal mask of the block's own index w ≤ i",
+            lambda: rows_sides(
+                lse_dv, dv_blk, replaced(BACKWARD_BLOCK, s_blk, BlockCausalMask(s_blk, 0), when="causal")
+            )[0],
+        ),
     },
     assumptions=["P + B ≤ n (the block lies in the sequence), 0 ≤ w ≤ B − 1"],
-    source="FlashAttention (Dao et al. 2022), Algorithm 2")
+    source="FlashAttention (Dao et al. 2022), Algorithm 2",
+)
 
 DELTA_FROM_BLOCK = inserted_before(BACKWARD_BLOCK, ds_blk, Assign(delta, RowSum(dp_blk * p_blk)))
 dK_block = lines_claim(
-    "attention_tiled.dK_block", "dK, block by block: dS_bᵀ Q/√d_k is rows P … P+B−1 of attention_lse's dK",
+    "attention_tiled.dK_block",
+    "dK, block by block: dS_bᵀ Q/√d_k is rows P … P+B−1 of attention_lse's dK",
     r"\frac{1}{\sqrt{d_{k}}} \left(\partial S_{b}^{T} Q\right)_{wf} = \left(\frac{\partial \mathcal{L}}{\partial K}\right)_{P+w,f}, "
     r"\quad \partial S_{b} = P_{b} \odot \left(\frac{\partial \mathcal{L}}{\partial O} V_{b}^{T} - \delta \mathbf{1}^{T}\right), "
     r"\quad \delta = \mathrm{rowsum}\left(\frac{\partial \mathcal{L}}{\partial O} \odot O\right)",
-    lambda: rows_sides(lse_dk, dk_blk), BLOCK_SETTING_K,
+    lambda: rows_sides(lse_dk, dk_blk),
+    BLOCK_SETTING_K,
     mutants={
-        "delta-from-block": ("δ from the block, rowsum(dP_b ⊙ P_b), instead of the full row's rowsum(dO ⊙ O)",
-                             lambda: rows_sides(lse_dk, dk_blk, DELTA_FROM_BLOCK)[0]),
-        "no-scale": ("the 1/√d_k dropped from dK_b",
-                     lambda: rows_sides(lse_dk, dk_blk, replaced(BACKWARD_BLOCK, dk_blk, MatMul(T(ds_blk), q)))[0]),
-        "values-not-offset": ("dP_b = dO V_bᵀ with the values read from row 0",
-                              lambda: rows_sides(lse_dk, dk_blk, replaced(BACKWARD_BLOCK, dp_blk,
-                                                                          MatMul(do, T(RowBlock(v, 0, B)))))[0]),
-        "no-rowsum": ("dS_b = P_b ⊙ dP_b (the δ term dropped)",
-                      lambda: rows_sides(lse_dk, dk_blk, replaced(BACKWARD_BLOCK, ds_blk, p_blk * dp_blk))[0]),
+        "delta-from-block": (
+            "δ from the block, rowsum(dP_b ⊙ P_b), instead of the full row's rowsum(dO ⊙ O)",
+            lambda: rows_sides(lse_dk, dk_blk, DELTA_FROM_BLOCK)[0],
+        ),
+        "no-scale": (
+            "the 1/√d_k dropped from dK_b",
+            lambda: rows_sides(lse_dk, dk_blk, replaced(BACKWARD_BLOCK, dk_blk, MatMul(T(ds_blk), q)))[0],
+        ),
+        "values-not-offset": (
+            "dP_b = dO V_bᵀ with the values read from row 0",
+            lambda: rows_sides(lse_dk, dk_blk, replaced(BACKWARD_BLOCK, dp_blk, MatMul(do, T(RowBlock(v, 0, B)))))[0],
+        ),
+        "no-rowsum": (
+            "dS_b = P_b ⊙ dP_b (the δ term dropped)",
+            lambda: rows_sides(lse_dk, dk_blk, replaced(BACKWARD_BLOCK, ds_blk, p_blk * dp_blk))[0],
+        ),
     },
     assumptions=["P + B ≤ n (the block lies in the sequence), 0 ≤ w ≤ B − 1", DELTA_ASSUMPTION],
-    source="FlashAttention (Dao et al. 2022), Algorithm 2")
+    source="FlashAttention (Dao et al. 2022), Algorithm 2",
+)
 
 
 # dQ accumulated: the invariant dQ = Σ_{j<P} dS_ij K_j / √d_k (dS attention_lse's, all n keys' δ):
@@ -836,13 +1014,15 @@ DQ_END_SETTING = Setting(sizes={m: 3, n: 3, d_k: 2, d_v: 2}, indices={i: (0, m -
 def dq_step_sides(body=BACKWARD_BLOCK, init=BACKWARD_INIT) -> tuple:
     """dQ after a block, from the invariant over the keys before it, against the invariant over
     the keys before P + B (unmasked, causal)."""
+
     def sides(causal):
         after = backward_block(body, init, causal, {dq: dq_invariant(P, causal)})
         return [entry(after[dq], (i, f))], [entry(dq_invariant(P + B, causal), (i, f))]
+
     return _unmasked_and_causal(sides)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _dq_sides() -> tuple:
     return dq_step_sides()
 
@@ -855,39 +1035,73 @@ def _dq_proof() -> Proof:
         if base != 0 or empty != 0:
             return Proof("unproven", f"base: dQ = {base}, the invariant at P = 0 is {empty}")
     parts = [("step", *_dq_sides(), DQ_SETTING, KEY_SPLIT)]
-    parts += [(f"end, {'causal' if c else 'unmasked'}", [entry(dq_invariant(n, c), (i, f))],
-               [entry(UNTILED[c][lse_dq], (i, f))], DQ_END_SETTING, None) for c in (False, True)]
+    parts += [
+        (
+            f"end, {'causal' if c else 'unmasked'}",
+            [entry(dq_invariant(n, c), (i, f))],
+            [entry(UNTILED[c][lse_dq], (i, f))],
+            DQ_END_SETTING,
+            None,
+        )
+        for c in (False, True)
+    ]
     worst = 0.0
     for label, lhs, rhs, setting, split in parts:
         proof = _lines_proof(lhs, rhs, setting, split)
         if proof.status != "proved-general":
-            return Proof(proof.status, f"{label}: {proof.method}", proof.assumptions, proof.residual,
-                         counterexample=proof.counterexample)
+            return Proof(
+                proof.status,
+                f"{label}: {proof.method}",
+                proof.assumptions,
+                proof.residual,
+                counterexample=proof.counterexample,
+            )
         out += [a_ for a_ in proof.assumptions if a_ not in out]
         worst = max(worst, proof.spot_check["max_relative_gap"])
-    return Proof("proved-general", "induction over key blocks: base by evaluation (dQ = 0, the empty sum), step by "
-                 "the index normaliser with the key range split at the block's start, end (P = n) by the normaliser",
-                 out, "0", spot_check={"points": 8, "max_relative_gap": worst, "identities": 4})
+    return Proof(
+        "proved-general",
+        "induction over key blocks: base by evaluation (dQ = 0, the empty sum), step by "
+        "the index normaliser with the key range split at the block's start, end (P = n) by the normaliser",
+        out,
+        "0",
+        spot_check={"points": 8, "max_relative_gap": worst, "identities": 4},
+    )
 
 
 dQ = Claim(
-    id="attention_tiled.dQ", title="dQ accumulated block by block is attention_lse's dQ",
+    id="attention_tiled.dQ",
+    title="dQ accumulated block by block is attention_lse's dQ",
     source="FlashAttention (Dao et al. 2022), Algorithm 2",
     latex=r"\partial Q = 0, \quad \partial Q \mathrel{+}= \frac{1}{\sqrt{d_{k}}} \partial S_{b} K_{b} \ \text{per block} \ "
-          r"\Rightarrow \ \partial Q_{if} = \frac{1}{\sqrt{d_{k}}} \sum_{j < n} \partial S_{ij} K_{jf} = "
-          r"\left(\frac{\partial \mathcal{L}}{\partial Q}\right)_{if} \quad \text{(any cache; unmasked and causal)}",
+    r"\Rightarrow \ \partial Q_{if} = \frac{1}{\sqrt{d_{k}}} \sum_{j < n} \partial S_{ij} K_{jf} = "
+    r"\left(\frac{\partial \mathcal{L}}{\partial Q}\right)_{if} \quad \text{(any cache; unmasked and causal)}",
     prove=_dq_proof,
-    mutants=[Mutant(name, mistake, (lambda b=body: refute_lines(*_dq_sides(), dq_step_sides(b)[0], DQ_SETTING)))
-             for name, mistake, body in (
-        ("delta-from-block", "δ from the block, rowsum(dP_b ⊙ P_b), instead of the full row's rowsum(dO ⊙ O)",
-         DELTA_FROM_BLOCK),
-        ("no-scale", "the 1/√d_k dropped from the block's dQ term",
-         replaced(BACKWARD_BLOCK, dq, dq + MatMul(ds_blk, K_BLK))),
-        ("overwritten", "dQ = dS_b K_b/√d_k: overwritten by each block instead of accumulated",
-         replaced(BACKWARD_BLOCK, dq, MatMul(ds_blk, K_BLK) / sqrt_dk)),
-        ("keys-not-offset", "the block's dQ term with the keys read from row 0",
-         replaced(BACKWARD_BLOCK, dq, dq + MatMul(ds_blk, RowBlock(k, 0, B)) / sqrt_dk)),
-    )])
+    mutants=[
+        Mutant(name, mistake, (lambda b=body: refute_lines(*_dq_sides(), dq_step_sides(b)[0], DQ_SETTING)))
+        for name, mistake, body in (
+            (
+                "delta-from-block",
+                "δ from the block, rowsum(dP_b ⊙ P_b), instead of the full row's rowsum(dO ⊙ O)",
+                DELTA_FROM_BLOCK,
+            ),
+            (
+                "no-scale",
+                "the 1/√d_k dropped from the block's dQ term",
+                replaced(BACKWARD_BLOCK, dq, dq + MatMul(ds_blk, K_BLK)),
+            ),
+            (
+                "overwritten",
+                "dQ = dS_b K_b/√d_k: overwritten by each block instead of accumulated",
+                replaced(BACKWARD_BLOCK, dq, MatMul(ds_blk, K_BLK) / sqrt_dk),
+            ),
+            (
+                "keys-not-offset",
+                "the block's dQ term with the keys read from row 0",
+                replaced(BACKWARD_BLOCK, dq, dq + MatMul(ds_blk, RowBlock(k, 0, B)) / sqrt_dk),
+            ),
+        )
+    ],
+)
 
 CLAIMS: list[Claim] = [first_block, step, running_max, output, lse, causal_skip, dV_block, dK_block, dQ]
 
@@ -897,16 +1111,26 @@ CLAIMS: list[Claim] = [first_block, step, running_max, output, lse, causal_skip,
 # every line above into codegen/templates/<backend>_attention_tiled.py.j2, which lays out the
 # loop): the same arguments, checks and cache as attention_lse, whose generated claims prove the
 # untiled forward and backward; the claims below prove the tiled ones equal to them.
-from .language.latex import assigns_latex as _assigns_latex   # noqa: E402
-from .language.ops import Composite                          # noqa: E402
+from .language.latex import assigns_latex as _assigns_latex  # noqa: E402
+from .language.ops import Composite  # noqa: E402
 
-BLOCK = 128          # keys per block, the default: the largest temporary is m × 128
+BLOCK = 128  # keys per block, the default: the largest temporary is m × 128
 ATTENTION_TILED = Composite(
-    name="attention_tiled", module=__name__,
+    name="attention_tiled",
+    module=__name__,
     title="Scaled dot-product attention over key blocks (online softmax: memory linear in T)",
     latex=_assigns_latex([a for a in FORWARD_BLOCK if a.when is None]),
-    claims=[c.id for c in CLAIMS] + ["attention_tiled.induction", "attention_tiled.unrolled", "attention_lse.forward", "attention_lse.backward.dq",
-                                     "attention_lse.backward.dk", "attention_lse.backward.dv"],
-    kernels=["attention_lse"], template="attention_tiled",
-    loops=((TILED_FORWARD, m, BLOCK), (TILED_BACKWARD, m, BLOCK)))
+    claims=[c.id for c in CLAIMS]
+    + [
+        "attention_tiled.induction",
+        "attention_tiled.unrolled",
+        "attention_lse.forward",
+        "attention_lse.backward.dq",
+        "attention_lse.backward.dk",
+        "attention_lse.backward.dv",
+    ],
+    kernels=["attention_lse"],
+    template="attention_tiled",
+    loops=((TILED_FORWARD, m, BLOCK), (TILED_BACKWARD, m, BLOCK)),
+)
 COMPOSITES = [ATTENTION_TILED]

@@ -29,27 +29,53 @@ The mutants of the first are loops whose frame is broken (a running array not ca
 printed loop would start it afresh each block); they are refuted by the unrolled loop's value
 at a numeric point, which shows the frame condition is not a formality.
 """
+
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import sympy as sp
 
 from . import attention_tiled as tiled
-from .attention_tiled import (TILED_BACKWARD, TILED_FORWARD, UNTILED, WHEN, acc, delta, dk, dq, dq_invariant,
-                              dv, ell, f, i, invariant, lse_dk, lse_dq, lse_dv, lsum, m, mx, n, o, p_blk, u_, w)
+from .attention_tiled import (
+    TILED_BACKWARD,
+    TILED_FORWARD,
+    UNTILED,
+    WHEN,
+    acc,
+    delta,
+    dk,
+    dq,
+    dq_invariant,
+    dv,
+    ell,
+    f,
+    i,
+    invariant,
+    lse_dk,
+    lse_dq,
+    lse_dv,
+    lsum,
+    m,
+    mx,
+    n,
+    o,
+    p_blk,
+    u_,
+)
 from .language.arrays import Array, entry
 from .proof.core import Claim, Mutant, Proof, Setting, counterexample, prove_index_identity
 from .proof.induction import BlockInduction, expand_concrete_sums, unroll
 
-TOPICS = ("attention_tiled",)     # the claims are about attention_tiled's loops
+TOPICS = ("attention_tiled",)  # the claims are about attention_tiled's loops
 SOURCE = "FlashAttention (Dao et al. 2022), Algorithms 1 and 2; Milakov & Gimelshein 2018 (online softmax)"
 
 
 # ------------------------------------------------------------------------------- the rule
 def forward_rule(loop=TILED_FORWARD) -> BlockInduction:
-    return BlockInduction(loop, lambda end, shift: dict(zip((ell, acc), invariant(end, shift or mx, False))),
-                          base="first-block", shift=mx)
+    return BlockInduction(
+        loop, lambda end, shift: dict(zip((ell, acc), invariant(end, shift or mx, False))), base="first-block", shift=mx
+    )
 
 
 def backward_rule(loop=TILED_BACKWARD) -> BlockInduction:
@@ -70,19 +96,28 @@ def _obligations(fwd: BlockInduction, bwd: BlockInduction) -> list:
         return Proof("proved-general", "evaluation: dQ = 0 after init, J(0) an empty sum", [], "0")
 
     def dq_end():
-        return prove_index_identity([entry(dq_invariant(n, c), (i, f)) for c in (False, True)],
-                                    [entry(UNTILED[c][lse_dq], (i, f)) for c in (False, True)], tiled.DQ_END_SETTING)
+        return prove_index_identity(
+            [entry(dq_invariant(n, c), (i, f)) for c in (False, True)],
+            [entry(UNTILED[c][lse_dq], (i, f)) for c in (False, True)],
+            tiled.DQ_END_SETTING,
+        )
 
     return [
-        ("forward base (init, then the block [0, B))",
-         lambda: tiled._lines_proof(*tiled.first_block_sides(F.body, F.init), tiled.STEP_SETTING)),
-        ("forward step I(P) ↦ I(P + B)",
-         lambda: tiled._lines_proof(*tiled.step_sides(F.body), tiled.STEP_SETTING, tiled.KEY_SPLIT)),
+        (
+            "forward base (init, then the block [0, B))",
+            lambda: tiled._lines_proof(*tiled.first_block_sides(F.body, F.init), tiled.STEP_SETTING),
+        ),
+        (
+            "forward step I(P) ↦ I(P + B)",
+            lambda: tiled._lines_proof(*tiled.step_sides(F.body), tiled.STEP_SETTING, tiled.KEY_SPLIT),
+        ),
         ("forward end: O/ℓ = softmax(S) V", lambda: tiled._parts(tiled.output_parts(F.end), "index normaliser")),
         ("forward end: m + log ℓ = log Σ e^S", lambda: tiled._parts(tiled.lse_parts(F.end), "index normaliser")),
         ("backward base J(0)", dq_base),
-        ("backward step J(P) ↦ J(P + B)",
-         lambda: tiled._lines_proof(*tiled.dq_step_sides(Bk.body, Bk.init), tiled.DQ_SETTING, tiled.KEY_SPLIT)),
+        (
+            "backward step J(P) ↦ J(P + B)",
+            lambda: tiled._lines_proof(*tiled.dq_step_sides(Bk.body, Bk.init), tiled.DQ_SETTING, tiled.KEY_SPLIT),
+        ),
         ("backward end J(n) = attention_lse's dQ", dq_end),
     ]
 
@@ -97,8 +132,13 @@ def _induction(fwd: BlockInduction | None = None, bwd: BlockInduction | None = N
     for label, prover in _obligations(fwd, bwd):
         proof = prover()
         if proof.status != "proved-general":
-            return Proof(proof.status, f"{label}: {proof.method}", proof.assumptions, proof.residual,
-                         counterexample=proof.counterexample)
+            return Proof(
+                proof.status,
+                f"{label}: {proof.method}",
+                proof.assumptions,
+                proof.residual,
+                counterexample=proof.counterexample,
+            )
         assumptions += [a for a in proof.assumptions if a not in assumptions]
         worst = max(worst, (proof.spot_check or {}).get("max_relative_gap", 0.0))
     return Proof(
@@ -106,19 +146,26 @@ def _induction(fwd: BlockInduction | None = None, bwd: BlockInduction | None = N
         "induction on the number of key blocks (derivations/proof/induction.py): the frame of both loops checked "
         "(each body reads only its carried state from the block before), start and size the step's symbols; base, "
         "step and end of each loop built from its printed lines and one invariant, each through the proof gate",
-        ["the principle of induction on k = 0 … K (the step instantiated at P = b_k, B = b_{k+1} − b_k)",
-         "the printed partition: b_0 = 0, b_{k+1} = b_k + min(block, n − b_k), b_K = n (the template's loop "
-         "header, tests/test_attention_tiled.py)", "the running max: any real per-row value (attention_tiled.max)"]
-        + assumptions, "0", spot_check={"max_relative_gap": worst, "identities": 7})
+        [
+            "the principle of induction on k = 0 … K (the step instantiated at P = b_k, B = b_{k+1} − b_k)",
+            "the printed partition: b_0 = 0, b_{k+1} = b_k + min(block, n − b_k), b_K = n (the template's loop "
+            "header, tests/test_attention_tiled.py)",
+            "the running max: any real per-row value (attention_tiled.max)",
+        ]
+        + assumptions,
+        "0",
+        spot_check={"max_relative_gap": worst, "identities": 7},
+    )
 
 
 # ------------------------------------------------------------------------------- unrolled
-PARTITION = ((0, 2), (2, 2), (4, 1))          # n = 5 keys: two full blocks of 2 and a short one
+PARTITION = ((0, 2), (2, 2), (4, 1))  # n = 5 keys: two full blocks of 2 and a short one
 N_KEYS = 5
-UNROLL_SETTING = Setting(sizes={m: 7, tiled.d_k: 2, tiled.d_v: 2}, indices={i: (0, m - 1), f: (0, tiled.d_v - 1)},
-                         scalars={u_: 0})
+UNROLL_SETTING = Setting(
+    sizes={m: 7, tiled.d_k: 2, tiled.d_v: 2}, indices={i: (0, m - 1), f: (0, tiled.d_v - 1)}, scalars={u_: 0}
+)
 UNROLL_SETTING_K = Setting(sizes={m: 7, tiled.d_k: 2, tiled.d_v: 2}, indices={i: (0, m - 1), f: (0, tiled.d_k - 1)})
-CAUSAL_ROWS = (*range(N_KEYS), N_KEYS + u_)   # each query that sees a part of the keys, and one past them all
+CAUSAL_ROWS = (*range(N_KEYS), N_KEYS + u_)  # each query that sees a part of the keys, and one past them all
 
 
 def _max_abstracted(k: int, state: dict) -> dict:
@@ -141,12 +188,21 @@ def forward_pairs(loop=TILED_FORWARD, flags=(False, True)) -> list:
     out = []
     for causal in flags:
         state, _ = unroll(loop, PARTITION, WHEN[causal], after_block=_max_abstracted)
-        sides = [(name, entry(got, (i, col), state), entry(got, (i, col), tiled.LSE_FORWARD[causal]))
-                 for name, got, col in (("O", o, f), ("lse", mx + lsum, 0))]
-        for row in (CAUSAL_ROWS if causal else (i,)):
+        sides = [
+            (name, entry(got, (i, col), state), entry(got, (i, col), tiled.LSE_FORWARD[causal]))
+            for name, got, col in (("O", o, f), ("lse", mx + lsum, 0))
+        ]
+        for row in CAUSAL_ROWS if causal else (i,):
             tag = f"{'causal' if causal else 'unmasked'}, row {row}"
-            out += [(f"{name}, {tag}", _at_n(sp.sympify(lhs).xreplace({i: row})),
-                     _at_n(sp.sympify(rhs).xreplace({i: row})), UNROLL_SETTING) for name, lhs, rhs in sides]
+            out += [
+                (
+                    f"{name}, {tag}",
+                    _at_n(sp.sympify(lhs).xreplace({i: row})),
+                    _at_n(sp.sympify(rhs).xreplace({i: row})),
+                    UNROLL_SETTING,
+                )
+                for name, lhs, rhs in sides
+            ]
     return out
 
 
@@ -154,18 +210,23 @@ def backward_pairs(loop=TILED_BACKWARD) -> list:
     """(label, unrolled, attention_lse's) for dQ (every row) and each block's rows of dV, dK
     (unmasked; δ the per-row array both read)."""
     init = [a for a in loop.init if not (a.target == delta and a.expr == tiled.DELTA)]
-    state, rows = unroll(_loop(loop, init=init), PARTITION, WHEN[False])   # δ: a free per-row array
+    state, rows = unroll(_loop(loop, init=init), PARTITION, WHEN[False])  # δ: a free per-row array
     out = [("dQ", _at_n(entry(state[dq], (i, f))), _at_n(entry(UNTILED[False][lse_dq], (i, f))), UNROLL_SETTING_K)]
     for grad, untiled, setting in ((dv, lse_dv, UNROLL_SETTING), (dk, lse_dk, UNROLL_SETTING_K)):
         for start, size, block in rows[grad]:
             for r in range(size):
-                out.append((f"{grad.name} row {start + r}",
-                            _at_n(entry(block, (r, f))),
-                            _at_n(entry(UNTILED[False][untiled], (start + r, f))), setting))
+                out.append(
+                    (
+                        f"{grad.name} row {start + r}",
+                        _at_n(entry(block, (r, f))),
+                        _at_n(entry(UNTILED[False][untiled], (start + r, f))),
+                        setting,
+                    )
+                )
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def _pairs() -> tuple:
     return tuple(forward_pairs() + backward_pairs())
 
@@ -177,18 +238,25 @@ def _unrolled() -> Proof:
     for label, lhs, rhs, setting in pairs:
         proof = prove_index_identity(lhs, rhs, setting)
         if proof.status != "proved-general":
-            return Proof(proof.status, f"{label}: {proof.method}", proof.assumptions, proof.residual,
-                         counterexample=proof.counterexample)
+            return Proof(
+                proof.status,
+                f"{label}: {proof.method}",
+                proof.assumptions,
+                proof.residual,
+                counterexample=proof.counterexample,
+            )
         assumptions += [a for a in proof.assumptions if a not in assumptions]
         worst = max(worst, proof.spot_check["max_relative_gap"])
-    return Proof("proved-concrete",
-                 f"the loops unrolled over n = {N_KEYS} keys in blocks {[b for _, b in PARTITION]} (only the carried "
-                 "arrays survive a block), each block's running max a free per-row array; the index normaliser on "
-                 f"{len(pairs)} identities, the blocks' sums written out",
-                 ["δ = rowsum(dO ⊙ O), one per-row array on both sides"] + assumptions, "0",
-                 sizes={"n": N_KEYS, "blocks": "2, 2, 1", "m, d_k, d_v": "symbolic",
-                        "causal rows": "0 … 4 and 5 + u"},
-                 spot_check={"max_relative_gap": worst, "identities": len(pairs)})
+    return Proof(
+        "proved-concrete",
+        f"the loops unrolled over n = {N_KEYS} keys in blocks {[b for _, b in PARTITION]} (only the carried "
+        "arrays survive a block), each block's running max a free per-row array; the index normaliser on "
+        f"{len(pairs)} identities, the blocks' sums written out",
+        ["δ = rowsum(dO ⊙ O), one per-row array on both sides"] + assumptions,
+        "0",
+        sizes={"n": N_KEYS, "blocks": "2, 2, 1", "m, d_k, d_v": "symbolic", "causal rows": "0 … 4 and 5 + u"},
+        spot_check={"max_relative_gap": worst, "identities": len(pairs)},
+    )
 
 
 def refute_unrolled(fwd_loop=TILED_FORWARD, bwd_loop=TILED_BACKWARD) -> dict | None:
@@ -211,16 +279,29 @@ def refute_unrolled(fwd_loop=TILED_FORWARD, bwd_loop=TILED_BACKWARD) -> dict | N
 
 def _loop(loop, **changes):
     from dataclasses import replace
+
     return replace(loop, **changes)
 
 
 LOOP_MUTANTS = (
-    ("acc-not-carried", "O not carried from block to block (the printed loop would start it at 0 each block)",
-     _loop(TILED_FORWARD, carried=(mx, ell)), TILED_BACKWARD),
-    ("max-not-carried", "the running max not carried (each block would start it at −∞: α = 0 forgets the "
-     "blocks before)", _loop(TILED_FORWARD, carried=(ell, acc)), TILED_BACKWARD),
-    ("dq-not-carried", "dQ not carried (each block's term would replace the sum)",
-     TILED_FORWARD, _loop(TILED_BACKWARD, carried=())),
+    (
+        "acc-not-carried",
+        "O not carried from block to block (the printed loop would start it at 0 each block)",
+        _loop(TILED_FORWARD, carried=(mx, ell)),
+        TILED_BACKWARD,
+    ),
+    (
+        "max-not-carried",
+        "the running max not carried (each block would start it at −∞: α = 0 forgets the blocks before)",
+        _loop(TILED_FORWARD, carried=(ell, acc)),
+        TILED_BACKWARD,
+    ),
+    (
+        "dq-not-carried",
+        "dQ not carried (each block's term would replace the sum)",
+        TILED_FORWARD,
+        _loop(TILED_BACKWARD, carried=()),
+    ),
 )
 
 induction = Claim(
@@ -228,28 +309,48 @@ induction = Claim(
     title="Any number of key blocks: the tiled loops end in attention_lse's output, log-sum-exp and dQ",
     source=SOURCE,
     latex=r"\forall K \geq 1, \ 0 = b_0 < \dots < b_K = n: \ \frac{O}{\ell} = \mathrm{softmax}(S) V, \ "
-          r"m + \log \ell = \log \textstyle\sum_j e^{S_{ij}}, \ \partial Q = \tfrac{1}{\sqrt{d_k}} \partial S K "
-          r"\quad \text{(induction on } k\text{: base, step } I(b_k) \mapsto I(b_{k+1})\text{, end; frame checked)}",
+    r"m + \log \ell = \log \textstyle\sum_j e^{S_{ij}}, \ \partial Q = \tfrac{1}{\sqrt{d_k}} \partial S K "
+    r"\quad \text{(induction on } k\text{: base, step } I(b_k) \mapsto I(b_{k+1})\text{, end; frame checked)}",
     prove=_induction,
-    mutants=[Mutant(name, mistake, (lambda fl=fl, bl=bl: refute_unrolled(fl, bl)))
-             for name, mistake, fl, bl in LOOP_MUTANTS])
+    mutants=[
+        Mutant(name, mistake, (lambda fl=fl, bl=bl: refute_unrolled(fl, bl))) for name, mistake, fl, bl in LOOP_MUTANTS
+    ],
+)
 
 unrolled = Claim(
     id="attention_tiled.unrolled",
     title="Unrolled over n = 5 keys in blocks of 2, 2, 1: the tiled loops compute attention_lse's forward and backward",
     source=SOURCE,
     latex=r"n = 5, \ (b_k) = (0, 2, 4, 5): \ \frac{O}{\ell} = \mathrm{softmax}(S) V, \ m + \log \ell = "
-          r"\log \textstyle\sum_j e^{S_{ij}}, \ \partial Q, \ \partial K_{b}, \ \partial V_{b} = \text{attention\_lse's} "
-          r"\quad \text{(any } m, d_k, d_v\text{; causal: every query row)}",
+    r"\log \textstyle\sum_j e^{S_{ij}}, \ \partial Q, \ \partial K_{b}, \ \partial V_{b} = \text{attention\_lse's} "
+    r"\quad \text{(any } m, d_k, d_v\text{; causal: every query row)}",
     prove=_unrolled,
     mutants=[
-        Mutant("no-rescale", "ℓ and O not rescaled by e^{m − m'} when a block arrives",
-               lambda: refute_unrolled(_loop(TILED_FORWARD, body=tiled.replaced(tiled.replaced(
-                   TILED_FORWARD.body, ell, ell + tiled.RowSum(p_blk)), acc, acc + tiled.MatMul(p_blk, tiled.V_BLK))))),
-        Mutant("delta-from-block", "δ from the block, rowsum(dP_b ⊙ P_b), not the full row's",
-               lambda: refute_unrolled(bwd_loop=_loop(TILED_BACKWARD, body=tiled.DELTA_FROM_BLOCK))),
-        Mutant("acc-not-carried", "O not carried from block to block",
-               lambda: refute_unrolled(_loop(TILED_FORWARD, carried=(mx, ell)))),
-    ])
+        Mutant(
+            "no-rescale",
+            "ℓ and O not rescaled by e^{m − m'} when a block arrives",
+            lambda: refute_unrolled(
+                _loop(
+                    TILED_FORWARD,
+                    body=tiled.replaced(
+                        tiled.replaced(TILED_FORWARD.body, ell, ell + tiled.RowSum(p_blk)),
+                        acc,
+                        acc + tiled.MatMul(p_blk, tiled.V_BLK),
+                    ),
+                )
+            ),
+        ),
+        Mutant(
+            "delta-from-block",
+            "δ from the block, rowsum(dP_b ⊙ P_b), not the full row's",
+            lambda: refute_unrolled(bwd_loop=_loop(TILED_BACKWARD, body=tiled.DELTA_FROM_BLOCK)),
+        ),
+        Mutant(
+            "acc-not-carried",
+            "O not carried from block to block",
+            lambda: refute_unrolled(_loop(TILED_FORWARD, carried=(mx, ell))),
+        ),
+    ],
+)
 
 CLAIMS: list[Claim] = [induction, unrolled]

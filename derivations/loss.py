@@ -8,17 +8,18 @@ The `cross_entropy` op computes the per-token loss with the log-sum-exp trick an
 the tokens that count (a 0/1 `mask`, which is how `ignore_index` reaches the kernel), and its
 backward is the proven `dz = dloss · mask ⊙ (softmax(z) − onehot(t)) / Σ mask`.
 """
+
 from __future__ import annotations
 
 import sympy as sp
 
-from .proof import numeric
 from .language.arrays import Array, Assign, ColSum, MatMul, OneHot, RowMax, RowSum, Take, entry, index, shape_of, size
-from .proof.core import Claim, Mutant, Proof, Setting, index_claim, prove_index_identity, refute_identity
 from .language.ops import Op, grad_of
+from .proof import numeric
+from .proof.core import Claim, Mutant, Proof, Setting, index_claim, prove_index_identity, refute_identity
 from .softmax import softmax_math, softmax_stable
 
-T, V, d = size("T"), size("V"), size("d")       # tokens, vocabulary, hidden width
+T, V, d = size("T"), size("V"), size("d")  # tokens, vocabulary, hidden width
 i, j, a, b, k = (index(s) for s in "ijabk")
 
 SOURCE_CE = "seed B §18"
@@ -32,7 +33,7 @@ MX = Array("row_max", (T, 1))
 EXPS = Array("exps", (T, V))
 SUMEXP = Array("sum_exps", (T, 1))
 PROBS = Array("probs", (T, V))
-ZT = Array("target_shifted", (T, 1))   # z_t − max: the target's logit against the row max
+ZT = Array("target_shifted", (T, 1))  # z_t − max: the target's logit against the row max
 LOSSES = Array("losses", (T, 1))
 LOSS = Array("loss", (1, 1), latex="L")
 dLOSS = grad_of(LOSS)
@@ -57,37 +58,74 @@ P_S = Array("p", (T, V), latex="p")
 ELL_S = Array("ell", (T, 1), latex=r"\ell")
 W_S = MASK
 CROSS_ENTROPY_SPEC = [
-    Assign(P_S, sp.exp(Z) / RowSum(sp.exp(Z))),                # p_ij = e^{z_ij} / Σ_k e^{z_ik}
-    Assign(ELL_S, -sp.log(Take(P_S, TGT))),                    # ℓ_i = −log p_{i, t_i}
-    Assign(LOSS, ColSum(W_S * ELL_S) / ColSum(W_S)),           # L = Σ_i w_i ℓ_i / Σ_i w_i
+    Assign(P_S, sp.exp(Z) / RowSum(sp.exp(Z))),  # p_ij = e^{z_ij} / Σ_k e^{z_ik}
+    Assign(ELL_S, -sp.log(Take(P_S, TGT))),  # ℓ_i = −log p_{i, t_i}
+    Assign(LOSS, ColSum(W_S * ELL_S) / ColSum(W_S)),  # L = Σ_i w_i ℓ_i / Σ_i w_i
 ]
 
 CROSS_ENTROPY = Op(
-    name="cross_entropy", module=__name__, title="Cross-entropy of logits against target ids (mean over a mask)",
-    spec=CROSS_ENTROPY_SPEC, source="seed B §17, §18",
+    name="cross_entropy",
+    module=__name__,
+    title="Cross-entropy of logits against target ids (mean over a mask)",
+    spec=CROSS_ENTROPY_SPEC,
+    source="seed B §17, §18",
     mistakes={
-        "max-not-added-back": ("log Σ exp(z − max) − z_t without the max added back", "forward", "losses",
-                               sp.log(SUMEXP) - Take(Z, TGT)),
+        "max-not-added-back": (
+            "log Σ exp(z − max) − z_t without the max added back",
+            "forward",
+            "losses",
+            sp.log(SUMEXP) - Take(Z, TGT),
+        ),
         "no-log": ("Σ exp(z − max) used without its log", "forward", "losses", MX + SUMEXP - Take(Z, TGT)),
-        "max-subtracted": ("the max subtracted instead of added back", "forward", "losses",
-                           -MX + sp.log(SUMEXP) - Take(Z, TGT)),
-        "divide-by-T": ("the masked sum divided by T (ignored tokens counted in the mean)", "forward", "loss",
-                        ColSum(MASK * LOSSES) / T),
+        "max-subtracted": (
+            "the max subtracted instead of added back",
+            "forward",
+            "losses",
+            -MX + sp.log(SUMEXP) - Take(Z, TGT),
+        ),
+        "divide-by-T": (
+            "the masked sum divided by T (ignored tokens counted in the mean)",
+            "forward",
+            "loss",
+            ColSum(MASK * LOSSES) / T,
+        ),
         "no-mask": ("ignored tokens' losses summed in", "forward", "loss", ColSum(LOSSES) / ColSum(MASK)),
         "probs-unnormalised": ("probs cached as exp(z − max) without the division", "forward", "probs", EXPS),
-        "grad-sign-flip": ("y − p instead of p − y", "backward", "dlogits",
-                           dLOSS * MASK * (OneHot(TGT, V) - PROBS) / ColSum(MASK)),
-        "grad-no-mean": ("the 1/Σw of the mean forgotten", "backward", "dlogits",
-                         dLOSS * MASK * (PROBS - OneHot(TGT, V))),
-        "grad-divide-by-T": ("divided by T instead of Σw", "backward", "dlogits",
-                             dLOSS * MASK * (PROBS - OneHot(TGT, V)) / T),
-        "grad-no-mask": ("ignored tokens still receive gradient", "backward", "dlogits",
-                         dLOSS * (PROBS - OneHot(TGT, V)) / ColSum(MASK)),
+        "grad-sign-flip": (
+            "y − p instead of p − y",
+            "backward",
+            "dlogits",
+            dLOSS * MASK * (OneHot(TGT, V) - PROBS) / ColSum(MASK),
+        ),
+        "grad-no-mean": (
+            "the 1/Σw of the mean forgotten",
+            "backward",
+            "dlogits",
+            dLOSS * MASK * (PROBS - OneHot(TGT, V)),
+        ),
+        "grad-divide-by-T": (
+            "divided by T instead of Σw",
+            "backward",
+            "dlogits",
+            dLOSS * MASK * (PROBS - OneHot(TGT, V)) / T,
+        ),
+        "grad-no-mask": (
+            "ignored tokens still receive gradient",
+            "backward",
+            "dlogits",
+            dLOSS * (PROBS - OneHot(TGT, V)) / ColSum(MASK),
+        ),
     },
     # V = 4 classes, targets over all of them, masks drawn 0/1 (a point with Σ w = 0 is skipped)
     check={"sizes": {"T": 3, "V": 4}, "integers": {"targets": (0, 3), "mask": (0, 1)}},
-    claims=["cross_entropy.forward", "cross_entropy.onehot", "cross_entropy.grad", "cross_entropy.logsumexp",
-            "cross_entropy.nonnegative", "cross_entropy.vjp"],
+    claims=[
+        "cross_entropy.forward",
+        "cross_entropy.onehot",
+        "cross_entropy.grad",
+        "cross_entropy.logsumexp",
+        "cross_entropy.nonnegative",
+        "cross_entropy.vjp",
+    ],
     inputs=[Z, TGT, MASK],
     integer_inputs=[TGT, MASK],
     forward=[
@@ -105,50 +143,61 @@ CROSS_ENTROPY = Op(
     saved=[PROBS, TGT, MASK],
     backward=[Assign(dZ, cross_entropy_vjp(dLOSS, PROBS, TGT, MASK, V))],
     grads=[dZ],
-    optional_axes=1,         # logits (V,) with 0-D targets and mask: one row
+    optional_axes=1,  # logits (V,) with 0-D targets and mask: one row
     cache_doc="probs (softmax of the logits), targets, mask. The runtime builds mask = "
-              "(targets != ignore_index) as 0/1 and replaces ignored targets by 0 (any valid id: "
-              "their rows are multiplied by 0); Σ mask must be > 0.",
+    "(targets != ignore_index) as 0/1 and replaces ignored targets by 0 (any valid id: "
+    "their rows are multiplied by 0); Σ mask must be > 0.",
 )
 OPS = [CROSS_ENTROPY]
 
 code = CROSS_ENTROPY.env()
-setting = Setting(sizes={T: 3, V: 4, d: 2},
-                  indices={i: (0, T - 1), a: (0, T - 1), b: (0, V - 1), j: (0, V - 1), k: (0, V - 1)},
-                  integer_arrays={"targets": (0, V - 1), "mask": (0, 1)})
+setting = Setting(
+    sizes={T: 3, V: 4, d: 2},
+    indices={i: (0, T - 1), a: (0, T - 1), b: (0, V - 1), j: (0, V - 1), k: (0, V - 1)},
+    integer_arrays={"targets": (0, V - 1), "mask": (0, 1)},
+)
 # the spot-check points (seeds 101, 202) happen to draw masks with Σ mask > 0, as the op needs
 
 # document forms, one token row i
-P_doc = softmax_math(Z)                                    # e^{z_ij} / Σ_j e^{z_ij}
+P_doc = softmax_math(Z)  # e^{z_ij} / Σ_j e^{z_ij}
 p_ij = entry(P_doc, (i, j))
-p_correct = entry(Take(P_doc, TGT), (i, 0))                # p_{i, t_i}
-y_ij = entry(OneHot(TGT, V), (i, j))                       # δ(t_i, j)
+p_correct = entry(Take(P_doc, TGT), (i, 0))  # p_{i, t_i}
+y_ij = entry(OneHot(TGT, V), (i, j))  # δ(t_i, j)
 
 
 # ------------------------------------------------------------ cross_entropy: one-hot collapse
 onehot = index_claim(
-    "cross_entropy.onehot", "With one-hot targets the cross-entropy is −log p_correct", SOURCE_CE,
+    "cross_entropy.onehot",
+    "With one-hot targets the cross-entropy is −log p_correct",
+    SOURCE_CE,
     r"L = -\sum_{j} y_{j} \log p_{j} = -\log p_{\mathrm{correct}}, \quad y_{j} = \delta_{j t}",
-    lhs=-sp.Sum(y_ij * sp.log(p_ij), (j, 0, V - 1)), rhs=-sp.log(p_correct), setting=setting,
+    lhs=-sp.Sum(y_ij * sp.log(p_ij), (j, 0, V - 1)),
+    rhs=-sp.log(p_correct),
+    setting=setting,
     mutants={
         "sign-dropped": ("the minus sign dropped: L = Σ y log p", sp.log(p_correct)),
-        "all-classes": ("every class counted: L = −Σ_j log p_j",
-                        -sp.Sum(sp.log(p_ij), (j, 0, V - 1))),
-    })
+        "all-classes": ("every class counted: L = −Σ_j log p_j", -sp.Sum(sp.log(p_ij), (j, 0, V - 1))),
+    },
+)
 
 # ------------------------------------------------------------ cross_entropy: gradient p − y
 ell_doc = -sp.log(p_correct)
 grad = index_claim(
-    "cross_entropy.grad", "Gradient of −log softmax(z)_t is p − y", SOURCE_CE,
+    "cross_entropy.grad",
+    "Gradient of −log softmax(z)_t is p − y",
+    SOURCE_CE,
     r"\frac{\partial}{\partial z_{j}} \left(-\log \mathrm{softmax}(z)_{t}\right) = p_{j} - y_{j}",
     lhs=sp.diff(ell_doc, Z.base[a, b]),
     rhs=sp.KroneckerDelta(i, a) * (entry(P_doc, (i, b)) - entry(OneHot(TGT, V), (i, b))),
     setting=setting,
     mutants={
-        "sign-flip": ("y − p instead of p − y",
-                      sp.KroneckerDelta(i, a) * (entry(OneHot(TGT, V), (i, b)) - entry(P_doc, (i, b)))),
+        "sign-flip": (
+            "y − p instead of p − y",
+            sp.KroneckerDelta(i, a) * (entry(OneHot(TGT, V), (i, b)) - entry(P_doc, (i, b))),
+        ),
         "no-target": ("the −y term dropped: ∂ = p", sp.KroneckerDelta(i, a) * entry(P_doc, (i, b))),
-    })
+    },
+)
 
 
 # ------------------------------------------------------------ log-sum-exp = naive form
@@ -170,13 +219,15 @@ def _prove_logsumexp() -> Proof:
     first = _exp_equal(-ell_code, sp.log(p_correct), "code: log Σ e^{z−max} − (z_t − max)")
     if first.status != "proved-general":
         return first
-    m = sp.IndexedBase("c", real=True)[i]      # an arbitrary real shift per row
+    m = sp.IndexedBase("c", real=True)[i]  # an arbitrary real shift per row
     shifted = entry(Take(Z, TGT), (i, 0)) - m - sp.log(sp.Sum(sp.exp(Z.base[i, k] - m), (k, 0, V - 1)))
     second = _exp_equal(shifted, sp.log(p_correct), "any shift c")
     if second.status != "proved-general":
         return second
     first.assumptions += [x for x in second.assumptions if x not in first.assumptions]
-    first.assumptions.append("the row max used by the code is an arbitrary real per row: the identity holds for any shift")
+    first.assumptions.append(
+        "the row max used by the code is an arbitrary real per row: the identity holds for any shift"
+    )
     first.method += "; and for an arbitrary shift c: z_t − c − log Σ e^{z − c} = log softmax(z)_t"
     return first
 
@@ -186,17 +237,25 @@ def _refute_lse(wrong) -> dict | None:
 
 
 logsumexp = Claim(
-    id="cross_entropy.logsumexp", title="The stable log-sum-exp loss equals −log softmax(z)_t",
+    id="cross_entropy.logsumexp",
+    title="The stable log-sum-exp loss equals −log softmax(z)_t",
     source=SOURCE_CE,
     latex=r"z_{t} - m - \log \sum_{j} e^{z_{j} - m} = \log \mathrm{softmax}(z)_{t} \quad \text{for any } m, "
-          r"\text{ in particular } m = \max_{j} z_{j}",
+    r"\text{ in particular } m = \max_{j} z_{j}",
     prove=_prove_logsumexp,
     mutants=[
-        Mutant("max-not-added-back", "log Σ exp(z − max) without the max added back",
-               lambda: _refute_lse(entry(sp.log(SUMEXP) - Take(Z, TGT), (i, 0), code))),
-        Mutant("no-log", "Σ exp(z − max) used without its log",
-               lambda: _refute_lse(entry(MX + SUMEXP - Take(Z, TGT), (i, 0), code))),
-    ])
+        Mutant(
+            "max-not-added-back",
+            "log Σ exp(z − max) without the max added back",
+            lambda: _refute_lse(entry(sp.log(SUMEXP) - Take(Z, TGT), (i, 0), code)),
+        ),
+        Mutant(
+            "no-log",
+            "Σ exp(z − max) used without its log",
+            lambda: _refute_lse(entry(MX + SUMEXP - Take(Z, TGT), (i, 0), code)),
+        ),
+    ],
+)
 
 
 # ------------------------------------------------------------ L ≥ 0
@@ -212,20 +271,30 @@ def _prove_nonnegative() -> Proof:
     p_split = correct / (correct + rest)
     same_p = prove_index_identity(p_correct, p_split, setting)
     assumptions = list(dict.fromkeys(split.assumptions + same_p.assumptions))
-    ell = (-sp.log(p_split)).xreplace(hidden)                  # −log(a/(a + R))
-    rewritten = sp.log(1 + R / A)                              # = log(1 + R/a)
-    same = sp.cancel(sp.exp(-ell) * sp.exp(rewritten) - 1) == 0   # exp(−ell)·exp(rewritten) = 1
-    if split.status != "proved-general" or same_p.status != "proved-general" or not same \
-            or rewritten.is_nonnegative is not True:
-        return Proof("unproven", "sign argument", assumptions,
-                     sp.sstr([split.residual, same_p.residual, same, rewritten.is_nonnegative]))
+    ell = (-sp.log(p_split)).xreplace(hidden)  # −log(a/(a + R))
+    rewritten = sp.log(1 + R / A)  # = log(1 + R/a)
+    same = sp.cancel(sp.exp(-ell) * sp.exp(rewritten) - 1) == 0  # exp(−ell)·exp(rewritten) = 1
+    if (
+        split.status != "proved-general"
+        or same_p.status != "proved-general"
+        or not same
+        or rewritten.is_nonnegative is not True
+    ):
+        return Proof(
+            "unproven",
+            "sign argument",
+            assumptions,
+            sp.sstr([split.residual, same_p.residual, same, rewritten.is_nonnegative]),
+        )
     return Proof(
         "proved-general",
         "normaliser: Σ_j e^{z_j} = e^{z_t} + R with R = Σ_j (1 − δ_jt) e^{z_j} ≥ 0; then "
         "−log p_t = log(1 + R/e^{z_t}) (checked through exp) and SymPy's assumptions decide "
         "log(1 + x) ≥ 0 for x ≥ 0. The masked mean Σ w_i ℓ_i / Σ w_i with w_i ∈ {0, 1}, Σ w > 0 is "
         "then a weighted average of non-negative numbers",
-        assumptions + ["logits finite", "w_i ∈ {0, 1}, Σ_i w_i > 0"], "0")
+        assumptions + ["logits finite", "w_i ∈ {0, 1}, Σ_i w_i > 0"],
+        "0",
+    )
 
 
 def _refute_nonnegative(expr) -> dict | None:
@@ -239,15 +308,24 @@ def _refute_nonnegative(expr) -> dict | None:
 
 
 nonnegative = Claim(
-    id="cross_entropy.nonnegative", title="Cross-entropy is non-negative", source=SOURCE_CE,
+    id="cross_entropy.nonnegative",
+    title="Cross-entropy is non-negative",
+    source=SOURCE_CE,
     latex=r"-\log p_{t} = \log\left(1 + \frac{\sum_{j \neq t} e^{z_{j}}}{e^{z_{t}}}\right) \geq 0",
     prove=_prove_nonnegative,
     mutants=[
-        Mutant("sign-dropped", "L = log p_correct (minus sign dropped) claimed ≥ 0",
-               lambda: _refute_nonnegative(sp.log(p_correct))),
-        Mutant("max-not-added-back", "the stable loss without the max added back claimed ≥ 0",
-               lambda: _refute_nonnegative(entry(sp.log(SUMEXP) - Take(Z, TGT), (i, 0), code))),
-    ])
+        Mutant(
+            "sign-dropped",
+            "L = log p_correct (minus sign dropped) claimed ≥ 0",
+            lambda: _refute_nonnegative(sp.log(p_correct)),
+        ),
+        Mutant(
+            "max-not-added-back",
+            "the stable loss without the max added back claimed ≥ 0",
+            lambda: _refute_nonnegative(entry(sp.log(SUMEXP) - Take(Z, TGT), (i, 0), code)),
+        ),
+    ],
+)
 
 # ------------------------------------------------------------ the op's backward
 loss_code = entry(LOSS, (0, 0), code)
@@ -259,30 +337,40 @@ def _mutant_backward(expr):
 
 
 vjp = index_claim(
-    "cross_entropy.vjp", "Cross-entropy backward (masked mean) as generated", SOURCE_CE,
+    "cross_entropy.vjp",
+    "Cross-entropy backward (masked mean) as generated",
+    SOURCE_CE,
     r"\frac{\partial L}{\partial z_{ij}} = \frac{w_{i}\left(p_{ij} - y_{ij}\right)}{\sum_{i'} w_{i'}}, "
     r"\quad L = \frac{\sum_{i} w_{i} \ell_{i}}{\sum_{i} w_{i}}",
-    lhs=vjp_lhs, rhs=entry(dZ, (a, b), code), setting=setting,
+    lhs=vjp_lhs,
+    rhs=entry(dZ, (a, b), code),
+    setting=setting,
     mutants={
-        "sign-flip": ("y − p instead of p − y",
-                      _mutant_backward(dLOSS * MASK * (OneHot(TGT, V) - PROBS) / ColSum(MASK))),
-        "no-mean": ("the 1/Σw of the mean forgotten",
-                    _mutant_backward(dLOSS * MASK * (PROBS - OneHot(TGT, V)))),
-        "divide-by-T": ("divided by T instead of Σw (ignored tokens counted in the mean)",
-                        _mutant_backward(dLOSS * MASK * (PROBS - OneHot(TGT, V)) / T)),
-        "no-mask": ("ignored tokens still receive gradient",
-                    _mutant_backward(dLOSS * (PROBS - OneHot(TGT, V)) / ColSum(MASK))),
+        "sign-flip": (
+            "y − p instead of p − y",
+            _mutant_backward(dLOSS * MASK * (OneHot(TGT, V) - PROBS) / ColSum(MASK)),
+        ),
+        "no-mean": ("the 1/Σw of the mean forgotten", _mutant_backward(dLOSS * MASK * (PROBS - OneHot(TGT, V)))),
+        "divide-by-T": (
+            "divided by T instead of Σw (ignored tokens counted in the mean)",
+            _mutant_backward(dLOSS * MASK * (PROBS - OneHot(TGT, V)) / T),
+        ),
+        "no-mask": (
+            "ignored tokens still receive gradient",
+            _mutant_backward(dLOSS * (PROBS - OneHot(TGT, V)) / ColSum(MASK)),
+        ),
     },
     method="index normaliser (symbolic T, V); the row max is held constant in the derivative, "
-           "which is exact because the loss does not depend on it (cross_entropy.logsumexp)")
+    "which is exact because the loss does not depend on it (cross_entropy.logsumexp)",
+)
 
 # ------------------------------------------------------------------- logits.softmax
 H = Array("h", (T, d))
 W_vocab = Array("w_vocab", (d, V))
 B_vocab = Array("b_vocab", (1, V))
 LOGITS_A = Array("z", (T, V))
-logits_env = {LOGITS_A: MatMul(H, W_vocab) + B_vocab}      # z = H W + b (the linear op)
-P_A = softmax_stable(LOGITS_A)                             # what the runtime computes for sampling
+logits_env = {LOGITS_A: MatMul(H, W_vocab) + B_vocab}  # z = H W + b (the linear op)
+P_A = softmax_stable(LOGITS_A)  # what the runtime computes for sampling
 
 
 def _logit_doc(row, col):
@@ -312,18 +400,27 @@ def _column_softmax(row, col):
 
 
 logits_forward = Claim(
-    id="logits.softmax.forward", title="Next-token probabilities P = softmax(HW + b), shape T × V",
+    id="logits.softmax.forward",
+    title="Next-token probabilities P = softmax(HW + b), shape T × V",
     source=SOURCE_LOGITS,
     latex=r"P = \mathrm{softmax}(H W_{\mathrm{vocab}} + b) \in \mathbb{R}^{T \times V}, \quad "
-          r"P_{ij} = \frac{e^{\mathrm{logit}_{ij}}}{\sum_{k} e^{\mathrm{logit}_{ik}}}",
+    r"P_{ij} = \frac{e^{\mathrm{logit}_{ij}}}{\sum_{k} e^{\mathrm{logit}_{ik}}}",
     prove=_prove_logits_forward,
     mutants=[
-        Mutant("column-softmax", "normalised over the tokens (column) instead of the vocabulary (row)",
-               lambda: refute_identity(entry(P_A, (i, j), logits_env), _column_softmax(i, j), setting)),
-        Mutant("bias-after-softmax", "bias added after the softmax",
-               lambda: refute_identity(entry(P_A, (i, j), logits_env),
-                                       entry(softmax_math(MatMul(H, W_vocab)) + B_vocab, (i, j)), setting)),
-    ])
+        Mutant(
+            "column-softmax",
+            "normalised over the tokens (column) instead of the vocabulary (row)",
+            lambda: refute_identity(entry(P_A, (i, j), logits_env), _column_softmax(i, j), setting),
+        ),
+        Mutant(
+            "bias-after-softmax",
+            "bias added after the softmax",
+            lambda: refute_identity(
+                entry(P_A, (i, j), logits_env), entry(softmax_math(MatMul(H, W_vocab)) + B_vocab, (i, j)), setting
+            ),
+        ),
+    ],
+)
 
 ratio_lhs = entry(P_A, (i, a), logits_env) / entry(P_A, (i, b), logits_env)
 ratio_rhs = sp.exp(entry(LOGITS_A, (i, a), logits_env) - entry(LOGITS_A, (i, b), logits_env))
@@ -337,9 +434,11 @@ def _prove_argmax() -> Proof:
     where = sp.solveset(sp.exp(x) > 1, x, sp.S.Reals)
     if where != sp.Interval.open(0, sp.oo):
         return Proof("unproven", "monotonicity of exp", residual=str(where))
-    proof.method += ("; P_ia / P_ib = e^{z_ia − z_ib} and solveset: e^x > 1 ⇔ x ∈ (0, ∞), so with P_ib > 0 "
-                     "(softmax.normalised) P_ia > P_ib ⇔ z_ia > z_ib: softmax is strictly increasing per row "
-                     "and argmax_j P_ij = argmax_j z_ij (ties included)")
+    proof.method += (
+        "; P_ia / P_ib = e^{z_ia − z_ib} and solveset: e^x > 1 ⇔ x ∈ (0, ∞), so with P_ib > 0 "
+        "(softmax.normalised) P_ia > P_ib ⇔ z_ia > z_ib: softmax is strictly increasing per row "
+        "and argmax_j P_ij = argmax_j z_ij (ties included)"
+    )
     proof.spot_check = dict(proof.spot_check, greedy=_greedy_numbers())
     return proof
 
@@ -355,17 +454,27 @@ def _greedy_numbers() -> dict:
 
 
 argmax = Claim(
-    id="logits.softmax.argmax", title="Greedy decoding: argmax of P is argmax of the logits",
+    id="logits.softmax.argmax",
+    title="Greedy decoding: argmax of P is argmax of the logits",
     source="seed B §17",
     latex=r"\frac{P_{ia}}{P_{ib}} = e^{z_{ia} - z_{ib}}, \quad z_{ia} > z_{ib} \Leftrightarrow P_{ia} > P_{ib}, "
-          r"\quad \arg\max_{j} P_{ij} = \arg\max_{j} z_{ij}",
+    r"\quad \arg\max_{j} P_{ij} = \arg\max_{j} z_{ij}",
     prove=_prove_argmax,
     mutants=[
-        Mutant("ratio-of-logits", "p_a / p_b = z_a / z_b",
-               lambda: refute_identity(ratio_lhs, entry(LOGITS_A, (i, a), logits_env) / entry(LOGITS_A, (i, b), logits_env), setting)),
-        Mutant("column-argmax", "probabilities normalised over the column, so the ratio is not e^{z_a − z_b}",
-               lambda: refute_identity(_column_softmax(i, a) / _column_softmax(i, b), ratio_rhs, setting)),
-    ])
+        Mutant(
+            "ratio-of-logits",
+            "p_a / p_b = z_a / z_b",
+            lambda: refute_identity(
+                ratio_lhs, entry(LOGITS_A, (i, a), logits_env) / entry(LOGITS_A, (i, b), logits_env), setting
+            ),
+        ),
+        Mutant(
+            "column-argmax",
+            "probabilities normalised over the column, so the ratio is not e^{z_a − z_b}",
+            lambda: refute_identity(_column_softmax(i, a) / _column_softmax(i, b), ratio_rhs, setting),
+        ),
+    ],
+)
 
 # claim-id prefixes besides this module's ops, tables and steps: the logits (the tied output projection) feed the loss
 TOPICS = ("logits",)

@@ -3,29 +3,33 @@
 A topic module (`derivations/attention.py`, ...) defines `CLAIMS` (a list of `Claim`),
 `OPS` (a list of `Op`) and, where it has constant tables, `TABLES` (a list of `Table`). Adding a module adds its claims, code and tests; nothing else changes.
 """
+
 from __future__ import annotations
 
 import importlib
 import pkgutil
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
-from .proof.core import Claim
 from .language.ops import Composite, Op, Table
+from .proof.core import Claim
 
-_NOT_TOPICS = {"registry"}     # the hub; language/ and proof/ are packages, not topics
+_NOT_TOPICS = {"registry"}  # the hub; language/ and proof/ are packages, not topics
 
 
-@lru_cache(maxsize=None)
+@cache
 def topic_modules() -> tuple:
     import derivations
 
-    names = sorted(m.name for m in pkgutil.iter_modules(derivations.__path__)
-                   if not m.ispkg and m.name not in _NOT_TOPICS and not m.name.startswith("_"))
+    names = sorted(
+        m.name
+        for m in pkgutil.iter_modules(derivations.__path__)
+        if not m.ispkg and m.name not in _NOT_TOPICS and not m.name.startswith("_")
+    )
     return tuple(importlib.import_module(f"derivations.{n}") for n in names)
 
 
-@lru_cache(maxsize=None)
+@cache
 def claims() -> tuple[Claim, ...]:
     """The hand-written claims of every topic module (the sources' derivation steps), then the
     claims generated from every op's specification (derivations/proof/obligations.py)."""
@@ -45,22 +49,18 @@ def claims() -> tuple[Claim, ...]:
             continue
         for c in claims_for(o):
             if c.id in seen:
-                raise ValueError(f"duplicate claim id {c.id}: generated for op {o.name} and "
-                                 "written by hand")
+                raise ValueError(f"duplicate claim id {c.id}: generated for op {o.name} and written by hand")
             seen.add(c.id)
             out.append(c)
     from .proof.tables_steps import step_claims, table_claims
 
     for unit, generate in [(t, table_claims) for t in tables()] + [(s, step_claims) for s in steps()]:
-        for c in generate(unit):       # <table>.entries, <step>.update (derivations/proof/tables_steps.py)
+        for c in generate(unit):  # <table>.entries, <step>.update (derivations/proof/tables_steps.py)
             if c.id in seen:
-                raise ValueError(f"duplicate claim id {c.id}: generated for {unit.name} and "
-                                 "written by hand")
+                raise ValueError(f"duplicate claim id {c.id}: generated for {unit.name} and written by hand")
             seen.add(c.id)
             out.append(c)
-    check_claim_ids(list(ops()) + list(tables()) + list(composites())
-                    + list(steps()),
-                    {c.id for c in out})
+    check_claim_ids(list(ops()) + list(tables()) + list(composites()) + list(steps()), {c.id for c in out})
     return tuple(out)
 
 
@@ -79,16 +79,18 @@ def generated_claim_ids(o: Op) -> list[str]:
     return [ob.id for ob in obligations(o)] if o.spec else []
 
 
-@lru_cache(maxsize=None)
+@cache
 def ops() -> tuple[Op, ...]:
     out = []
     for mod in topic_modules():
         for o in getattr(mod, "OPS", []):
             # provenance: the module that declares the op (lists it in OPS), never a helper's
             if o.module and o.module != mod.__name__:
-                raise ValueError(f"op {o.name} is declared in {mod.__name__} (its OPS) but names "
-                                 f"module {o.module!r}: the generated header would cite the wrong "
-                                 "module; omit `module` (the registry sets it)")
+                raise ValueError(
+                    f"op {o.name} is declared in {mod.__name__} (its OPS) but names "
+                    f"module {o.module!r}: the generated header would cite the wrong "
+                    "module; omit `module` (the registry sets it)"
+                )
             o.module = mod.__name__
             out.append(o)
     names = [o.name for o in out]
@@ -97,7 +99,7 @@ def ops() -> tuple[Op, ...]:
     return tuple(sorted(out, key=lambda o: o.name))
 
 
-@lru_cache(maxsize=None)
+@cache
 def tables() -> tuple[Table, ...]:
     out = []
     for mod in topic_modules():
@@ -108,7 +110,7 @@ def tables() -> tuple[Table, ...]:
     return tuple(sorted(out, key=lambda t: t.name))
 
 
-@lru_cache(maxsize=None)
+@cache
 def steps() -> tuple:
     """The optimiser steps: the values of every topic module's `STEPS` dict (derivations/optim.py's
     `Step`), sorted by name."""
@@ -144,7 +146,7 @@ def op(name: str) -> Op:
     raise KeyError(f"no op {name!r}; known: {', '.join(o.name for o in ops())}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def composites() -> tuple[Composite, ...]:
     out = []
     for mod in topic_modules():
@@ -158,18 +160,21 @@ class Artefact:
     an op (its own module), a constant table (the module of the op `Table.file`, or one of its
     own), an optimiser step or a composite (their own)."""
 
-    kind: str            # "op", "table", "step" or "composite"
+    kind: str  # "op", "table", "step" or "composite"
     name: str
     file: str
-    unit: object         # the Op, Table, Step or Composite
+    unit: object  # the Op, Table, Step or Composite
     claims: tuple
 
 
-@lru_cache(maxsize=None)
+@cache
 def artefacts() -> tuple[Artefact, ...]:
     """Everything codegen prints, ops, tables, steps, composites, each kind sorted by name: the
     one list that codegen and the docs both read."""
-    units = [("op", o, o.name) for o in ops()] + [("table", t, t.file) for t in tables()] + \
-            [("step", s, s.name) for s in steps()] + [("composite", c, c.name) for c in composites()]
-    return tuple(Artefact(kind, u.name, file, u, tuple(getattr(u, "claims", ()) or ()))
-                 for kind, u, file in units)
+    units = (
+        [("op", o, o.name) for o in ops()]
+        + [("table", t, t.file) for t in tables()]
+        + [("step", s, s.name) for s in steps()]
+        + [("composite", c, c.name) for c in composites()]
+    )
+    return tuple(Artefact(kind, u.name, file, u, tuple(getattr(u, "claims", ()) or ())) for kind, u, file in units)

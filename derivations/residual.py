@@ -10,6 +10,7 @@ arbitrary differentiable elementwise map ψ: its own Jacobian is proved in `laye
     post-norm (the document's flow):  Y = ψ(X + f(X))   ⇒  dX = (I + J_f)ᵀ (ψ'(Z) ⊙ G)
     pre-norm (GPT-2's):               Y = X + f(ψ(X))   ⇒  dX = G + ψ'(X) ⊙ J_fᵀ|_{ψ(X)} G
 """
+
 from __future__ import annotations
 
 import sympy as sp
@@ -43,7 +44,7 @@ class psi(sp.Function):
         return dpsi(self.args[0])
 
 
-x, w, g = Array("x", (r, n)), Array("w", (n, n)), Array("g", (r, n))   # g = ∂L/∂(block output)
+x, w, g = Array("x", (r, n)), Array("w", (n, n)), Array("g", (r, n))  # g = ∂L/∂(block output)
 
 
 def sublayer(inp):
@@ -63,33 +64,56 @@ setting = Setting(sizes={r: 2, n: 2}, indices={e: (0, r - 1), f: (0, n - 1)})
 
 plain_out = x + sublayer(x)
 backward = index_claim(
-    "residual.backward", "Residual: the upstream gradient passes through the skip unchanged", "seed B §10",
+    "residual.backward",
+    "Residual: the upstream gradient passes through the skip unchanged",
+    "seed B §10",
     r"X' = X + f(X) \Rightarrow \frac{\partial L}{\partial X} = \frac{\partial L}{\partial X'} + "
     r"J_{f}^{T} \frac{\partial L}{\partial X'}",
-    lhs=sp.diff(loss(plain_out), x.base[e, f]), rhs=entry(g + sublayer_vjp(x, g), (e, f)), setting=setting,
-    mutants={"no-skip": ("the identity branch's gradient dropped", entry(sublayer_vjp(x, g), (e, f))),
-             "no-transpose": ("J_f instead of J_fᵀ", entry(g + MatMul(dphi(MatMul(x, w)) * g, w), (e, f)))})
+    lhs=sp.diff(loss(plain_out), x.base[e, f]),
+    rhs=entry(g + sublayer_vjp(x, g), (e, f)),
+    setting=setting,
+    mutants={
+        "no-skip": ("the identity branch's gradient dropped", entry(sublayer_vjp(x, g), (e, f))),
+        "no-transpose": ("J_f instead of J_fᵀ", entry(g + MatMul(dphi(MatMul(x, w)) * g, w), (e, f))),
+    },
+)
 
 z = x + sublayer(x)
 post_out = psi(z)
-post_upstream = dpsi(z) * g                     # through the norm first
+post_upstream = dpsi(z) * g  # through the norm first
 postnorm = index_claim(
-    "residual.postnorm", "Post-norm block (the document's flow): Y = Norm(X + f(X))", "seed B §10, flow",
+    "residual.postnorm",
+    "Post-norm block (the document's flow): Y = Norm(X + f(X))",
+    "seed B §10, flow",
     r"Y = \mathrm{Norm}(X + f(X)) \Rightarrow \frac{\partial L}{\partial X} = (I + J_{f})^{T} "
     r"\left(\mathrm{Norm}'(Z) \odot \frac{\partial L}{\partial Y}\right)",
     lhs=sp.diff(loss(post_out), x.base[e, f]),
-    rhs=entry(post_upstream + sublayer_vjp(x, post_upstream), (e, f)), setting=setting,
-    mutants={"skip-bypasses-norm": ("the skip's gradient taken before the norm",
-                                    entry(g + sublayer_vjp(x, post_upstream), (e, f)))})
+    rhs=entry(post_upstream + sublayer_vjp(x, post_upstream), (e, f)),
+    setting=setting,
+    mutants={
+        "skip-bypasses-norm": (
+            "the skip's gradient taken before the norm",
+            entry(g + sublayer_vjp(x, post_upstream), (e, f)),
+        )
+    },
+)
 
 pre_out = x + sublayer(psi(x))
 prenorm = index_claim(
-    "residual.prenorm", "Pre-norm block: Y = X + f(Norm(X))", "seed B §10 (GPT-2 ordering)",
+    "residual.prenorm",
+    "Pre-norm block: Y = X + f(Norm(X))",
+    "seed B §10 (GPT-2 ordering)",
     r"Y = X + f(\mathrm{Norm}(X)) \Rightarrow \frac{\partial L}{\partial X} = \frac{\partial L}{\partial Y} + "
     r"\mathrm{Norm}'(X) \odot J_{f}^{T} \frac{\partial L}{\partial Y}",
     lhs=sp.diff(loss(pre_out), x.base[e, f]),
-    rhs=entry(g + dpsi(x) * sublayer_vjp(psi(x), g), (e, f)), setting=setting,
-    mutants={"norm-on-skip": ("the norm's Jacobian applied to the skip too",
-                              entry(dpsi(x) * (g + sublayer_vjp(psi(x), g)), (e, f)))})
+    rhs=entry(g + dpsi(x) * sublayer_vjp(psi(x), g), (e, f)),
+    setting=setting,
+    mutants={
+        "norm-on-skip": (
+            "the norm's Jacobian applied to the skip too",
+            entry(dpsi(x) * (g + sublayer_vjp(psi(x), g)), (e, f)),
+        )
+    },
+)
 
 CLAIMS: list[Claim] = [backward, postnorm, prenorm]

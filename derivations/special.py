@@ -39,6 +39,7 @@ AFFINE below: one NumPy operation each): codegen prints it into generated/numpy/
 for the fit. The claim `special.erf_float32` records the measurements (numeric
 evidence, not a theorem); its mutants (a perturbed coefficient, no clamp, Q dropped) fail it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -50,13 +51,15 @@ from .language.arrays import NormalCDF, document_form
 from .proof.core import Claim, Mutant, Proof
 
 # erf(z)/z ≈ P(t)/Q(t), t = z²: lowest power first; float32 values (shortest decimals)
-ERF_P = tuple(sp.Rational(c) for c in (
-    "1.128145", "0.1933392", "0.05305922", "0.0038723636", "0.0002837446", "0.000001980919"))
-ERF_Q = tuple(sp.Rational(c) for c in (
-    "0.99979246", "0.504606", "0.1152486", "0.015184794", "0.0011818252", "0.00003731548"))
-ERF_CLAMP = sp.Rational(255, 64)                # 3.984375: erfc(c) ≈ 1.8e-8 < 2⁻²⁵
-ERF_REL_BOUND = sp.Rational(31, 10**9)          # the fit: |R(x) − erf(x)| ≤ 3.1e-8 |erf(x)|
-ERF_ULP_BOUND = sp.Rational(17, 2)              # its float32 evaluation: ≤ 8.5 ulp of erf(x)
+ERF_P = tuple(
+    sp.Rational(c) for c in ("1.128145", "0.1933392", "0.05305922", "0.0038723636", "0.0002837446", "0.000001980919")
+)
+ERF_Q = tuple(
+    sp.Rational(c) for c in ("0.99979246", "0.504606", "0.1152486", "0.015184794", "0.0011818252", "0.00003731548")
+)
+ERF_CLAMP = sp.Rational(255, 64)  # 3.984375: erfc(c) ≈ 1.8e-8 < 2⁻²⁵
+ERF_REL_BOUND = sp.Rational(31, 10**9)  # the fit: |R(x) − erf(x)| ≤ 3.1e-8 |erf(x)|
+ERF_ULP_BOUND = sp.Rational(17, 2)  # its float32 evaluation: ≤ 8.5 ulp of erf(x)
 
 
 @dataclass(frozen=True)
@@ -90,20 +93,25 @@ class Loop:
 # (`RationalApproximation.evaluate` runs them with NumPy) and, without rounding, the fit's error
 # (`_worst` runs them with mpmath at 30 digits). Written once, here.
 ARGUMENT = (Operation("clip", "z", ("x", "-clamp", "clamp"), "z = clip(x)"),)
-SCALED_ARGUMENT = (Operation("multiply", "z", ("x", "scale")),                 # Φ: erf(x·(1/√2))
-                   Operation("clip", "z", ("z", "-clamp", "clamp"), "z = clip(scale·x)"))
-RATIONAL = (Operation("multiply", "t", ("z", "z"), "t = z²"),
-            # P(t) and Q(t) together, the two rows of pq, by Horner's rule: c_n·t + c_{n−1}, then
-            # ·t + c_k for k = n−2 … 0
-            Operation("multiply", "pq", ("t", ("C", -1)), "rows P(t), Q(t) by Horner's rule"),
-            Operation("add", "pq", ("pq", ("C", -2))),
-            Loop("c", ("C", -3, None, -1), (Operation("multiply", "pq", ("pq", "t")),
-                                            Operation("add", "pq", ("pq", "c")))),
-            Operation("multiply", "r", (("pq", 0), "z")),
-            Operation("divide", "r", ("r", ("pq", 1)), "z·P(t)/Q(t)"))
+SCALED_ARGUMENT = (
+    Operation("multiply", "z", ("x", "scale")),  # Φ: erf(x·(1/√2))
+    Operation("clip", "z", ("z", "-clamp", "clamp"), "z = clip(scale·x)"),
+)
+RATIONAL = (
+    Operation("multiply", "t", ("z", "z"), "t = z²"),
+    # P(t) and Q(t) together, the two rows of pq, by Horner's rule: c_n·t + c_{n−1}, then
+    # ·t + c_k for k = n−2 … 0
+    Operation("multiply", "pq", ("t", ("C", -1)), "rows P(t), Q(t) by Horner's rule"),
+    Operation("add", "pq", ("pq", ("C", -2))),
+    Loop("c", ("C", -3, None, -1), (Operation("multiply", "pq", ("pq", "t")), Operation("add", "pq", ("pq", "c")))),
+    Operation("multiply", "r", (("pq", 0), "z")),
+    Operation("divide", "r", ("r", ("pq", 1)), "z·P(t)/Q(t)"),
+)
 BOUND = (Operation("clip", "r", ("r", "-bound", "bound"), "|R| ≤ {bound}"),)
-AFFINE = (Operation("multiply", "r", ("r", "outer")),                          # Φ: ½·erf + ½
-          Operation("add", "r", ("r", "shift"), "outer·R + shift"))
+AFFINE = (
+    Operation("multiply", "r", ("r", "outer")),  # Φ: ½·erf + ½
+    Operation("add", "r", ("r", "shift"), "outer·R + shift"),
+)
 
 
 def run(program, x, constants: dict, columns, funcs: dict):
@@ -127,9 +135,10 @@ def run(program, x, constants: dict, columns, funcs: dict):
                 for column in env[name][start:stop:step]:
                     env[op.var] = column
                     execute(op.body)
-            elif op.ufunc == "clip" and any(constants.get(a.lstrip("-"), 0) is None
-                                            for a in op.args if isinstance(a, str)):
-                env[op.out] = value(op.args[0])      # no clamp (a mutant): the value itself
+            elif op.ufunc == "clip" and any(
+                constants.get(a.lstrip("-"), 0) is None for a in op.args if isinstance(a, str)
+            ):
+                env[op.out] = value(op.args[0])  # no clamp (a mutant): the value itself
             else:
                 env[op.out] = funcs[op.ufunc](*[value(a) for a in op.args])
 
@@ -175,20 +184,33 @@ class RationalApproximation:
         dt = np.dtype(self.compute_dtype)
         pq = np.array([[float(c) for c in row] for row in self.coefficient_rows(numerator, denominator)], dtype=dt)
         c = self.clamp if clamp == "default" else clamp
-        constants = {"clamp": None if c is None else float(c),
-                     "bound": None if self.bound is None else float(self.bound)}
+        constants = {
+            "clamp": None if c is None else float(c),
+            "bound": None if self.bound is None else float(self.bound),
+        }
         funcs = {name: getattr(np, name) for name in ("clip", "multiply", "add", "divide")}
         with np.errstate(over="ignore", invalid="ignore"):
-            return run(self.program(), np.asarray(x, dtype=dt), constants,
-                       tuple(pq[:, k:k + 1] for k in range(pq.shape[1])), funcs)
+            return run(
+                self.program(),
+                np.asarray(x, dtype=dt),
+                constants,
+                tuple(pq[:, k : k + 1] for k in range(pq.shape[1])),
+                funcs,
+            )
 
 
 ERF_FLOAT32 = RationalApproximation(
-    function=sp.erf, dtype="float32", compute_dtype="float32", numerator=ERF_P, denominator=ERF_Q,
-    clamp=ERF_CLAMP, bound=sp.Integer(1),
+    function=sp.erf,
+    dtype="float32",
+    compute_dtype="float32",
+    numerator=ERF_P,
+    denominator=ERF_Q,
+    clamp=ERF_CLAMP,
+    bound=sp.Integer(1),
     doc="erf for float32 arrays: clip(z·P(z²)/Q(z²), −1, 1), z = clip(x, −255/64, 255/64), in "
-        "float32 (the fit within 3.1e-8 relative, its float32 evaluation within 8.5 ulp, claim "
-        "special.erf_float32); float64 arrays use SciPy's erf")
+    "float32 (the fit within 3.1e-8 relative, its float32 evaluation within 8.5 ulp, claim "
+    "special.erf_float32); float64 arrays use SciPy's erf",
+)
 APPROXIMATIONS = [ERF_FLOAT32]
 
 
@@ -213,20 +235,25 @@ class AffineOfApproximation:
 
 # Φ(x) = (1 + erf(x/√2))/2 = ½·erf(x·(1/√2)) + ½: GELU's normal CDF in one call
 NDTR_FLOAT32 = AffineOfApproximation(
-    name="ndtr", function=NormalCDF, approximation=ERF_FLOAT32, inner_scale=1 / sp.sqrt(2),
-    outer_scale=sp.Rational(1, 2), outer_shift=sp.Rational(1, 2),
+    name="ndtr",
+    function=NormalCDF,
+    approximation=ERF_FLOAT32,
+    inner_scale=1 / sp.sqrt(2),
+    outer_scale=sp.Rational(1, 2),
+    outer_shift=sp.Rational(1, 2),
     doc="the standard normal CDF Φ(x) = (1 + erf(x/√2))/2 for float32 arrays: erf above at "
-        "x·(1/√2), then ½·erf + ½, inside the same blocks (absolute error ≤ ~5e-7); float64 arrays "
-        "use SciPy's ndtr")
+    "x·(1/√2), then ½·erf + ½, inside the same blocks (absolute error ≤ ~5e-7); float64 arrays "
+    "use SciPy's ndtr",
+)
 COMPOSED = [NDTR_FLOAT32]
 _u = sp.Symbol("u", real=True)
-for _f in COMPOSED:                  # the printed map is the node's formula, exactly
+for _f in COMPOSED:  # the printed map is the node's formula, exactly
     assert sp.simplify(_f.expr(_u) - document_form(_f.function(_u))) == 0, _f.name
 
 # --------------------------------------------------------------------------------- the claim
-GRID = 4000          # points on [0, 6] (erf is odd and R is odd: x ≥ 0 suffices)
+GRID = 4000  # points on [0, 6] (erf is odd and R is odd: x ≥ 0 suffices)
 _DPS = 30
-F32_STRIDE = 257     # float32 grid: every 257th positive float32 below the clamp (4.2 M of them)
+F32_STRIDE = 257  # float32 grid: every 257th positive float32 below the clamp (4.2 M of them)
 
 
 def _float32_values(coeffs) -> list:
@@ -240,8 +267,12 @@ def _worst(numerator, denominator, clamp, points=GRID) -> tuple:
     """max over the grid of |R(x) − erf(x)| / |erf(x)| (x > 0), at 30 digits, and where; R with
     float32 coefficients and no rounding otherwise (the fit, not its evaluation): the operations
     ARGUMENT and RATIONAL in mpmath."""
-    funcs = {"clip": lambda v, lo, hi: max(lo, min(hi, v)), "multiply": lambda a, b: a * b,
-             "add": lambda a, b: a + b, "divide": lambda a, b: a / b}
+    funcs = {
+        "clip": lambda v, lo, hi: max(lo, min(hi, v)),
+        "multiply": lambda a, b: a * b,
+        "add": lambda a, b: a + b,
+        "divide": lambda a, b: a / b,
+    }
     with mpmath.workdps(_DPS):
         rows = [_float32_values(row) for row in ERF_FLOAT32.coefficient_rows(numerator, denominator)]
         columns = [mpmath.matrix([[p], [q]]) for p, q in zip(*rows)]
@@ -292,15 +323,22 @@ def float32_errors(stride=F32_STRIDE, approx=ERF_FLOAT32, **mutation) -> dict:
     if u.max() > worst:
         worst, at = float(u.max()), float(beyond[int(np.argmax(u))])
     saturates, biggest = bool(np.array_equal(got, np.sign(beyond))), max(biggest, float(np.abs(got).max()))
-    even = np.linspace(0, float(approx.clamp), 1 << 20, dtype=np.float32)          # uniform in x
+    even = np.linspace(0, float(approx.clamp), 1 << 20, dtype=np.float32)  # uniform in x
     u = float32_ulps(approx.evaluate(even, **mutation), scipy.special.erf(even.astype(np.float64)))
     if u.max() > worst:
         worst, at = float(u.max()), float(even[int(np.argmax(u))])
-    return {"max_ulp": worst, "at": at,
-            "points": n + beyond.size + even.size, "inputs_over_1_ulp": over1 / n,
-            "inputs_over_2_ulp": over2 / n, "uniform_mean_ulp": float(u.mean()),
-            "uniform_over_1_ulp": float((u > 1).mean()), "uniform_over_2_ulp": float((u > 2).mean()),
-            "max_abs": biggest, "saturates": saturates}
+    return {
+        "max_ulp": worst,
+        "at": at,
+        "points": n + beyond.size + even.size,
+        "inputs_over_1_ulp": over1 / n,
+        "inputs_over_2_ulp": over2 / n,
+        "uniform_mean_ulp": float(u.mean()),
+        "uniform_over_1_ulp": float((u > 1).mean()),
+        "uniform_over_2_ulp": float((u > 2).mean()),
+        "max_abs": biggest,
+        "saturates": saturates,
+    }
 
 
 def _tail() -> mpmath.mpf:
@@ -312,8 +350,13 @@ def _prove() -> Proof:
     worst, at = _worst(ERF_P, ERF_Q, ERF_CLAMP)
     tail = _tail()
     f32 = float32_errors()
-    ok = (worst <= mpmath.mpf(ERF_REL_BOUND.p) / ERF_REL_BOUND.q and tail < mpmath.mpf(1) / 2**25
-          and f32["max_ulp"] <= float(ERF_ULP_BOUND) and f32["saturates"] and f32["max_abs"] <= 1)
+    ok = (
+        worst <= mpmath.mpf(ERF_REL_BOUND.p) / ERF_REL_BOUND.q
+        and tail < mpmath.mpf(1) / 2**25
+        and f32["max_ulp"] <= float(ERF_ULP_BOUND)
+        and f32["saturates"]
+        and f32["max_abs"] <= 1
+    )
     status = "evidence" if ok else "unproven"
     return Proof(
         status,
@@ -322,19 +365,31 @@ def _prove() -> Proof:
         f"for |x| ≥ c. Its float32 evaluation: every {F32_STRIDE}th positive float32 below c, 2²⁰ even "
         "points of [0, c], [c, 7] and ±inf, step by step as the generated code, against SciPy's "
         "float64 erf, in float32 ulps of erf(x)",
-        ["grid measurements, not bounds between grid points (the fit's error curve is smooth, its "
-         "extrema spaced ~0.1 apart, the grid 0.0015; all 1.08e9 positive float32 inputs below c, "
-         "checked once with float32_errors(stride=1), gave at most 8.3 ulp, at x ≈ 3.664)",
-         "NumPy's float32 add, multiply, divide and clip round as IEEE 754 does (no fused "
-         "multiply-add), so the measurement holds wherever the generated code runs"], "—",
-        evidence={"max_relative_error": float(worst), "at": float(at), "claimed": float(ERF_REL_BOUND),
-                  "erfc_at_clamp": float(tail), "float32_half_ulp": 2.0**-24,
-                  "float32_max_ulp": f32["max_ulp"], "float32_max_ulp_at": f32["at"],
-                  "float32_claimed_ulp": float(ERF_ULP_BOUND), "float32_points": f32["points"],
-                  "float32_uniform_mean_ulp": f32["uniform_mean_ulp"],
-                  "float32_uniform_over_1_ulp": f32["uniform_over_1_ulp"],
-                  "float32_uniform_over_2_ulp": f32["uniform_over_2_ulp"],
-                  "float32_saturates": f32["saturates"], "float32_max_abs": f32["max_abs"]})
+        [
+            "grid measurements, not bounds between grid points (the fit's error curve is smooth, its "
+            "extrema spaced ~0.1 apart, the grid 0.0015; all 1.08e9 positive float32 inputs below c, "
+            "checked once with float32_errors(stride=1), gave at most 8.3 ulp, at x ≈ 3.664)",
+            "NumPy's float32 add, multiply, divide and clip round as IEEE 754 does (no fused "
+            "multiply-add), so the measurement holds wherever the generated code runs",
+        ],
+        "—",
+        evidence={
+            "max_relative_error": float(worst),
+            "at": float(at),
+            "claimed": float(ERF_REL_BOUND),
+            "erfc_at_clamp": float(tail),
+            "float32_half_ulp": 2.0**-24,
+            "float32_max_ulp": f32["max_ulp"],
+            "float32_max_ulp_at": f32["at"],
+            "float32_claimed_ulp": float(ERF_ULP_BOUND),
+            "float32_points": f32["points"],
+            "float32_uniform_mean_ulp": f32["uniform_mean_ulp"],
+            "float32_uniform_over_1_ulp": f32["uniform_over_1_ulp"],
+            "float32_uniform_over_2_ulp": f32["uniform_over_2_ulp"],
+            "float32_saturates": f32["saturates"],
+            "float32_max_abs": f32["max_abs"],
+        },
+    )
 
 
 def _refute(numerator, denominator, clamp):
@@ -349,16 +404,22 @@ erf_float32 = Claim(
     title="float32 erf: z·P(z²)/Q(z²) is within 3.1e-8 (relative) of erf, evaluated in float32 within 8.5 ulp",
     source="numerical evaluation of erf (GELU, seed B §12)",
     latex=r"\left|\frac{z P(z^{2})}{Q(z^{2})} - \operatorname{erf}(x)\right| \le 3.1 \cdot 10^{-8} "
-          r"\left|\operatorname{erf}(x)\right|, \quad z = \max(-c, \min(c, x)), \quad c = \frac{255}{64}, "
-          r"\quad \operatorname{erfc}(c) < 2^{-25}, \quad \text{float32 evaluation within } 8.5 \text{ ulp}",
+    r"\left|\operatorname{erf}(x)\right|, \quad z = \max(-c, \min(c, x)), \quad c = \frac{255}{64}, "
+    r"\quad \operatorname{erfc}(c) < 2^{-25}, \quad \text{float32 evaluation within } 8.5 \text{ ulp}",
     prove=_prove,
     mutants=[
-        Mutant("coefficient-typo", "the t³ coefficient of P off in its fourth digit",
-               lambda: _refute(ERF_P[:3] + (ERF_P[3] * sp.Rational(1001, 1000),) + ERF_P[4:], ERF_Q, ERF_CLAMP)),
-        Mutant("no-clamp", "no clamp at ±c: the rational leaves erf for large |x|",
-               lambda: _refute(ERF_P, ERF_Q, None)),
-        Mutant("denominator-dropped", "erf(x) ≈ z·P(z²) (Q forgotten)",
-               lambda: _refute(ERF_P, (sp.Integer(1),), ERF_CLAMP)),
-    ])
+        Mutant(
+            "coefficient-typo",
+            "the t³ coefficient of P off in its fourth digit",
+            lambda: _refute(ERF_P[:3] + (ERF_P[3] * sp.Rational(1001, 1000),) + ERF_P[4:], ERF_Q, ERF_CLAMP),
+        ),
+        Mutant(
+            "no-clamp", "no clamp at ±c: the rational leaves erf for large |x|", lambda: _refute(ERF_P, ERF_Q, None)
+        ),
+        Mutant(
+            "denominator-dropped", "erf(x) ≈ z·P(z²) (Q forgotten)", lambda: _refute(ERF_P, (sp.Integer(1),), ERF_CLAMP)
+        ),
+    ],
+)
 
 CLAIMS: list[Claim] = [erf_float32]

@@ -17,6 +17,7 @@ written by its exponentials; log1p(u) = log(1 + u), expm1(u) = e^{u} − 1 by de
     Mish         tanh(softplus x) = [x ≥ 0] (1 + 2e^{−x})/(1 + 2e^{−x} + 2e^{−2x})
                                   + [x < 0] (e^{2x} + 2e^{x})/(e^{2x} + 2e^{x} + 2)
 """
+
 from __future__ import annotations
 
 import sympy as sp
@@ -29,13 +30,13 @@ from .proof.core import Claim, Setting, index_claim
 r, n = size("r"), size("n")
 i, j = index("i"), index("j")
 X = Array("x", (r, n))
-x = entry(X, (i, j))                    # one entry x_ij: a real number
+x = entry(X, (i, j))  # one entry x_ij: a real number
 setting = Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1), j: (0, n - 1)})
 SOURCE = "numerical stability (float32 exp overflows at 88.7); seed B §13"
 
 ax = sp.Abs(x)
-small = sp.exp(-ax)                     # e^{−|x|} ∈ (0, 1]: never overflows
-nonneg, neg = sp.Heaviside(x, 1), sp.Heaviside(-x, 0)     # [x ≥ 0], [x < 0]
+small = sp.exp(-ax)  # e^{−|x|} ∈ (0, 1]: never overflows
+nonneg, neg = sp.Heaviside(x, 1), sp.Heaviside(-x, 0)  # [x ≥ 0], [x < 0]
 
 
 def _at_zero(lhs, rhs) -> dict | None:
@@ -47,131 +48,228 @@ def _at_zero(lhs, rhs) -> dict | None:
 
 
 def _lemma(id, title, latex, stable, document, mutants, source=SOURCE) -> Claim:
-    return index_claim(id, title, source, latex, lhs=stable, rhs=document, setting=setting,
-                       mutants=mutants, method="index normaliser with region reasoning (a case split on "
-                                              "the sign of x)")
+    return index_claim(
+        id,
+        title,
+        source,
+        latex,
+        lhs=stable,
+        rhs=document,
+        setting=setting,
+        mutants=mutants,
+        method="index normaliser with region reasoning (a case split on the sign of x)",
+    )
 
 
 # the rewrites that codegen applies (derivations/language/stabilise.py), each proved from its own
 # document and stable functions at u = x_ij
 softplus = _lemma(
-    rw.SOFTPLUS.lemma, "Softplus without overflow: max(x, 0) + log1p(e^{−|x|})",
+    rw.SOFTPLUS.lemma,
+    "Softplus without overflow: max(x, 0) + log1p(e^{−|x|})",
     r"\log\left(1 + e^{x}\right) = \max(x, 0) + \operatorname{log1p}\left(e^{-|x|}\right)",
-    rw.SOFTPLUS.stable(x), rw.SOFTPLUS.document(x),
-    {"no-abs": ("e^{−x} for e^{−|x|}: wrong for x < 0", sp.Max(x, 0) + log1p(sp.exp(-x))),
-     "no-max": ("the max(x, 0) term dropped", log1p(small))})
+    rw.SOFTPLUS.stable(x),
+    rw.SOFTPLUS.document(x),
+    {
+        "no-abs": ("e^{−x} for e^{−|x|}: wrong for x < 0", sp.Max(x, 0) + log1p(sp.exp(-x))),
+        "no-max": ("the max(x, 0) term dropped", log1p(small)),
+    },
+)
 
 log_sigmoid = _lemma(
-    rw.LOG_SIGMOID.lemma, "log σ without overflow: min(x, 0) − log1p(e^{−|x|})",
+    rw.LOG_SIGMOID.lemma,
+    "log σ without overflow: min(x, 0) − log1p(e^{−|x|})",
     r"\log \sigma(x) = \min(x, 0) - \operatorname{log1p}\left(e^{-|x|}\right)",
-    rw.LOG_SIGMOID.stable(x), rw.LOG_SIGMOID.document(x),
-    {"max-for-min": ("max(x, 0) for min(x, 0)", sp.Max(x, 0) - log1p(small)),
-     "plus-log1p": ("+ log1p for − log1p", sp.Min(x, 0) + log1p(small))})
+    rw.LOG_SIGMOID.stable(x),
+    rw.LOG_SIGMOID.document(x),
+    {
+        "max-for-min": ("max(x, 0) for min(x, 0)", sp.Max(x, 0) - log1p(small)),
+        "plus-log1p": ("+ log1p for − log1p", sp.Min(x, 0) + log1p(small)),
+    },
+)
 
 sigmoid_wrong_boundary = nonneg / (1 + small) + sp.Heaviside(-x, 1) * small / (1 + small)
 sigmoid = _lemma(
-    "stability.sigmoid", "The sigmoid from e^{−|x|}: each branch divides by a number in [1, 2]",
+    "stability.sigmoid",
+    "The sigmoid from e^{−|x|}: each branch divides by a number in [1, 2]",
     r"\sigma(x) = \frac{1}{1 + e^{-x}} = [x \geq 0] \frac{1}{1 + e^{-|x|}} + [x < 0] \frac{e^{-|x|}}{1 + e^{-|x|}}",
-    nonneg / (1 + small) + neg * small / (1 + small), 1 / (1 + sp.exp(-x)),
-    {"branches-swapped": ("the two branches swapped", neg / (1 + small) + nonneg * small / (1 + small)),
-     "boundary-in-both": ("[x ≤ 0] for [x < 0]: x = 0 counted twice (σ(0) = 1)", sigmoid_wrong_boundary)})
+    nonneg / (1 + small) + neg * small / (1 + small),
+    1 / (1 + sp.exp(-x)),
+    {
+        "branches-swapped": ("the two branches swapped", neg / (1 + small) + nonneg * small / (1 + small)),
+        "boundary-in-both": ("[x ≤ 0] for [x < 0]: x = 0 counted twice (σ(0) = 1)", sigmoid_wrong_boundary),
+    },
+)
 # a mistake at the boundary alone: its counterexample is x = 0 (the points drawn avoid 0)
 sigmoid.mutants[-1].refute = lambda: _at_zero(sigmoid_wrong_boundary, 1 / (1 + sp.exp(-x)))
 
 tanh_expm1 = _lemma(
-    "stability.tanh", "tanh from expm1(−2|x|): accurate at small x, no overflow at large |x|",
+    "stability.tanh",
+    "tanh from expm1(−2|x|): accurate at small x, no overflow at large |x|",
     r"\tanh x = \operatorname{sign}(x) \frac{-\operatorname{expm1}(-2|x|)}{2 + \operatorname{expm1}(-2|x|)}",
-    sp.sign(x) * (-expm1(-2 * ax)) / (2 + expm1(-2 * ax)), sp.tanh(x),
-    {"no-sign": ("the sign(x) dropped: |tanh x|", (-expm1(-2 * ax)) / (2 + expm1(-2 * ax))),
-     "one-not-two": ("1 + expm1 for 2 + expm1 in the denominator",
-                     sp.sign(x) * (-expm1(-2 * ax)) / (1 + expm1(-2 * ax)))})
+    sp.sign(x) * (-expm1(-2 * ax)) / (2 + expm1(-2 * ax)),
+    sp.tanh(x),
+    {
+        "no-sign": ("the sign(x) dropped: |tanh x|", (-expm1(-2 * ax)) / (2 + expm1(-2 * ax))),
+        "one-not-two": (
+            "1 + expm1 for 2 + expm1 in the denominator",
+            sp.sign(x) * (-expm1(-2 * ax)) / (1 + expm1(-2 * ax)),
+        ),
+    },
+)
 
 # log Σ_j e^{x_ij} = m_i + log Σ_j e^{x_ij − m_i} for any per-row m (the row max: no e^{x} overflows)
 m = entry(RowMax(X), (i, 0))
 lse_stable = entry(RowMax(X) + sp.log(RowSum(sp.exp(X - RowMax(X)))), (i, 0))
 lse_document = entry(sp.log(RowSum(sp.exp(X))), (i, 0))
 logsumexp = index_claim(
-    "stability.logsumexp", "Log-sum-exp with the row max shifted out", SOURCE,
+    "stability.logsumexp",
+    "Log-sum-exp with the row max shifted out",
+    SOURCE,
     r"\log \sum_{j} e^{x_{j}} = m + \log \sum_{j} e^{x_{j} - m} \quad \text{for any } m, \text{ in particular } "
     r"m = \max_{j} x_{j}",
-    lhs=lse_stable, rhs=lse_document, setting=Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1)}),
-    mutants={"not-added-back": ("the shift not added back", lse_stable - m),
-             "subtracted-twice": ("m − log Σ e^{x − m}", 2 * m - lse_stable)})
+    lhs=lse_stable,
+    rhs=lse_document,
+    setting=Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1)}),
+    mutants={
+        "not-added-back": ("the shift not added back", lse_stable - m),
+        "subtracted-twice": ("m − log Σ e^{x − m}", 2 * m - lse_stable),
+    },
+)
 
-u = sp.Symbol("u", real=True)           # GELU's √(2/π)(x + 0.044715x³), any real number
+u = sp.Symbol("u", real=True)  # GELU's √(2/π)(x + 0.044715x³), any real number
 gelu_setting = Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1), j: (0, n - 1)}, scalars={u: sp.Rational(3, 4)})
 gelu_tanh = index_claim(
-    "stability.gelu_tanh", "GELU's tanh form as a sigmoid: x/2 (1 + tanh u) = x σ(2u)", "seed B §12",
+    "stability.gelu_tanh",
+    "GELU's tanh form as a sigmoid: x/2 (1 + tanh u) = x σ(2u)",
+    "seed B §12",
     r"\frac{x}{2}\left(1 + \tanh u\right) = x \, \sigma(2 u)",
-    lhs=x * Sigmoid(2 * u), rhs=x / 2 * (1 + sp.tanh(u)), setting=gelu_setting,
-    mutants={"sigma-of-u": ("x σ(u) for x σ(2u)", x * Sigmoid(u)),
-             "half-dropped": ("x (1 + tanh u)", x * (1 + sp.tanh(u)))},
-    method="index normaliser (tanh written by its exponentials)")
+    lhs=x * Sigmoid(2 * u),
+    rhs=x / 2 * (1 + sp.tanh(u)),
+    setting=gelu_setting,
+    mutants={
+        "sigma-of-u": ("x σ(u) for x σ(2u)", x * Sigmoid(u)),
+        "half-dropped": ("x (1 + tanh u)", x * (1 + sp.tanh(u))),
+    },
+    method="index normaliser (tanh written by its exponentials)",
+)
 
-sp_x = sp.log(1 + sp.exp(x))            # softplus(x)
+sp_x = sp.log(1 + sp.exp(x))  # softplus(x)
 e1, e2 = sp.exp(-x), sp.exp(-2 * x)
-mish_positive = (1 + 2 * e1) / (1 + 2 * e1 + 2 * e2)                                  # x ≥ 0: e^{−x} ≤ 1
+mish_positive = (1 + 2 * e1) / (1 + 2 * e1 + 2 * e2)  # x ≥ 0: e^{−x} ≤ 1
 mish_negative = (sp.exp(2 * x) + 2 * sp.exp(x)) / (sp.exp(2 * x) + 2 * sp.exp(x) + 2)  # x < 0: e^{x} < 1
 mish = _lemma(
-    "stability.mish", "Mish's tanh(softplus x) with every exponential at a non-positive argument",
+    "stability.mish",
+    "Mish's tanh(softplus x) with every exponential at a non-positive argument",
     r"\tanh\left(\log\left(1 + e^{x}\right)\right) = [x \geq 0] \frac{1 + 2 e^{-x}}{1 + 2 e^{-x} + 2 e^{-2x}} + "
     r"[x < 0] \frac{e^{2x} + 2 e^{x}}{e^{2x} + 2 e^{x} + 2}",
-    nonneg * mish_positive + neg * mish_negative, sp.tanh(sp_x),
+    nonneg * mish_positive + neg * mish_negative,
+    sp.tanh(sp_x),
     # (the branches swapped would be no mistake: the two forms are equal everywhere, only their
     # floating-point values differ, which no identity can tell; edges checks that)
-    {"exponent-halved": ("e^{−x} for e^{−2x} in the x ≥ 0 denominator",
-                         nonneg * (1 + 2 * e1) / (1 + 2 * e1 + 2 * e1) + neg * mish_negative),
-     "one-not-two": ("1 + e^{−x} for 1 + 2e^{−x} in the x ≥ 0 numerator",
-                     nonneg * (1 + e1) / (1 + 2 * e1 + 2 * e2) + neg * mish_negative)},
-    source="Mish (x tanh softplus x); numerical stability")
+    {
+        "exponent-halved": (
+            "e^{−x} for e^{−2x} in the x ≥ 0 denominator",
+            nonneg * (1 + 2 * e1) / (1 + 2 * e1 + 2 * e1) + neg * mish_negative,
+        ),
+        "one-not-two": (
+            "1 + e^{−x} for 1 + 2e^{−x} in the x ≥ 0 numerator",
+            nonneg * (1 + e1) / (1 + 2 * e1 + 2 * e2) + neg * mish_negative,
+        ),
+    },
+    source="Mish (x tanh softplus x); numerical stability",
+)
 
 sigmoid_node = _lemma(
-    rw.SIGMOID.lemma, "1/(1 + e^{−x}) is the sigmoid, printed overflow-free (expit, torch.sigmoid)",
-    r"\frac{1}{1 + e^{-x}} = \sigma(x)", rw.SIGMOID.stable(x), rw.SIGMOID.document(x),
-    {"sign": ("σ(−x) for σ(x)", Sigmoid(-x)), "complement": ("1 − σ(x)", 1 - Sigmoid(x))})
+    rw.SIGMOID.lemma,
+    "1/(1 + e^{−x}) is the sigmoid, printed overflow-free (expit, torch.sigmoid)",
+    r"\frac{1}{1 + e^{-x}} = \sigma(x)",
+    rw.SIGMOID.stable(x),
+    rw.SIGMOID.document(x),
+    {"sign": ("σ(−x) for σ(x)", Sigmoid(-x)), "complement": ("1 − σ(x)", 1 - Sigmoid(x))},
+)
 
-v = sp.Symbol("v", real=True)           # the exponent of the ratio: any real number
+v = sp.Symbol("v", real=True)  # the exponent of the ratio: any real number
 sigmoid_ratio = index_claim(
-    "stability.sigmoid_ratio", "A ratio e^{v}/(1 + e^{v})^{k} as sigmoids: e^{v} σ(−v) = σ(v)", SOURCE,
+    "stability.sigmoid_ratio",
+    "A ratio e^{v}/(1 + e^{v})^{k} as sigmoids: e^{v} σ(−v) = σ(v)",
+    SOURCE,
     r"\frac{e^{x}}{\left(1 + e^{x}\right)^{k}} = \sigma(x)\, \sigma(-x)^{k-1}, \quad "
     r"\frac{1}{\left(1 + e^{x}\right)^{k}} = \sigma(-x)^{k}",
     lhs=[Sigmoid(x) * Sigmoid(-x), Sigmoid(x) * Sigmoid(-x) ** 2, Sigmoid(-x) ** 3],
     rhs=[sp.exp(x) / (1 + sp.exp(x)) ** 2, sp.exp(x) / (1 + sp.exp(x)) ** 3, 1 / (1 + sp.exp(x)) ** 3],
     setting=setting,
-    mutants={"one-power-short": ("σ(x) σ(−x)^{k−2}", [Sigmoid(x), Sigmoid(x) * Sigmoid(-x), Sigmoid(-x) ** 2]),
-             "sign": ("σ(−x) σ(x)^{k−1} with the signs swapped at k = 3",
-                      [Sigmoid(x) * Sigmoid(-x), Sigmoid(-x) * Sigmoid(x) ** 2, Sigmoid(x) ** 3])},
-    method="index normaliser (σ read as 1/(1 + e^{−u}))")
+    mutants={
+        "one-power-short": ("σ(x) σ(−x)^{k−2}", [Sigmoid(x), Sigmoid(x) * Sigmoid(-x), Sigmoid(-x) ** 2]),
+        "sign": (
+            "σ(−x) σ(x)^{k−1} with the signs swapped at k = 3",
+            [Sigmoid(x) * Sigmoid(-x), Sigmoid(-x) * Sigmoid(x) ** 2, Sigmoid(x) ** 3],
+        ),
+    },
+    method="index normaliser (σ read as 1/(1 + e^{−u}))",
+)
 
-c = sp.Symbol("c", positive=True)       # the gaussian's rate: e^{−c u²}, c > 0
+c = sp.Symbol("c", positive=True)  # the gaussian's rate: e^{−c u²}, c > 0
 gauss_setting = Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1), j: (0, n - 1)}, scalars={c: sp.Rational(1, 2)})
 gaussian = index_claim(
-    rw.GAUSSIAN.lemma, "e^{−c x²} as the Gaussian node G(√(2c) x) = e^{−(√(2c) x)²/2}, one helper call", SOURCE,
+    rw.GAUSSIAN.lemma,
+    "e^{−c x²} as the Gaussian node G(√(2c) x) = e^{−(√(2c) x)²/2}, one helper call",
+    SOURCE,
     r"e^{-c x^{2}} = G\left(\sqrt{2c}\, x\right), \quad G(u) = e^{-u^{2}/2},\ c > 0",
-    lhs=rw.GAUSSIAN.stable((c, x)), rhs=rw.GAUSSIAN.document((c, x)), setting=gauss_setting,
-    mutants={"rate-doubled": ("G(2√c x) = e^{−2c x²}", Gaussian(2 * sp.sqrt(c) * x)),
-             "no-two": ("G(√c x) = e^{−c x²/2}", Gaussian(sp.sqrt(c) * x))},
-    method="index normaliser (G read as e^{−u²/2})")
+    lhs=rw.GAUSSIAN.stable((c, x)),
+    rhs=rw.GAUSSIAN.document((c, x)),
+    setting=gauss_setting,
+    mutants={
+        "rate-doubled": ("G(2√c x) = e^{−2c x²}", Gaussian(2 * sp.sqrt(c) * x)),
+        "no-two": ("G(√c x) = e^{−c x²/2}", Gaussian(sp.sqrt(c) * x)),
+    },
+    method="index normaliser (G read as e^{−u²/2})",
+)
 
 sech2 = _lemma(
-    rw.SECH2.lemma, "1 − tanh² x from e^{−2|x|}: the sech² without the cancellation 1 − 1",
+    rw.SECH2.lemma,
+    "1 − tanh² x from e^{−2|x|}: the sech² without the cancellation 1 − 1",
     r"1 - \tanh^{2} x = \frac{4 e^{-2|x|}}{\left(1 + e^{-2|x|}\right)^{2}}",
-    rw.SECH2.stable((1, x)), rw.SECH2.document((1, x)),
-    {"no-four": ("e^{−2|x|}/(1 + e^{−2|x|})²: the 4 forgotten",
-                 sp.exp(-2 * ax) / (1 + sp.exp(-2 * ax)) ** 2),
-     "rate-halved": ("e^{−|x|} for e^{−2|x|}", 4 * sp.exp(-ax) / (1 + sp.exp(-ax)) ** 2)})
+    rw.SECH2.stable((1, x)),
+    rw.SECH2.document((1, x)),
+    {
+        "no-four": ("e^{−2|x|}/(1 + e^{−2|x|})²: the 4 forgotten", sp.exp(-2 * ax) / (1 + sp.exp(-2 * ax)) ** 2),
+        "rate-halved": ("e^{−|x|} for e^{−2|x|}", 4 * sp.exp(-ax) / (1 + sp.exp(-ax)) ** 2),
+    },
+)
 
 expm1_lemma = _lemma(
-    rw.EXPM1.lemma, "e^{x} − 1 as expm1(x): no cancellation near 0",
-    r"e^{x} - 1 = \operatorname{expm1}(x)", rw.EXPM1.stable(x), rw.EXPM1.document(x),
-    {"plus-one": ("expm1(x) + 1", expm1(x) + 1), "sign": ("expm1(−x)", expm1(-x))})
+    rw.EXPM1.lemma,
+    "e^{x} − 1 as expm1(x): no cancellation near 0",
+    r"e^{x} - 1 = \operatorname{expm1}(x)",
+    rw.EXPM1.stable(x),
+    rw.EXPM1.document(x),
+    {"plus-one": ("expm1(x) + 1", expm1(x) + 1), "sign": ("expm1(−x)", expm1(-x))},
+)
 
 normal_cdf = _lemma(
-    rw.NORMAL_CDF.lemma, "1 + erf(x/√2) is 2Φ(x), the normal CDF, printed as one call",
+    rw.NORMAL_CDF.lemma,
+    "1 + erf(x/√2) is 2Φ(x), the normal CDF, printed as one call",
     r"1 + \operatorname{erf}\left(\frac{x}{\sqrt{2}}\right) = 2 \Phi(x)",
-    rw.NORMAL_CDF.stable((1, x)), rw.NORMAL_CDF.document((1, x)),
-    {"unscaled": ("2Φ(√2 x): erf(x) for erf(x/√2)", 2 * NormalCDF(sp.sqrt(2) * x)),
-     "no-two": ("Φ(x): the 2 forgotten", NormalCDF(x))})
+    rw.NORMAL_CDF.stable((1, x)),
+    rw.NORMAL_CDF.document((1, x)),
+    {
+        "unscaled": ("2Φ(√2 x): erf(x) for erf(x/√2)", 2 * NormalCDF(sp.sqrt(2) * x)),
+        "no-two": ("Φ(x): the 2 forgotten", NormalCDF(x)),
+    },
+)
 
-CLAIMS: list[Claim] = [normal_cdf, softplus, log_sigmoid, sigmoid, tanh_expm1, logsumexp, gelu_tanh, mish,
-                       sigmoid_node, sigmoid_ratio, gaussian, sech2, expm1_lemma]
+CLAIMS: list[Claim] = [
+    normal_cdf,
+    softplus,
+    log_sigmoid,
+    sigmoid,
+    tanh_expm1,
+    logsumexp,
+    gelu_tanh,
+    mish,
+    sigmoid_node,
+    sigmoid_ratio,
+    gaussian,
+    sech2,
+    expm1_lemma,
+]

@@ -24,6 +24,7 @@ weights, one dtype for all; and finite values in the weights and the optimizer s
 diverged is refused by name).  What the model itself needs (every config key, the run's dtype,
 the shapes of its parameters) is checked by the trainer's loader (train.verified_run).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -40,7 +41,7 @@ import numpy as np
 from .errors import CheckpointError
 
 FORMAT = "qed-checkpoint"
-FORMAT_VERSION = 2   # 2: state.json carries `checksum`; version 1 had none and is refused
+FORMAT_VERSION = 2  # 2: state.json carries `checksum`; version 1 had none and is refused
 MODEL_FILE = "model.safetensors"
 OPTIM_FILE = "optimizer.safetensors"
 STATE_FILE = "state.json"
@@ -153,7 +154,7 @@ def _flatten(tree, prefix: str = "") -> tuple[dict[str, np.ndarray], object]:
 def _unflatten(skel, arrays: dict[str, np.ndarray]):
     if not isinstance(skel, dict) or len(skel) != 1:
         raise CheckpointError("optimizer state layout is malformed")
-    (kind, body), = skel.items()
+    ((kind, body),) = skel.items()
     if kind == "dict":
         return {k: _unflatten(v, arrays) for k, v in body.items()}
     if kind == "list":
@@ -193,8 +194,7 @@ def _read_safetensors(path: Path, what: str) -> tuple[dict[str, np.ndarray], str
 
 # --------------------------------------------------------------------------- the state's checksum
 def _canonical(obj) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
 def state_checksum(state: dict) -> str:
@@ -230,10 +230,11 @@ def save_checkpoint(
     root.mkdir(parents=True, exist_ok=True)
 
     params = {k: np.asarray(v) for k, v in params.items()}
-    for k, v in params.items():      # what loading would refuse is never written
+    for k, v in params.items():  # what loading would refuse is never written
         if v.dtype.kind == "f" and not np.isfinite(v).all():
-            raise CheckpointError(f"refusing to save step {step}: parameter {k} holds non-finite values "
-                                  "(the run diverged; lower --lr)")
+            raise CheckpointError(
+                f"refusing to save step {step}: parameter {k} holds non-finite values (the run diverged; lower --lr)"
+            )
     model_bytes = _safetensors_bytes(params)
     opt_arrays, opt_skel = _flatten(optimizer if optimizer is not None else {})
     optim_bytes = _safetensors_bytes(opt_arrays)
@@ -253,7 +254,7 @@ def save_checkpoint(
         }
     )
     try:
-        state = json.loads(json.dumps(state, allow_nan=False))   # what a reader will see
+        state = json.loads(json.dumps(state, allow_nan=False))  # what a reader will see
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"cannot write a checkpoint: its metadata is not JSON ({e})") from None
     state["checksum"] = state_checksum(state)
@@ -316,15 +317,17 @@ def resolve(path: str | os.PathLike, which: str = LATEST) -> Path:
         raise CheckpointError(f"{path}: not a directory (expected a run directory)")
     if (path / STATE_FILE).is_file():
         if which == BEST:
-            raise CheckpointError(f"{path}: is a checkpoint directory; the best checkpoint is chosen in a "
-                                  "run directory")
+            raise CheckpointError(
+                f"{path}: is a checkpoint directory; the best checkpoint is chosen in a run directory"
+            )
         return path
     root = path / CKPT_DIR
     latest = root / which
     if not latest.is_file():
         if which == BEST and (root / LATEST).is_file():
-            raise CheckpointError(f"{path}: has no best checkpoint yet (no {CKPT_DIR}/{BEST}: it is written "
-                                  "at the first evaluation)")
+            raise CheckpointError(
+                f"{path}: has no best checkpoint yet (no {CKPT_DIR}/{BEST}: it is written at the first evaluation)"
+            )
         raise CheckpointError(f"{path}: no checkpoint found (no {CKPT_DIR}/{LATEST})")
     try:
         name = latest.read_text(encoding="utf-8").strip()
@@ -346,12 +349,16 @@ def read_state(ckpt: Path) -> dict:
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise CheckpointError(f"{path}: corrupted (not valid JSON)") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not a qed checkpoint (format is {state.get('format') if isinstance(state, dict) else None!r})")
+        raise CheckpointError(
+            f"{path}: not a qed checkpoint (format is {state.get('format') if isinstance(state, dict) else None!r})"
+        )
     version = state.get("format_version")
     if version == 1:
-        raise CheckpointError(f"{path}: checkpoint format version 1 has no checksum over its config, task and "
-                              f"weights, so it cannot be verified (this qed reads version {FORMAT_VERSION}); "
-                              "train the run again")
+        raise CheckpointError(
+            f"{path}: checkpoint format version 1 has no checksum over its config, task and "
+            f"weights, so it cannot be verified (this qed reads version {FORMAT_VERSION}); "
+            "train the run again"
+        )
     if version != FORMAT_VERSION:
         raise CheckpointError(
             f"{path}: checkpoint format version {version!r} is not supported (this qed reads version {FORMAT_VERSION})"
@@ -359,8 +366,10 @@ def read_state(ckpt: Path) -> dict:
     if not isinstance(state.get("checksum"), str):
         raise CheckpointError(f"{path}: corrupted (no checksum)")
     if state_checksum(state) != state["checksum"]:
-        raise CheckpointError(f"{path}: changed after it was written (its checksum over the config, task, "
-                              "vocabulary, options and weights' digests does not match); refusing to use it")
+        raise CheckpointError(
+            f"{path}: changed after it was written (its checksum over the config, task, "
+            "vocabulary, options and weights' digests does not match); refusing to use it"
+        )
     for key in ("step", "config", "task", "params", "sha256"):
         if key not in state:
             raise CheckpointError(f"{path}: corrupted (missing {key!r})")
@@ -372,13 +381,14 @@ def _check_arrays(where: Path, what: str, arrays: dict[str, np.ndarray]) -> None
     dtypes = {}
     for k, a in arrays.items():
         if a.dtype not in (np.float32, np.float64):
-            raise CheckpointError(f"{where}: {what} {k} has dtype {a.dtype}; qed's models are float32 or "
-                                  "float64")
+            raise CheckpointError(f"{where}: {what} {k} has dtype {a.dtype}; qed's models are float32 or float64")
         dtypes.setdefault(a.dtype, k)
         bad = a.size - int(np.count_nonzero(np.isfinite(a)))
         if bad:
-            raise CheckpointError(f"{where}: {what} {k} holds {bad:,} non-finite value(s) (NaN or inf): the "
-                                  "run had diverged when this was saved; refusing to use it")
+            raise CheckpointError(
+                f"{where}: {what} {k} holds {bad:,} non-finite value(s) (NaN or inf): the "
+                "run had diverged when this was saved; refusing to use it"
+            )
     if len(dtypes) > 1:
         (d1, k1), (d2, k2) = list(dtypes.items())[:2]
         raise CheckpointError(f"{where}: mixed dtypes ({what} {k1} is {d1}, {k2} is {d2})")
@@ -395,13 +405,18 @@ def load_checkpoint(path: str | os.PathLike, *, with_optimizer: bool = True, whi
     if set(declared) != set(params):
         extra = sorted(set(params) - set(declared))[:3]
         missing = sorted(set(declared) - set(params))[:3]
-        raise CheckpointError(f"{ckpt / MODEL_FILE}: parameter names do not match state.json (extra {extra}, missing {missing})")
+        raise CheckpointError(
+            f"{ckpt / MODEL_FILE}: parameter names do not match state.json (extra {extra}, missing {missing})"
+        )
     for k, spec in declared.items():
         if list(params[k].shape) != list(spec["shape"]):
-            raise CheckpointError(f"{ckpt / MODEL_FILE}: parameter {k} has shape {list(params[k].shape)}, state.json says {spec['shape']}")
+            raise CheckpointError(
+                f"{ckpt / MODEL_FILE}: parameter {k} has shape {list(params[k].shape)}, state.json says {spec['shape']}"
+            )
         if str(params[k].dtype) != spec.get("dtype"):
-            raise CheckpointError(f"{ckpt / MODEL_FILE}: parameter {k} has dtype {params[k].dtype}, state.json "
-                                  f"says {spec.get('dtype')}")
+            raise CheckpointError(
+                f"{ckpt / MODEL_FILE}: parameter {k} has dtype {params[k].dtype}, state.json says {spec.get('dtype')}"
+            )
     _check_arrays(ckpt / MODEL_FILE, "parameter", params)
     optimizer = None
     if with_optimizer and state.get("optimizer_layout") is not None:

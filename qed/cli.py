@@ -4,6 +4,7 @@ Heavy imports (numpy models, torch, matplotlib) happen inside the handlers, so `
 imports torch.  Expected failures (a QedError: bad file, bad option, bad checkpoint, bad config)
 print one line, `qed: error: ...`, on stderr and exit with status 1 — never a traceback.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,9 +21,33 @@ ATTENTION_ALIASES = {"tiled": "attention_tiled", "lse": "attention_lse"}
 
 # options of `qed train` that fix the model or the optimisation; with --resume the run's saved
 # values are used and these may not be given
-_RUN_OPTIONS = ("data", "out", "backend", "batch_size", "lr", "warmup", "min_lr", "weight_decay", "grad_clip",
-                "seed", "dtype", "n_layer", "n_head", "n_embd", "block_size", "norm", "ffn", "pos",
-                "norm_position", "attention", "no_bias", "no_tie", "betas", "sort_length", "sort_digits")
+_RUN_OPTIONS = (
+    "data",
+    "out",
+    "backend",
+    "batch_size",
+    "lr",
+    "warmup",
+    "min_lr",
+    "weight_decay",
+    "grad_clip",
+    "seed",
+    "dtype",
+    "n_layer",
+    "n_head",
+    "n_embd",
+    "block_size",
+    "norm",
+    "ffn",
+    "pos",
+    "norm_position",
+    "attention",
+    "no_bias",
+    "no_tie",
+    "betas",
+    "sort_length",
+    "sort_digits",
+)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -32,8 +57,7 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message):
         where = self.prog.removeprefix("qed").strip()
         hint = f"qed {where} --help" if where else "qed --help"
-        self.exit(2, f"qed: error: {where + ': ' if where else ''}{' '.join(message.split())} "
-                     f"(see `{hint}`)\n")
+        self.exit(2, f"qed: error: {where + ': ' if where else ''}{' '.join(message.split())} (see `{hint}`)\n")
 
 
 def _version() -> str:
@@ -54,55 +78,87 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("prove", help="prove every claim of the catalogue and refute every mutant")
     p.add_argument("ids", nargs="*", help="claim ids or prefixes (default: all)")
     p.add_argument("--json", action="store_true", help="print the certificates as JSON")
-    p.add_argument("-j", "--workers", type=positive_int, default=None,
-                   help="parallel workers (default: CPU count)")
+    p.add_argument("-j", "--workers", type=positive_int, default=None, help="parallel workers (default: CPU count)")
 
-    a = sub.add_parser("audit", help="mutation testing: every wrong edit of a printed expression "
-                       "must be refuted by a proof",
-                       description="Make the wrong variants of every printed expression (op lines, "
-                       "table entries, step updates) and check that the generated claims refute each "
-                       "with a counterexample. Exit 1 if any survives.")
+    a = sub.add_parser(
+        "audit",
+        help="mutation testing: every wrong edit of a printed expression must be refuted by a proof",
+        description="Make the wrong variants of every printed expression (op lines, "
+        "table entries, step updates) and check that the generated claims refute each "
+        "with a counterexample. Exit 1 if any survives.",
+    )
     a.add_argument("prefixes", nargs="*", help="op, table or step names or prefixes (default: all)")
     a.add_argument("--json", action="store_true", help="print one record per mutant as JSON")
-    a.add_argument("--limit", type=positive_int, default=None,
-                   help="at most this many mutants per op, table or step (with --text: per generated "
-                   "file; default 12 there), evenly spread")
-    a.add_argument("--text", action="store_true",
-                   help="mutate the printed text of generated/ (both backends) instead: each wrong edit "
-                   "must be refuted by a judge of `qed prove`")
+    a.add_argument(
+        "--limit",
+        type=positive_int,
+        default=None,
+        help="at most this many mutants per op, table or step (with --text: per generated "
+        "file; default 12 there), evenly spread",
+    )
+    a.add_argument(
+        "--text",
+        action="store_true",
+        help="mutate the printed text of generated/ (both backends) instead: each wrong edit "
+        "must be refuted by a judge of `qed prove`",
+    )
     a.add_argument("--all", action="store_true", help="with --text: every mutant of every file, no sampling")
-    a.add_argument("-j", "--workers", type=positive_int, default=None,
-                   help="parallel workers (default: CPU count)")
+    a.add_argument("-j", "--workers", type=positive_int, default=None, help="parallel workers (default: CPU count)")
 
     t = sub.add_parser(
-        "train", help="train a GPT (default: the built-in digit-sorting task, NumPy backend)",
+        "train",
+        help="train a GPT (default: the built-in digit-sorting task, NumPy backend)",
         description="Train a GPT built from the generated kernels. With no arguments: the built-in "
-                    "sorting task (6 digits 0-9, input then sorted output), NumPy backend.")
+        "sorting task (6 digits 0-9, input then sorted output), NumPy backend.",
+    )
     g = t.add_argument_group("what to train")
-    g.add_argument("--data", metavar="FILE", help="a UTF-8 text file: train a character-level LM on it "
-                   "(first 90%% train, last 10%% validation)")
+    g.add_argument(
+        "--data",
+        metavar="FILE",
+        help="a UTF-8 text file: train a character-level LM on it (first 90%% train, last 10%% validation)",
+    )
     g.add_argument("--sort-length", type=int, default=None, help="sort task: digits per input (default 6)")
     g.add_argument("--sort-digits", type=int, default=None, help="sort task: digits 0..N-1 (default 10)")
     g.add_argument("--backend", choices=("numpy", "torch"), default=None, help="default numpy")
     g.add_argument("--dtype", choices=("float32", "float64"), default=None, help="default float32")
-    g.add_argument("--numpy-parallel", choices=("processes", "threads"), default=None,
-                   help="numpy backend: run the batch's second half in a worker process (default) or a "
-                        "thread; allowed with --resume")
-    g.add_argument("--compile", action="store_true", default=None,
-                   help="torch backend: run forward, loss and the generated backward as one graph compiled by "
-                        "torch.compile (inductor; the first step compiles, tens of seconds); allowed with --resume")
+    g.add_argument(
+        "--numpy-parallel",
+        choices=("processes", "threads"),
+        default=None,
+        help="numpy backend: run the batch's second half in a worker process (default) or a "
+        "thread; allowed with --resume",
+    )
+    g.add_argument(
+        "--compile",
+        action="store_true",
+        default=None,
+        help="torch backend: run forward, loss and the generated backward as one graph compiled by "
+        "torch.compile (inductor; the first step compiles, tens of seconds); allowed with --resume",
+    )
     g.add_argument("--out", metavar="DIR", help="run directory (default runs/<task>-<timestamp>)")
-    g.add_argument("--resume", metavar="RUN_DIR",
-                   help="continue a run from its latest checkpoint, with its saved settings (an interrupted "
-                        "run resumes exactly); --steps N extends it, the cosine schedule then spans N steps")
+    g.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue a run from its latest checkpoint, with its saved settings (an interrupted "
+        "run resumes exactly); --steps N extends it, the cosine schedule then spans N steps",
+    )
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     d = t.add_argument_group("ranks and devices (torch.distributed); each allowed with --resume")
-    d.add_argument("--nproc", type=positive_int, default=None,
-                   help="train as N ranks on this machine (gloo on CPUs, NCCL on GPUs): each takes its rows of "
-                        "every batch and the gradients are summed; under torchrun leave it out")
+    d.add_argument(
+        "--nproc",
+        type=positive_int,
+        default=None,
+        help="train as N ranks on this machine (gloo on CPUs, NCCL on GPUs): each takes its rows of "
+        "every batch and the gradients are summed; under torchrun leave it out",
+    )
     d.add_argument("--device", choices=("cpu", "cuda"), default=None, help="torch backend: cpu (default) or cuda")
-    d.add_argument("--dist-timeout", type=seconds, default=None, metavar="SECONDS",
-                   help="how long a rank waits for the others before it stops the run (default 300)")
+    d.add_argument(
+        "--dist-timeout",
+        type=seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how long a rank waits for the others before it stops the run (default 300)",
+    )
     d.add_argument("--oversubscribe", action="store_true", help="allow --nproc above the CPU count")
     o = t.add_argument_group("optimisation")
     o.add_argument("--steps", type=int, default=None)
@@ -120,27 +176,41 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--n-head", type=int, default=None)
     m.add_argument("--n-embd", type=int, default=None)
     m.add_argument("--block-size", type=int, default=None)
-    m.add_argument("--norm", default=None, help="layernorm | rmsnorm | any norm op of the registry "
-                   "(generated/model_ops.py)")
-    m.add_argument("--ffn", default=None, help="an activation (relu, gelu, gelu_tanh, silu, softplus, "
-                   "squared_relu, mish, ...) or an MLP op (swiglu, geglu): every op of that role in "
-                   "the registry (generated/model_ops.py)")
+    m.add_argument(
+        "--norm", default=None, help="layernorm | rmsnorm | any norm op of the registry (generated/model_ops.py)"
+    )
+    m.add_argument(
+        "--ffn",
+        default=None,
+        help="an activation (relu, gelu, gelu_tanh, silu, softplus, "
+        "squared_relu, mish, ...) or an MLP op (swiglu, geglu): every op of that role in "
+        "the registry (generated/model_ops.py)",
+    )
     m.add_argument("--pos", default=None, help="learned | sinusoidal | rope")
     m.add_argument("--norm-position", default=None, help="pre | post")
-    m.add_argument("--attention", default=None, help="attention (keeps the T×T weights) | attention_lse "
-                   "(one log-sum-exp per row, weights recomputed) | attention_tiled (the keys in blocks: "
-                   "memory linear in T); lse and tiled are short for the last two")
+    m.add_argument(
+        "--attention",
+        default=None,
+        help="attention (keeps the T×T weights) | attention_lse "
+        "(one log-sum-exp per row, weights recomputed) | attention_tiled (the keys in blocks: "
+        "memory linear in T); lse and tiled are short for the last two",
+    )
     m.add_argument("--no-bias", action="store_true", help="no biases in linear layers and norms")
     m.add_argument("--no-tie", action="store_true", help="separate lm_head instead of tied token embeddings")
 
     s = sub.add_parser("sample", help="generate from a run's latest (or best) checkpoint")
     s.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (runs/latest: the newest run)")
     s.add_argument("--prompt", default=None, help="sort task: the digits to sort; text: the start of the text")
-    s.add_argument("--max-new-tokens", type=nonnegative_int, default=None,
-                   help="default: the sort length, or 200 characters")
-    s.add_argument("--temperature", type=temperature, default=None,
-                   help="divide the logits by this before sampling; 0 means greedy (the most likely "
-                        "token). Default 1.0; the sort task: greedy")
+    s.add_argument(
+        "--max-new-tokens", type=nonnegative_int, default=None, help="default: the sort length, or 200 characters"
+    )
+    s.add_argument(
+        "--temperature",
+        type=temperature,
+        default=None,
+        help="divide the logits by this before sampling; 0 means greedy (the most likely "
+        "token). Default 1.0; the sort task: greedy",
+    )
     s.add_argument("--top-k", type=positive_int, default=None, help="sample among the k most likely tokens")
     s.add_argument("--greedy", action="store_true", help="always take the most likely token")
     s.add_argument("--num-samples", type=positive_int, default=1)
@@ -155,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true", help="print the result as JSON")
 
     from .cli_tools import add_bench_parser, add_parsers  # `qed docs`, `qed lint-latex`, `qed bench`
+
     add_parsers(sub)
     add_bench_parser(sub)
     return parser
@@ -164,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _cmd_train(args) -> int:
     from .launch import run_train
 
-    return run_train(args, _train)       # alone, as N ranks (--nproc N), or as one rank of torchrun's
+    return run_train(args, _train)  # alone, as N ranks (--nproc N), or as one rank of torchrun's
 
 
 def _train(args, world) -> int:
@@ -200,21 +271,31 @@ def _start_training(args, world):
     from .cpu import use_threads
     from .data import SortTask, load_text
     from .errors import QedError
-    from .train import (SORT_DIGITS, SORT_LENGTH, SORT_MODEL, SORT_TRAIN, TEXT_MODEL, TEXT_TRAIN, Trainer,
-                        TrainSettings)
+    from .train import SORT_DIGITS, SORT_LENGTH, SORT_MODEL, SORT_TRAIN, TEXT_MODEL, TEXT_TRAIN, Trainer, TrainSettings
 
     progress = not args.no_progress
     if args.resume:
         given = [o for o in _RUN_OPTIONS if getattr(args, o) not in (None, False)]
         if given:
             flags = ", ".join("--" + o.replace("_", "-") for o in given)
-            raise QedError(f"{flags}: cannot be combined with --resume (the run's saved settings are used; "
-                           f"only --steps, --eval-every, --numpy-parallel, --compile, --nproc and --device may change)")
-        trainer = Trainer.resume(args.resume, steps=args.steps, eval_every=args.eval_every,
-                                 numpy_parallel=args.numpy_parallel, torch_compile=args.compile,
-                                 progress=progress, world=world)
-        threads = (world.use_threads(trainer.settings.backend) if world.distributed
-                   else use_threads(trainer.settings.backend, trainer.settings.numpy_parallel))
+            raise QedError(
+                f"{flags}: cannot be combined with --resume (the run's saved settings are used; "
+                f"only --steps, --eval-every, --numpy-parallel, --compile, --nproc and --device may change)"
+            )
+        trainer = Trainer.resume(
+            args.resume,
+            steps=args.steps,
+            eval_every=args.eval_every,
+            numpy_parallel=args.numpy_parallel,
+            torch_compile=args.compile,
+            progress=progress,
+            world=world,
+        )
+        threads = (
+            world.use_threads(trainer.settings.backend)
+            if world.distributed
+            else use_threads(trainer.settings.backend, trainer.settings.numpy_parallel)
+        )
         return trainer, f"resuming {trainer.run_dir} at step {trainer.step} of {trainer.settings.steps} | {threads}"
     else:
         if args.data is not None:
@@ -224,18 +305,22 @@ def _start_training(args, world):
             model_defaults, train_defaults = dict(TEXT_MODEL), dict(TEXT_TRAIN)
             model_defaults["vocab_size"] = task.vocab_size
         else:
-            task = SortTask(length=SORT_LENGTH if args.sort_length is None else args.sort_length,
-                            num_digits=SORT_DIGITS if args.sort_digits is None else args.sort_digits)
+            task = SortTask(
+                length=SORT_LENGTH if args.sort_length is None else args.sort_length,
+                num_digits=SORT_DIGITS if args.sort_digits is None else args.sort_digits,
+            )
             model_defaults, train_defaults = dict(SORT_MODEL), dict(SORT_TRAIN)
             model_defaults.update(vocab_size=task.vocab_size, block_size=task.block_size)
             if args.block_size is not None and args.block_size < task.block_size:
-                raise QedError(f"--block-size {args.block_size}: the sort task with length {task.length} needs "
-                               f"block_size >= {task.block_size}")
+                raise QedError(
+                    f"--block-size {args.block_size}: the sort task with length {task.length} needs "
+                    f"block_size >= {task.block_size}"
+                )
         model = dict(model_defaults)
         for k in ("n_layer", "n_head", "n_embd", "block_size", "norm", "ffn", "pos", "norm_position", "attention"):
             if getattr(args, k) is not None:
                 model[k] = getattr(args, k)
-        if model.get("attention") in ATTENTION_ALIASES:           # --attention tiled / lse
+        if model.get("attention") in ATTENTION_ALIASES:  # --attention tiled / lse
             model["attention"] = ATTENTION_ALIASES[model["attention"]]
         if args.no_bias:
             model["bias"] = False
@@ -244,8 +329,20 @@ def _start_training(args, world):
         config = GPTConfig(**model)
         config.validate()
         sk = dict(train_defaults)
-        for k in ("steps", "batch_size", "lr", "warmup", "min_lr", "weight_decay", "grad_clip", "eval_every",
-                  "seed", "dtype", "backend", "numpy_parallel"):
+        for k in (
+            "steps",
+            "batch_size",
+            "lr",
+            "warmup",
+            "min_lr",
+            "weight_decay",
+            "grad_clip",
+            "eval_every",
+            "seed",
+            "dtype",
+            "backend",
+            "numpy_parallel",
+        ):
             if getattr(args, k) is not None:
                 sk[k] = getattr(args, k)
         if args.compile:
@@ -254,24 +351,41 @@ def _start_training(args, world):
             sk["betas"] = tuple(args.betas)
         settings = TrainSettings(**sk)
         trainer = Trainer.new(config, settings, task, out=args.out, progress=progress, world=world)
-        threads = (world.use_threads(settings.backend) if world.distributed
-                   else use_threads(settings.backend, settings.numpy_parallel))
+        threads = (
+            world.use_threads(settings.backend)
+            if world.distributed
+            else use_threads(settings.backend, settings.numpy_parallel)
+        )
         n_params = sum(int(v.size) for v in trainer.runner.params().values())
-        what = (f"sort {task.length} digits 0-{task.num_digits - 1}" if task.kind == "sort"
-                else f"{task.path} ({len(task.train) + len(task.val):,} chars, vocab {task.vocab_size})")
-        header = (f"qed train: {what} | {settings.backend}{' (compiled)' if settings.torch_compile else ''} "
-                  f"{settings.dtype} | {config.n_layer} layers, {config.n_head} heads, n_embd {config.n_embd}, "
-                  f"{n_params:,} params | {settings.steps} steps, batch {settings.batch_size}, lr {settings.lr:g} | "
-                  f"{threads} | run dir {trainer.run_dir}")
+        what = (
+            f"sort {task.length} digits 0-{task.num_digits - 1}"
+            if task.kind == "sort"
+            else f"{task.path} ({len(task.train) + len(task.val):,} chars, vocab {task.vocab_size})"
+        )
+        header = (
+            f"qed train: {what} | {settings.backend}{' (compiled)' if settings.torch_compile else ''} "
+            f"{settings.dtype} | {config.n_layer} layers, {config.n_head} heads, n_embd {config.n_embd}, "
+            f"{n_params:,} params | {settings.steps} steps, batch {settings.batch_size}, lr {settings.lr:g} | "
+            f"{threads} | run dir {trainer.run_dir}"
+        )
         return trainer, header
 
 
 def _cmd_sample(args) -> int:
     from .sample import sample
 
-    for text in sample(args.run_dir, prompt=args.prompt, max_new_tokens=args.max_new_tokens,
-                       temperature=args.temperature, top_k=args.top_k, greedy=args.greedy, seed=args.seed,
-                       backend=args.backend, num_samples=args.num_samples, best=args.best):
+    for text in sample(
+        args.run_dir,
+        prompt=args.prompt,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        greedy=args.greedy,
+        seed=args.seed,
+        backend=args.backend,
+        num_samples=args.num_samples,
+        best=args.best,
+    ):
         print(text, flush=True)
     return 0
 
@@ -293,7 +407,8 @@ def _dispatch(args) -> int:
         return prove_main(args.ids, args.json, args.workers)
     if args.command == "audit":
         if args.text or args.all:
-            from .tools.audit_text import DEFAULT_LIMIT, main as audit_text_main
+            from .tools.audit_text import DEFAULT_LIMIT
+            from .tools.audit_text import main as audit_text_main
 
             limit = None if args.all else (args.limit or DEFAULT_LIMIT)
             return audit_text_main(args.prefixes, args.json, limit, args.workers)
@@ -306,7 +421,9 @@ def _dispatch(args) -> int:
         return _cmd_sample(args)
     if args.command == "eval":
         return _cmd_eval(args)
-    from .cli_tools import COMMANDS, run as run_tool_command
+    from .cli_tools import COMMANDS
+    from .cli_tools import run as run_tool_command
+
     if args.command in COMMANDS:
         return run_tool_command(args)
     raise AssertionError(args.command)  # pragma: no cover
@@ -325,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     from .errors import QedError
 
     args = build_parser().parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)     # what `qed train --nproc N` gives its ranks
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what `qed train --nproc N` gives its ranks
     if args.command in ONE_THREAD_COMMANDS:
         from .cpu import one_library_thread
 

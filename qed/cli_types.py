@@ -3,15 +3,16 @@ defaults that `qed bench --help` shows (qed/tools/bench.py uses the same).
 
 A module of its own so that every subcommand's parser (cli.py, cli_tools.py) and the tools can
 use them without importing cli.py or the tools (no import cycle)."""
+
 from __future__ import annotations
 
 import argparse
 import os
 
 # `qed bench`
-NUMPY_PARALLEL = "processes"     # how NumpyGPT runs its batch slices (see qed/parallel.py)
-MEMORY_T = 1024                  # --memory: attention vs attention_lse at this block size ...
-MEMORY_BATCH = 4                 # ... and batch size
+NUMPY_PARALLEL = "processes"  # how NumpyGPT runs its batch slices (see qed/parallel.py)
+MEMORY_T = 1024  # --memory: attention vs attention_lse at this block size ...
+MEMORY_BATCH = 4  # ... and batch size
 SWEEP_T = (32, 64, 128, 256, 512)
 SWEEP_C = (64, 128, 256, 512)
 SWEEP_FIGURE = os.path.join("docs", "figures", "bench_sweep.png")
@@ -19,6 +20,7 @@ SWEEP_FIGURE = os.path.join("docs", "figures", "bench_sweep.png")
 
 def int_at_least(low: int, what: str):
     """An argparse type: an integer >= low, refused in one line otherwise."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -27,6 +29,7 @@ def int_at_least(low: int, what: str):
         if value < low:
             raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
         return value
+
     return parse
 
 
@@ -50,7 +53,7 @@ def temperature(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (value >= 0 and value != float("inf")):     # refuses nan, negative and inf
+    if not (value >= 0 and value != float("inf")):  # refuses nan, negative and inf
         raise argparse.ArgumentTypeError(f"expected a finite number >= 0 (0: greedy), got {text}")
     return value
 

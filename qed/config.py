@@ -18,6 +18,7 @@ Every choice names the generated kernels it needs:
                             x = ln_1(x + attn(x)); x = ln_2(x + mlp(x)); no ln_f, since every
                             block already ends with a norm)
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
@@ -47,7 +48,7 @@ def norm_choices() -> tuple[str, ...]:
     return tuple(sorted(model_ops.NORMS))
 
 
-def norm_params(config: "GPTConfig") -> tuple:
+def norm_params(config: GPTConfig) -> tuple:
     """The norm's parameters the model keeps: ((module name, "ones" | "zeros"), ...) in the order
     the kernel takes them; a shift ("zeros") only with bias=True (else the kernel gets 0)."""
     from generated import model_ops
@@ -111,44 +112,51 @@ class GPTConfig:
         for name in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):
-                raise ConfigError(f"{name}={v!r} must be an integer (e.g. {name}="
-                                  f"{getattr(GPTConfig, name)})")
+                raise ConfigError(f"{name}={v!r} must be an integer (e.g. {name}={getattr(GPTConfig, name)})")
             if v <= 0:
-                raise ConfigError(f"{name}={v} must be a positive integer (e.g. {name}="
-                                  f"{getattr(GPTConfig, name)})")
+                raise ConfigError(f"{name}={v} must be a positive integer (e.g. {name}={getattr(GPTConfig, name)})")
         for name in ("bias", "tie_weights"):
             v = getattr(self, name)
             if not isinstance(v, bool):
                 raise ConfigError(f"{name}={v!r} must be True or False")
-        for name, allowed in (("norm", norm_choices()), ("ffn", ffn_choices()), ("pos", POSITIONS),
-                              ("norm_position", NORM_POSITIONS), ("attention", ATTENTIONS)):
+        for name, allowed in (
+            ("norm", norm_choices()),
+            ("ffn", ffn_choices()),
+            ("pos", POSITIONS),
+            ("norm_position", NORM_POSITIONS),
+            ("attention", ATTENTIONS),
+        ):
             v = getattr(self, name)
             if v not in allowed:
-                raise ConfigError(f"{name}={v!r} is not a known option: choose one of "
-                                  + ", ".join(repr(a) for a in allowed))
+                raise ConfigError(
+                    f"{name}={v!r} is not a known option: choose one of " + ", ".join(repr(a) for a in allowed)
+                )
         if self.n_embd % self.n_head:
             good = self.n_head * max(1, round(self.n_embd / self.n_head))
             raise ConfigError(
                 f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}: choose n_embd a "
-                f"multiple of n_head (e.g. {good})")
+                f"multiple of n_head (e.g. {good})"
+            )
         if self.pos == "rope" and self.head_dim % 2:
             raise ConfigError(
                 f"pos='rope' rotates pairs of features, but the head size n_embd/n_head = "
                 f"{self.n_embd}/{self.n_head} = {self.head_dim} is odd: choose n_embd a multiple "
                 f"of 2*n_head (e.g. {_even_multiple(self.n_embd, 2 * self.n_head)})"
-                f" or another pos ('learned', 'sinusoidal')")
+                f" or another pos ('learned', 'sinusoidal')"
+            )
         if self.pos == "sinusoidal" and self.n_embd % 2:
             raise ConfigError(
                 f"pos='sinusoidal' pairs sin and cos features, but n_embd={self.n_embd} is odd: "
                 f"choose an even n_embd that is a multiple of n_head (e.g. {_even_multiple(self.n_embd, self.n_head)})"
-                f" or another pos ('learned', 'rope')")
+                f" or another pos ('learned', 'rope')"
+            )
 
     # ------------------------------------------------------------------ (de)serialisation
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict, complete: bool = False) -> "GPTConfig":
+    def from_dict(cls, d: dict, complete: bool = False) -> GPTConfig:
         """A validated config; `complete`: every key must be given (a checkpoint's config, where a
         missing key must not silently become the default)."""
         if not isinstance(d, dict):
@@ -156,12 +164,14 @@ class GPTConfig:
         known = [f.name for f in fields(cls)]
         unknown = sorted(set(d) - set(known))
         if unknown:
-            raise ConfigError(f"unknown config key(s) {', '.join(map(repr, unknown))}: "
-                              f"known keys are {', '.join(known)}")
+            raise ConfigError(
+                f"unknown config key(s) {', '.join(map(repr, unknown))}: known keys are {', '.join(known)}"
+            )
         missing = [k for k in known if k not in d]
         if complete and missing:
-            raise ConfigError(f"config lacks key(s) {', '.join(map(repr, missing))} (a default would "
-                              "silently change the model)")
+            raise ConfigError(
+                f"config lacks key(s) {', '.join(map(repr, missing))} (a default would silently change the model)"
+            )
         cfg = cls(**d)
         cfg.validate()
         return cfg
@@ -180,6 +190,6 @@ def check_idx(config: GPTConfig, idx, targets=None) -> tuple[int, int]:
         raise ValueError(f"idx must be non-empty, got shape {shape}")
     if targets is not None and tuple(targets.shape) != shape:
         raise ValueError(f"targets must have the shape of idx {shape}, got {tuple(targets.shape)}")
-    if targets is not None and not bool((targets >= 0).any()):   # -1: ignored (nanoGPT's ignore_index)
+    if targets is not None and not bool((targets >= 0).any()):  # -1: ignored (nanoGPT's ignore_index)
         raise ValueError("every target is -1 (ignored): there is no token to score")
     return B, T

@@ -4,6 +4,7 @@ The NumPy backend splits a batch into slices (this process and a worker process,
 threads), each with BLAS held at one thread, so that the two do not oversubscribe the cores; the
 PyTorch backend runs one process whose intra-op pool uses every core. glibc's malloc is told to
 keep the memory a step frees for the next step."""
+
 from __future__ import annotations
 
 import contextlib
@@ -53,7 +54,7 @@ def torch_threads() -> int:
             raise QedError(f"QED_TORCH_THREADS={own!r}: expected a positive integer")
         return int(own)
     user_omp = _USER_LIBRARY_THREADS.get("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS"))
-    first = (user_omp or "").split(",")[0].strip()     # OpenMP allows a nested list: "2,1"
+    first = (user_omp or "").split(",")[0].strip()  # OpenMP allows a nested list: "2,1"
     if first.isdigit() and int(first) >= 1:
         return int(first)
     return cpu_count()
@@ -89,8 +90,7 @@ def cpu_model() -> str:
 
 # The vector instruction sets that decide the speed of elementwise kernels, widest first, as
 # /proc/cpuinfo names them and as they are usually written.
-SIMD_LEVELS = (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"), ("sse4_2", "SSE4.2"),
-               ("asimd", "NEON"))
+SIMD_LEVELS = (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"), ("sse4_2", "SSE4.2"), ("asimd", "NEON"))
 
 
 def simd_level() -> str:
@@ -99,8 +99,9 @@ def simd_level() -> str:
     a figure is quoted with the level it was measured at."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            flags = next((set(line.split(":", 1)[1].split()) for line in f
-                          if line.startswith(("flags", "Features"))), set())
+            flags = next(
+                (set(line.split(":", 1)[1].split()) for line in f if line.startswith(("flags", "Features"))), set()
+            )
     except OSError:
         flags = set()
     return next((name for flag, name in SIMD_LEVELS if flag in flags), "unknown")
@@ -127,9 +128,12 @@ def tune_malloc() -> bool:
             libc = ctypes.CDLL(None)
             mallopt = libc.mallopt
             M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3
-            ok = bool(mallopt(M_MMAP_THRESHOLD, 32 * 2**20)) & bool(mallopt(M_TRIM_THRESHOLD, 512 * 2**20)) \
+            ok = (
+                bool(mallopt(M_MMAP_THRESHOLD, 32 * 2**20))
+                & bool(mallopt(M_TRIM_THRESHOLD, 512 * 2**20))
                 & bool(mallopt(M_TOP_PAD, 64 * 2**20))
-        except (OSError, AttributeError):              # not glibc: nothing to tune
+            )
+        except (OSError, AttributeError):  # not glibc: nothing to tune
             ok = False
     _MALLOC_TUNED.append(ok)
     return ok
@@ -143,8 +147,9 @@ def blas_single_thread():
     if not _BLAS_CONTROLLER:
         try:
             from threadpoolctl import ThreadpoolController
+
             _BLAS_CONTROLLER.append(ThreadpoolController())
-        except ImportError:                                  # pragma: no cover - a dependency
+        except ImportError:  # pragma: no cover - a dependency
             _BLAS_CONTROLLER.append(None)
     ctl = _BLAS_CONTROLLER[0]
     return contextlib.nullcontext() if ctl is None else ctl.limit(limits=1, user_api="blas")

@@ -13,6 +13,7 @@ The text task (nanoGPT's shakespeare_char): any UTF-8 file; the vocabulary is th
 distinct characters; the first 90% of the characters train, the last 10% validate; batches are
 random windows of block_size + 1 characters.
 """
+
 from __future__ import annotations
 
 import os
@@ -131,13 +132,10 @@ class SortTask:
         digits = [c for c in text if not c.isspace() and c not in ",[]"]
         bad = sorted({c for c in digits if c not in self.vocab})
         if bad:
-            raise DataError(
-                f"prompt has characters outside the vocabulary {''.join(self.vocab)!r}: {''.join(bad)!r}"
-            )
+            raise DataError(f"prompt has characters outside the vocabulary {''.join(self.vocab)!r}: {''.join(bad)!r}")
         if len(digits) != self.length:
             raise DataError(
-                f"the sort task takes exactly {self.length} digits from {''.join(self.vocab)!r}, "
-                f"got {len(digits)}"
+                f"the sort task takes exactly {self.length} digits from {''.join(self.vocab)!r}, got {len(digits)}"
             )
         return np.array([int(c) for c in digits], dtype=np.int64)
 

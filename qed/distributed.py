@@ -30,6 +30,7 @@ A rank that dies closes its connections: the others' next collective fails at on
 hangs is noticed when a collective waits longer than the timeout. Either way the survivors raise
 PeerLost, which the command line prints as one line (rank 0 first saves the last whole step).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -42,9 +43,9 @@ import numpy as np
 from .errors import QedError
 from .parallel import shards
 
-DEFAULT_TIMEOUT = 300.0          # seconds a collective may wait for the other ranks
-ENV_RANK = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")   # what torchrun sets, and env:// reads
-LAUNCHED_BY = "QED_NPROC"        # set by `qed train --nproc N` in the ranks it starts (qed/launch.py)
+DEFAULT_TIMEOUT = 300.0  # seconds a collective may wait for the other ranks
+ENV_RANK = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")  # what torchrun sets, and env:// reads
+LAUNCHED_BY = "QED_NPROC"  # set by `qed train --nproc N` in the ranks it starts (qed/launch.py)
 
 
 class PeerLost(QedError):
@@ -71,8 +72,10 @@ def rank_env(environ=None) -> dict | None:
         return None
     missing = [k for k in ENV_RANK if k not in environ]
     if missing:
-        raise QedError(f"torch.distributed environment: {', '.join(present)} set but {', '.join(missing)} not "
-                       "(start the ranks with torchrun, or with qed train --nproc N)")
+        raise QedError(
+            f"torch.distributed environment: {', '.join(present)} set but {', '.join(missing)} not "
+            "(start the ranks with torchrun, or with qed train --nproc N)"
+        )
 
     def integer(name, default=None):
         text = environ.get(name)
@@ -100,8 +103,9 @@ def rank_env(environ=None) -> dict | None:
         problems.append("MASTER_ADDR is empty")
     if problems:
         raise QedError("torch.distributed environment: " + "; ".join(problems))
-    return dict(rank=rank, size=size, local_rank=local_rank, local_size=local_size,
-                addr=environ["MASTER_ADDR"], port=port)
+    return dict(
+        rank=rank, size=size, local_rank=local_rank, local_size=local_size, addr=environ["MASTER_ADDR"], port=port
+    )
 
 
 def check_device(device: str) -> None:
@@ -115,8 +119,10 @@ def check_device(device: str) -> None:
     except ImportError:
         raise QedError("--device cuda needs PyTorch installed") from None
     if not torch.cuda.is_available():
-        raise QedError("--device cuda: no CUDA device is available here (torch.cuda.is_available() is False); "
-                       "leave out --device to train on the CPU")
+        raise QedError(
+            "--device cuda: no CUDA device is available here (torch.cuda.is_available() is False); "
+            "leave out --device to train on the CPU"
+        )
 
 
 def message_hash(e: BaseException) -> int:
@@ -133,14 +139,24 @@ def _is_collective_failure(e: BaseException) -> bool:
     """A failure of the transport (a peer gone, a timeout), not of the model's own code."""
     try:
         from torch.distributed import DistError
-    except ImportError:                                  # pragma: no cover - torch < 2.1
+    except ImportError:  # pragma: no cover - torch < 2.1
         DistError = ()
     if DistError and isinstance(e, DistError):
         return True
     text = str(e)
-    return isinstance(e, RuntimeError) and any(s in text for s in (
-        "gloo/", "Connection closed by peer", "Connection reset by peer", "Timed out waiting", "NCCL",
-        "ProcessGroup", "Socket Timeout", "Broken pipe"))
+    return isinstance(e, RuntimeError) and any(
+        s in text
+        for s in (
+            "gloo/",
+            "Connection closed by peer",
+            "Connection reset by peer",
+            "Timed out waiting",
+            "NCCL",
+            "ProcessGroup",
+            "Socket Timeout",
+            "Broken pipe",
+        )
+    )
 
 
 def _reason(e: BaseException, timeout: float) -> str:
@@ -157,13 +173,20 @@ class World:
     """This process's place among the ranks of one run: rank r of N, on `device`. The default,
     World(), is a run of one process, where every method below is a no-op."""
 
-    def __init__(self, rank: int = 0, size: int = 1, local_rank: int = 0, device: str = "cpu",
-                 timeout: float = DEFAULT_TIMEOUT, local_size: int | None = None):
+    def __init__(
+        self,
+        rank: int = 0,
+        size: int = 1,
+        local_rank: int = 0,
+        device: str = "cpu",
+        timeout: float = DEFAULT_TIMEOUT,
+        local_size: int | None = None,
+    ):
         self.rank, self.size, self.local_rank = rank, size, local_rank
         self.local_size = size if local_size is None else local_size
         self.device, self.timeout = device, float(timeout)
-        self.stop_source = lambda: False     # this rank's "asked to stop?" (the trainer's Ctrl-C flag)
-        self.stopping = False                # some rank was asked to stop: agreed in the last step
+        self.stop_source = lambda: False  # this rank's "asked to stop?" (the trainer's Ctrl-C flag)
+        self.stopping = False  # some rank was asked to stop: agreed in the last step
         self.joined = False
 
     @property
@@ -183,7 +206,7 @@ class World:
         return f"World(rank {self.rank} of {self.size}, {self.torch_device})"
 
     @classmethod
-    def join(cls, env: dict, device: str = "cpu", timeout: float = DEFAULT_TIMEOUT) -> "World":
+    def join(cls, env: dict, device: str = "cpu", timeout: float = DEFAULT_TIMEOUT) -> World:
         """Become rank env["rank"] of env["size"]: init_process_group over env:// (rank 0 holds the
         rendezvous store at MASTER_ADDR:MASTER_PORT), gloo on CPUs, NCCL on GPUs."""
         import datetime
@@ -195,18 +218,27 @@ class World:
         world = cls(env["rank"], env["size"], env["local_rank"], device, timeout, env["local_size"])
         if device == "cuda":
             if env["local_rank"] >= torch.cuda.device_count():
-                raise QedError(f"LOCAL_RANK={env['local_rank']} but this machine has {torch.cuda.device_count()} "
-                               "CUDA device(s): one rank per GPU")
+                raise QedError(
+                    f"LOCAL_RANK={env['local_rank']} but this machine has {torch.cuda.device_count()} "
+                    "CUDA device(s): one rank per GPU"
+                )
             torch.cuda.set_device(env["local_rank"])
-            os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")    # a timeout raises in this thread
+            os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")  # a timeout raises in this thread
         backend = "nccl" if device == "cuda" else "gloo"
         try:
-            dist.init_process_group(backend, init_method="env://", rank=env["rank"], world_size=env["size"],
-                                    timeout=datetime.timedelta(seconds=timeout))
+            dist.init_process_group(
+                backend,
+                init_method="env://",
+                rank=env["rank"],
+                world_size=env["size"],
+                timeout=datetime.timedelta(seconds=timeout),
+            )
         except (RuntimeError, ValueError) as e:
             first = (" ".join(str(e).split()) or type(e).__name__)[:300]
-            raise QedError(f"rank {env['rank']} of {env['size']}: could not join the other ranks at "
-                           f"{env['addr']}:{env['port']} ({backend}) within {timeout:g} s: {first}") from None
+            raise QedError(
+                f"rank {env['rank']} of {env['size']}: could not join the other ranks at "
+                f"{env['addr']}:{env['port']} ({backend}) within {timeout:g} s: {first}"
+            ) from None
         world.joined = True
         return world
 
@@ -255,7 +287,7 @@ class World:
         import torch
         import torch.distributed as dist
 
-        with self.talking(during):   # an all_reduce, not dist.barrier(): gloo's barrier has no timeout of its own
+        with self.talking(during):  # an all_reduce, not dist.barrier(): gloo's barrier has no timeout of its own
             dist.all_reduce(torch.zeros(1, device=self.torch_device))
 
     def broadcast_(self, tensor) -> None:
@@ -280,7 +312,7 @@ class World:
         error = None
         try:
             yield setup
-        except BaseException as e:            # KeyboardInterrupt too: the others must not wait for us
+        except BaseException as e:  # KeyboardInterrupt too: the others must not wait for us
             error = e
         if not self.distributed:
             if error is not None:
@@ -290,15 +322,16 @@ class World:
         import torch.distributed as dist
 
         table = torch.zeros(self.size, 3, dtype=torch.int64)
-        table[self.rank] = torch.tensor([int(error is not None), 0 if error is None else message_hash(error),
-                                         setup.value])
+        table[self.rank] = torch.tensor(
+            [int(error is not None), 0 if error is None else message_hash(error), setup.value]
+        )
         table = table.to(self.torch_device)
         try:
             with self.talking("while the ranks started"):
                 dist.all_reduce(table)
         except PeerLost:
             if error is not None:
-                raise error
+                raise error from None
             raise
         table = table.cpu()
         failed = [r for r in range(self.size) if table[r, 0]]
@@ -308,12 +341,17 @@ class World:
             raise error
         if failed:
             many = len(failed) > 1
-            raise PeerLost(f"rank{'s' * many} {', '.join(map(str, failed))}", "before training",
-                           f"{'their' if many else 'its'} own message says why; nothing was trained")
+            raise PeerLost(
+                f"rank{'s' * many} {', '.join(map(str, failed))}",
+                "before training",
+                f"{'their' if many else 'its'} own message says why; nothing was trained",
+            )
         differ = [r for r in range(self.size) if table[r, 2] != table[0, 2]]
         if differ:
-            err = QedError(f"rank{'s' * (len(differ) > 1)} {', '.join(map(str, differ))} see a different {setup.what} "
-                           "from rank 0's; every rank must be given the same options and see the same files")
+            err = QedError(
+                f"rank{'s' * (len(differ) > 1)} {', '.join(map(str, differ))} see a different {setup.what} "
+                "from rank 0's; every rank must be given the same options and see the same files"
+            )
             err.same_as_rank_0 = self.rank != 0
             raise err
 
@@ -346,10 +384,10 @@ class RankRunner:
 
     def __init__(self, runner, world: World):
         self.inner, self.world = runner, world
-        self.comm_seconds = 0.0              # NumPy: time in the step's all-reduce (qed bench)
+        self.comm_seconds = 0.0  # NumPy: time in the step's all-reduce (qed bench)
 
-    def __getattr__(self, name):             # the rest of the runner protocol: the rank's own runner
-        if name == "inner":                  # not set yet (copy, pickle): no recursion
+    def __getattr__(self, name):  # the rest of the runner protocol: the rank's own runner
+        if name == "inner":  # not set yet (copy, pickle): no recursion
             raise AttributeError(name)
         return getattr(self.inner, name)
 
@@ -357,8 +395,10 @@ class RankRunner:
         """(this rank's rows of x and y, n_r/N: its share of the batch's scored tokens)."""
         B = x.shape[0]
         if B < self.world.size:
-            raise QedError(f"a batch of {B} row(s) cannot be shared by {self.world.size} ranks: "
-                           "each needs at least one (raise --batch-size)")
+            raise QedError(
+                f"a batch of {B} row(s) cannot be shared by {self.world.size} ranks: "
+                "each needs at least one (raise --batch-size)"
+            )
         rows = shards(B, self.world.size)[self.world.rank]
         scored = np.asarray(y) >= 0
         n_all, n_own = int(np.count_nonzero(scored)), int(np.count_nonzero(scored[rows]))
@@ -379,15 +419,15 @@ class NumpyRankRunner(RankRunner):
         model = runner.model
         n = model.num_params
         shapes = {k: v.shape for k, v in model.flat_views.items()}
-        self.packed = np.zeros(n + 2, dtype=model.dtype)          # gradients, then [loss share, stop]
+        self.packed = np.zeros(n + 2, dtype=model.dtype)  # gradients, then [loss share, stop]
         from .flat import flat_layout, flat_views
 
         self.grads = flat_views(self.packed[:n], model.offsets, shapes)
-        self.wire = torch.from_numpy(self.packed)                 # the same memory, as gloo sees it
+        self.wire = torch.from_numpy(self.packed)  # the same memory, as gloo sees it
         layout = flat_layout(model.params)
         if layout is None:
             raise RuntimeError("NumpyGPT's parameters do not tile one flat buffer")
-        world.broadcast_(torch.from_numpy(layout[0]))              # every rank starts from rank 0's weights
+        world.broadcast_(torch.from_numpy(layout[0]))  # every rank starts from rank 0's weights
 
     def step(self, x, y, lr=None, grad_clip=0.0) -> float:
         from .config import check_idx
@@ -397,22 +437,22 @@ class NumpyRankRunner(RankRunner):
         check_idx(model.config, np.asarray(x), np.asarray(y))
         xs, ys, share = self.own_rows(np.asarray(x), np.asarray(y))
         _, loss, tape = model.forward_slice(xs, ys)
-        mine = model.backward_slice(tape, share)                   # ∂(share · loss_r)/∂θ
+        mine = model.backward_slice(tape, share)  # ∂(share · loss_r)/∂θ
         for k, g in self.grads.items():
             if k in mine:
                 np.copyto(g, mine[k])
             else:
-                g.fill(0)                                          # a parameter this batch does not reach
+                g.fill(0)  # a parameter this batch does not reach
         self.packed[-2] = share * loss
         self.packed[-1] = float(world.stop_source())
         t0 = time.perf_counter()
         import torch.distributed as dist
 
         with world.talking("during a step"):
-            dist.all_reduce(self.wire)                             # Σ_r: the global batch's gradient and loss
+            dist.all_reduce(self.wire)  # Σ_r: the global batch's gradient and loss
         self.comm_seconds += time.perf_counter() - t0
         loss, world.stopping = float(self.packed[-2]), bool(self.packed[-1] > 0)
-        grads = dict(self.grads)                                   # clipping may replace entries
+        grads = dict(self.grads)  # clipping may replace entries
         if grad_clip > 0:
             clip_grad_norm(grads, grad_clip)
         self.inner.opt.step(grads, lr=lr)
@@ -466,7 +506,7 @@ class TorchRankRunner(RankRunner):
         _, loss = self.ddp(inner._t(xs), inner._t(ys))
         self.extras = torch.tensor([share * float(loss.item()), float(world.stop_source())], dtype=torch.float64)
         with world.talking("during a step"):
-            (loss * share).backward()                              # ∂(share · loss_r)/∂θ, summed by the hook
+            (loss * share).backward()  # ∂(share · loss_r)/∂θ, summed by the hook
         loss_all, stop = (float(v) for v in self.extras)
         world.stopping = stop > 0
         if grad_clip > 0:

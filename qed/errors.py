@@ -1,4 +1,5 @@
 """Errors the command line reports as one line (`qed: error: ...`) instead of a traceback."""
+
 from __future__ import annotations
 
 

@@ -7,6 +7,7 @@ call per weight-decay group, and worker processes share them through one block o
 
 Works on NumPy arrays; `flat_views` also on torch tensors (slicing and reshape give views).
 """
+
 from __future__ import annotations
 
 import math
@@ -15,18 +16,19 @@ from collections import OrderedDict
 import numpy as np
 
 
-def flat_views(buffer, offsets: dict, shapes: dict) -> "OrderedDict":
+def flat_views(buffer, offsets: dict, shapes: dict) -> OrderedDict:
     """{name: buffer[offset : offset + size] shaped like the parameter}, in the order of `offsets`."""
-    return OrderedDict((k, buffer[off:off + math.prod(shapes[k])].reshape(tuple(shapes[k])))
-                       for k, off in offsets.items())
+    return OrderedDict(
+        (k, buffer[off : off + math.prod(shapes[k])].reshape(tuple(shapes[k]))) for k, off in offsets.items()
+    )
 
 
-def flat_params(arrays: dict, dtype, buffer: np.ndarray | None = None) -> "OrderedDict[str, np.ndarray]":
+def flat_params(arrays: dict, dtype, buffer: np.ndarray | None = None) -> OrderedDict[str, np.ndarray]:
     """The same values as views of one contiguous 1-D buffer, matrices (the weight-decayed
     parameters) first, then vectors; the dict keeps the given order. An optimizer can then
     update every parameter with one kernel call per weight-decay group (see `flat_layout`).
     `buffer`: a 1-D array of that many elements to use (e.g. shared memory) instead of a new one."""
-    order = sorted(arrays, key=lambda k: np.ndim(arrays[k]) < 2)             # stable: 2-D first
+    order = sorted(arrays, key=lambda k: np.ndim(arrays[k]) < 2)  # stable: 2-D first
     size = sum(int(np.size(a)) for a in arrays.values())
     buf = np.empty(size, dtype=dtype) if buffer is None else buffer
     if buf.shape != (size,) or buf.dtype != np.dtype(dtype):

@@ -6,6 +6,7 @@ is in progress; it never cuts the save short (a second and a third Ctrl-C in qui
 to lose the interval since the last checkpoint).  SIGQUIT (Ctrl-\\) or SIGKILL still stop at once;
 the checkpoint files are written atomically, so even then `latest` names a whole checkpoint.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,7 +20,7 @@ class StopRequest:
 
     def __init__(self, on_first: str = "", on_more: str = ""):
         self.requested = False
-        self.extra = 0                    # signals after the first (ignored)
+        self.extra = 0  # signals after the first (ignored)
         self.signal_name = None
         self._on_first = on_first
         self._on_more = on_more
@@ -29,7 +30,7 @@ class StopRequest:
         for sig in SIGNALS:
             try:
                 self._old[sig] = signal.signal(sig, self._handler)
-            except (ValueError, OSError):   # not the main thread: Ctrl-C raises KeyboardInterrupt
+            except (ValueError, OSError):  # not the main thread: Ctrl-C raises KeyboardInterrupt
                 pass
         return self
 
@@ -43,7 +44,7 @@ class StopRequest:
             msg = self._on_first
         if msg:
             try:
-                os.write(2, ("\n" + msg + "\n").encode())   # async-signal-safe, unlike print
+                os.write(2, ("\n" + msg + "\n").encode())  # async-signal-safe, unlike print
             except OSError:
                 pass
 

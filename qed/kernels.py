@@ -7,14 +7,15 @@
 
 The constants are the generated kernels' defaults that the models pass on.
 """
+
 from __future__ import annotations
 
 import importlib
 
 from .config import GPTConfig
 
-NORM_EPS = 1e-5          # eps of LayerNorm / RMSNorm (the generated kernels' default)
-ROPE_BASE = 10000.0      # ω_i = ROPE_BASE^(−2i/hd)
+NORM_EPS = 1e-5  # eps of LayerNorm / RMSNorm (the generated kernels' default)
+ROPE_BASE = 10000.0  # ω_i = ROPE_BASE^(−2i/hd)
 SINUSOID_BASE = 10000.0  # PE(pos, 2i) = sin(pos / SINUSOID_BASE^(2i/C))
 
 
@@ -32,7 +33,8 @@ def kernel(backend: str, name: str):
             raise
         raise MissingKernelError(
             f"the generated kernel generated/{backend}/{name}.py is missing: run "
-            f"`PYTHONPATH=. python3 -m codegen` (the op {name!r} must be in derivations/)") from None
+            f"`PYTHONPATH=. python3 -m codegen` (the op {name!r} must be in derivations/)"
+        ) from None
 
 
 def table_fn(backend: str, module: str, name: str):
@@ -49,7 +51,8 @@ def table_fn(backend: str, module: str, name: str):
     if fn is None:
         raise MissingKernelError(
             f"the generated table function {name}() is missing from generated/{backend}/{module}.py: "
-            f"codegen must print it from derivations/positional.py")
+            f"codegen must print it from derivations/positional.py"
+        )
     return fn
 
 
@@ -57,9 +60,15 @@ def kernels_for(config: GPTConfig) -> tuple[list[str], list[tuple[str, str]]]:
     """The generated kernels a GPT with this config calls (op names), and the table functions
     (module, function) it builds its position tables with — the same for both backends."""
     c = config
-    names = ["embedding", c.attention, "cross_entropy", c.norm,
-             "linear" if c.bias else "linear_nobias", "linear_nobias"]
-    names.append(c.ffn)                  # an activation or a whole MLP op (generated/model_ops.py)
+    names = [
+        "embedding",
+        c.attention,
+        "cross_entropy",
+        c.norm,
+        "linear" if c.bias else "linear_nobias",
+        "linear_nobias",
+    ]
+    names.append(c.ffn)  # an activation or a whole MLP op (generated/model_ops.py)
     tables = []
     if c.pos == "rope":
         names.append("rope")

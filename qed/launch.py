@@ -13,6 +13,7 @@ every rank. If this process is killed, the ranks get SIGTERM (Linux), stop after
 A rank that fails is reported by the others (qed/distributed.py); one killed by a signal, which
 cannot say so itself, is reported here, in one line.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,9 +27,12 @@ from .distributed import DEFAULT_TIMEOUT, LAUNCHED_BY, World, check_device, rank
 from .errors import QedError
 
 EXIT_INTERRUPTED = 130
-FORWARDED = tuple(s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None),
-                              getattr(signal, "SIGHUP", None)) if s is not None)
-SI_USER, SI_QUEUE, SI_TKILL = 0, -1, -6      # si_code of a signal sent by a process, not by the terminal
+FORWARDED = tuple(
+    s
+    for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None))
+    if s is not None
+)
+SI_USER, SI_QUEUE, SI_TKILL = 0, -1, -6  # si_code of a signal sent by a process, not by the terminal
 
 
 # --------------------------------------------------------------------------- the handler of `qed train`
@@ -45,9 +49,11 @@ def run_train(args, train) -> int:
         check_nproc(nproc, device, getattr(args, "oversubscribe", False))
         return launch([sys.executable, "-m", "qed", *args.argv], nproc, timeout)
     if nproc is not None and os.environ.get(LAUNCHED_BY) != str(nproc):
-        raise QedError(f"--nproc {nproc}: RANK and WORLD_SIZE are already set (torchrun started this process, "
-                       f"as rank {env['rank']} of {env['size']}); leave out --nproc, torchrun's "
-                       "--nproc-per-node decides")
+        raise QedError(
+            f"--nproc {nproc}: RANK and WORLD_SIZE are already set (torchrun started this process, "
+            f"as rank {env['rank']} of {env['size']}); leave out --nproc, torchrun's "
+            "--nproc-per-node decides"
+        )
     check_device(device)
     if env["size"] == 1:
         return train(args, World(device=device, timeout=timeout))
@@ -61,7 +67,7 @@ def run_as_rank(world: World, fn) -> int:
     try:
         rc = fn()
     except BaseException as e:
-        if getattr(e, "same_as_rank_0", False):       # rank 0 prints it, once
+        if getattr(e, "same_as_rank_0", False):  # rank 0 prints it, once
             return EXIT_INTERRUPTED if isinstance(e, KeyboardInterrupt) else 1
         if isinstance(e, QedError):
             raise QedError(f"rank {world.rank} of {world.size}: {e}") from None
@@ -83,8 +89,10 @@ def check_nproc(nproc: int, device: str, oversubscribe: bool) -> None:
         return
     have = cpu_count()
     if nproc > have and not oversubscribe:
-        raise QedError(f"--nproc {nproc}: this process may use {have} CPU(s) and each rank needs one "
-                       "(--oversubscribe starts them anyway; torchrun starts ranks on several machines)")
+        raise QedError(
+            f"--nproc {nproc}: this process may use {have} CPU(s) and each rank needs one "
+            "(--oversubscribe starts them anyway; torchrun starts ranks on several machines)"
+        )
 
 
 # --------------------------------------------------------------------------- the launcher
@@ -102,7 +110,7 @@ def _in_child() -> None:
 
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):                   # not Linux: the ranks outlive a killed launcher
+    except (OSError, AttributeError):  # not Linux: the ranks outlive a killed launcher
         pass
 
 
@@ -110,18 +118,27 @@ def launch(command: list[str], nproc: int, timeout: float = DEFAULT_TIMEOUT, env
     """Run `command` as ranks 0..nproc−1 (torchrun's variables, rank 0's store on a free local
     port) and wait for all of them. The exit status: the first failing rank's, else 130 if any
     was interrupted, else 0."""
-    base = dict(os.environ if env is None else env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-                WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc), **{LAUNCHED_BY: str(nproc)})
+    base = dict(
+        os.environ if env is None else env,
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(free_port()),
+        WORLD_SIZE=str(nproc),
+        LOCAL_WORLD_SIZE=str(nproc),
+        **{LAUNCHED_BY: str(nproc)},
+    )
     can_wait = hasattr(signal, "sigtimedwait")
-    if can_wait:     # signals queue up for the loop below instead of interrupting it
+    if can_wait:  # signals queue up for the loop below instead of interrupting it
         signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
-    else:            # elsewhere: a terminal's Ctrl-C reaches the ranks themselves; this process waits on
+    else:  # elsewhere: a terminal's Ctrl-C reaches the ranks themselves; this process waits on
         old_int = signal.signal(signal.SIGINT, lambda signum, frame: None)
     procs = []
     try:
         for r in range(nproc):
-            procs.append(subprocess.Popen(command, env=dict(base, RANK=str(r), LOCAL_RANK=str(r)),
-                                          preexec_fn=_in_child if can_wait else None))
+            procs.append(
+                subprocess.Popen(
+                    command, env=dict(base, RANK=str(r), LOCAL_RANK=str(r)), preexec_fn=_in_child if can_wait else None
+                )
+            )
         return _wait(procs, timeout, can_wait)
     finally:
         for p in procs:
@@ -138,12 +155,12 @@ def _wait(procs: list, timeout: float, can_wait: bool) -> int:
     """Wait for every rank, passing on the signals this process alone was sent; once a rank has
     failed, give the others the collective timeout (and a minute) to notice, then kill them."""
     codes: dict[int, int] = {}
-    killed = set()                                      # ranks this process killed (and reported)
+    killed = set()  # ranks this process killed (and reported)
     failed_at = None
     while len(codes) < len(procs):
         if can_wait:
             info = signal.sigtimedwait(FORWARDED, 0.1)
-            if info is not None and info.si_code in (SI_USER, SI_QUEUE, SI_TKILL):   # a terminal's reached them too
+            if info is not None and info.si_code in (SI_USER, SI_QUEUE, SI_TKILL):  # a terminal's reached them too
                 forward = signal.SIGTERM if info.si_signo == getattr(signal, "SIGHUP", None) else info.si_signo
                 for p in procs:
                     if p.poll() is None:
@@ -160,11 +177,15 @@ def _wait(procs: list, timeout: float, can_wait: bool) -> int:
                 if r not in codes:
                     p.kill()
                     killed.add(r)
-                    print(f"qed: error: rank {r} of {len(procs)} did not stop within {timeout + 60:g} s of "
-                          "another rank's failure; killed it", file=sys.stderr, flush=True)
+                    print(
+                        f"qed: error: rank {r} of {len(procs)} did not stop within {timeout + 60:g} s of "
+                        "another rank's failure; killed it",
+                        file=sys.stderr,
+                        flush=True,
+                    )
             failed_at = float("inf")
     for r in sorted(codes):
-        if codes[r] < 0 and r not in killed:            # killed by a signal: it could not say so itself
+        if codes[r] < 0 and r not in killed:  # killed by a signal: it could not say so itself
             name = signal.Signals(-codes[r]).name if -codes[r] in signal.Signals._value2member_map_ else -codes[r]
             print(f"qed: error: rank {r} of {len(procs)} was killed by {name}", file=sys.stderr, flush=True)
     bad = [c for c in codes.values() if c not in (0, EXIT_INTERRUPTED)]

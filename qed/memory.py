@@ -22,6 +22,7 @@ estimated 2,256 / 2,456 MiB; 2 × 64 with 8 heads, block 512, batch 32: 1,456 / 
 estimated 2,227 / 2,427 MiB.  The estimate lies above every measured peak, so a refusal means the
 run could not have fit.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,12 +45,13 @@ def num_params(config) -> int:
     return sum(math.prod(shape) for shape in param_shapes(config).values())
 
 
-def estimate(config, *, batch_size: int, seq_len: int, itemsize: int, backend: str = "numpy",
-             training: bool = True) -> dict:
+def estimate(
+    config, *, batch_size: int, seq_len: int, itemsize: int, backend: str = "numpy", training: bool = True
+) -> dict:
     """Bytes by part (Python integers: no overflow however large the sizes)."""
     P = num_params(config)
     C, L, h, V = config.n_embd, config.n_layer, config.n_head, config.vocab_size
-    hidden = 2 if ffn_weights(config.ffn) else 1        # a gated MLP op keeps two hidden arrays
+    hidden = 2 if ffn_weights(config.ffn) else 1  # a gated MLP op keeps two hidden arrays
     per_token = L * ((40 + 8 * hidden) * C + 3 * h * seq_len) + 4 * V
     parts = {
         "parameter state": P * itemsize * (5 if training else 1),
@@ -83,9 +85,10 @@ def available_bytes() -> int | None:
                     break
     except (OSError, ValueError, IndexError):
         pass
-    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+    for limit_file, usage_file in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"),
+    ):
         limit, usage = _read_int(limit_file), _read_int(usage_file)
         if limit is not None and usage is not None and limit < 1 << 60:
             candidates.append(max(0, limit - usage))
@@ -105,12 +108,21 @@ def fmt_bytes(n: int) -> str:
     return f"{n / 1024:,.0f} KiB"
 
 
-def check_fits(config, *, batch_size: int, seq_len: int, itemsize: int, backend: str,
-               training: bool = True, what: str = "--n-embd, --n-layer, --block-size or --batch-size",
-               available: int | None = None) -> dict:
+def check_fits(
+    config,
+    *,
+    batch_size: int,
+    seq_len: int,
+    itemsize: int,
+    backend: str,
+    training: bool = True,
+    what: str = "--n-embd, --n-layer, --block-size or --batch-size",
+    available: int | None = None,
+) -> dict:
     """Refuse (MemoryEstimateError, one line) a run whose estimate exceeds the available memory."""
-    est = estimate(config, batch_size=batch_size, seq_len=seq_len, itemsize=itemsize, backend=backend,
-                   training=training)
+    est = estimate(
+        config, batch_size=batch_size, seq_len=seq_len, itemsize=itemsize, backend=backend, training=training
+    )
     have = available_bytes() if available is None else available
     if have is not None and est["total"] > have:
         state = "weights, gradients and Adam state" if training else "weights"
@@ -118,5 +130,6 @@ def check_fits(config, *, batch_size: int, seq_len: int, itemsize: int, backend:
             f"this run needs an estimated {fmt_bytes(est['total'])} ({state} "
             f"{fmt_bytes(est['parameter state'])} for {est['params']:,} parameters; activations "
             f"{fmt_bytes(est['activations'])} for {batch_size:,} rows of {seq_len:,} tokens), but the machine "
-            f"has {fmt_bytes(have)} available: choose a smaller {what}")
+            f"has {fmt_bytes(have)} available: choose a smaller {what}"
+        )
     return est

@@ -18,6 +18,7 @@ Block flows (see qed/config.py):
 
 Shapes in comments: B batch, T time, C = n_embd, nh heads, hd = C/nh, V vocab, H = 4C.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,8 +27,8 @@ from .config import GPTConfig, check_idx, ffn_weights, norm_call
 from .cpu import default_threads, tune_malloc
 from .flat import flat_layout, flat_params, flat_views
 from .kernels import NORM_EPS, load_kernels
-from .params import check_params, init_params, param_shapes
 from .parallel import DataParallel, check_mode
+from .params import check_params, init_params, param_shapes
 from .positions import PositionTables
 
 
@@ -37,8 +38,9 @@ class NumpyGPT:
 
     backend = "numpy"
 
-    def __init__(self, config: GPTConfig, dtype=np.float32, seed: int = 0, threads: int | None = None,
-                 parallel: str = "threads"):
+    def __init__(
+        self, config: GPTConfig, dtype=np.float32, seed: int = 0, threads: int | None = None, parallel: str = "threads"
+    ):
         """`threads`: into how many slices of rows a batch is cut (forward and backward; the
         slices' gradients are summed). None: min(2, CPU count); 1: no slicing. `parallel`: who
         runs the slices after the first, "threads" or "processes" (qed/parallel.py)."""
@@ -48,13 +50,17 @@ class NumpyGPT:
         self.config = config
         self.dtype = np.dtype(dtype)
         initial = {k: v.astype(self.dtype) for k, v in init_params(config, seed).items()}
-        self.parallel = DataParallel(default_threads() if threads is None else max(1, int(threads)), parallel,
-                                     sum(v.size for v in initial.values()), self.dtype)
+        self.parallel = DataParallel(
+            default_threads() if threads is None else max(1, int(threads)),
+            parallel,
+            sum(v.size for v in initial.values()),
+            self.dtype,
+        )
         self.params: dict[str, np.ndarray] = flat_params(initial, self.dtype, buffer=self.parallel.buffer)
-        self.flat_views = dict(self.params)                # the flat layout (and what workers read)
+        self.flat_views = dict(self.params)  # the flat layout (and what workers read)
         self.offsets = flat_layout(self.flat_views)[1]
         self._tape = None
-        self._k = load_kernels("numpy", config)           # fail now, not mid-forward, if one is missing
+        self._k = load_kernels("numpy", config)  # fail now, not mid-forward, if one is missing
         # read once: the MLP op's weights and the norm's parameters (generated/model_ops.py); a
         # lookup inside the step would break torch.compile's graph at its import
         self._norm_all, self._norm_kw = norm_call(config.norm, NORM_EPS)
@@ -97,8 +103,10 @@ class NumpyGPT:
         """The norm op of the config (generated/model_ops.py): its gains and shifts by name, a
         shift held at 0 in a model without biases."""
         P, c = self.params, self.config
-        args = [P[f"{prefix}.{name}"] if f"{prefix}.{name}" in P else np.zeros(c.n_embd, self.dtype)
-                for name, _ in self._norm_all]
+        args = [
+            P[f"{prefix}.{name}"] if f"{prefix}.{name}" in P else np.zeros(c.n_embd, self.dtype)
+            for name, _ in self._norm_all
+        ]
         return getattr(self._k[c.norm], c.norm + "_forward")(x, *args, **self._norm_kw)
 
     def _norm_bwd(self, prefix, dy, cache, grads):
@@ -114,19 +122,19 @@ class NumpyGPT:
         cos, sin, rot = self._positions.rope(x.shape[-2], self.dtype)
         lead = x.shape[:-2]
         return self._k["rope"].rope_forward(
-            x, np.broadcast_to(cos, x.shape), np.broadcast_to(sin, x.shape),
-            np.broadcast_to(rot, lead + rot.shape))
+            x, np.broadcast_to(cos, x.shape), np.broadcast_to(sin, x.shape), np.broadcast_to(rot, lead + rot.shape)
+        )
 
     def _rope_bwd(self, dy, cache):
-        return self._k["rope"].rope_backward(dy, cache)      # dx only: the tables are constant inputs
+        return self._k["rope"].rope_backward(dy, cache)  # dx only: the tables are constant inputs
 
     def _attn_fwd(self, prefix, x):
         c = self.config
         B, T, C = x.shape
         nh, hd = c.n_head, c.head_dim
-        qkv, c_attn = self._linear_fwd(prefix + ".c_attn", x, c.bias)          # (B, T, 3C)
+        qkv, c_attn = self._linear_fwd(prefix + ".c_attn", x, c.bias)  # (B, T, 3C)
 
-        def heads(t):                                                         # (B, T, C) -> (B, nh, T, hd)
+        def heads(t):  # (B, T, C) -> (B, nh, T, hd)
             return t.reshape(B, T, nh, hd).transpose(0, 2, 1, 3)
 
         q, k, v = (heads(t) for t in np.split(qkv, 3, axis=-1))
@@ -134,9 +142,8 @@ class NumpyGPT:
         if c.pos == "rope":
             (q, cq), (k, ck) = self._rope_fwd(q), self._rope_fwd(k)
             c_rope = (cq, ck)
-        y, c_sdpa = getattr(self._k[c.attention], c.attention + "_forward")(
-            q, k, v, causal=True)                                              # (B, nh, T, hd)
-        y = y.transpose(0, 2, 1, 3).reshape(B, T, C)                          # merge heads
+        y, c_sdpa = getattr(self._k[c.attention], c.attention + "_forward")(q, k, v, causal=True)  # (B, nh, T, hd)
+        y = y.transpose(0, 2, 1, 3).reshape(B, T, C)  # merge heads
         out, c_proj = self._linear_fwd(prefix + ".c_proj", y, c.bias)
         return out, (c_attn, c_rope, c_sdpa, c_proj, (B, T, C))
 
@@ -145,12 +152,12 @@ class NumpyGPT:
         c_attn, c_rope, c_sdpa, c_proj, (B, T, C) = cache
         nh, hd = c.n_head, c.head_dim
         dy = self._linear_bwd(prefix + ".c_proj", dout, c_proj, c.bias, grads)
-        dy = dy.reshape(B, T, nh, hd).transpose(0, 2, 1, 3)                  # undo the merge
+        dy = dy.reshape(B, T, nh, hd).transpose(0, 2, 1, 3)  # undo the merge
         dq, dk, dv = getattr(self._k[c.attention], c.attention + "_backward")(dy, c_sdpa)
         if c_rope is not None:
             dq, dk = self._rope_bwd(dq, c_rope[0]), self._rope_bwd(dk, c_rope[1])
-        dqkv = np.empty((B, T, 3, nh, hd), dtype=dq.dtype)                   # undo split + heads:
-        for part, g in enumerate((dq, dk, dv)):                               # one copy each
+        dqkv = np.empty((B, T, 3, nh, hd), dtype=dq.dtype)  # undo split + heads:
+        for part, g in enumerate((dq, dk, dv)):  # one copy each
             dqkv[:, :, part] = g.transpose(0, 2, 1, 3)
         dqkv = dqkv.reshape(B, T, 3 * C)
         return self._linear_bwd(prefix + ".c_attn", dqkv, c_attn, c.bias, grads)
@@ -158,12 +165,13 @@ class NumpyGPT:
     def _mlp_fwd(self, prefix, x):
         c, P = self.config, self.params
         weights = self._ffn_weights
-        if weights is not None:                                                 # one MLP op
+        if weights is not None:  # one MLP op
             return getattr(self._k[c.ffn], c.ffn + "_forward")(
-                x, *(P[f"{prefix}.{name}.weight"] for name, _ in weights))
-        h, c_fc = self._linear_fwd(prefix + ".c_fc", x, c.bias)                 # (B, T, H)
+                x, *(P[f"{prefix}.{name}.weight"] for name, _ in weights)
+            )
+        h, c_fc = self._linear_fwd(prefix + ".c_fc", x, c.bias)  # (B, T, H)
         a, c_act = getattr(self._k[c.ffn], c.ffn + "_forward")(h)
-        out, c_proj = self._linear_fwd(prefix + ".c_proj", a, c.bias)           # (B, T, C)
+        out, c_proj = self._linear_fwd(prefix + ".c_proj", a, c.bias)  # (B, T, C)
         return out, (c_fc, c_act, c_proj)
 
     def _mlp_bwd(self, prefix, dout, cache, grads):
@@ -190,7 +198,7 @@ class NumpyGPT:
             x = _residual(x, m)
         else:
             a, ca = self._attn_fwd(p + ".attn", x)
-            x, c1 = self._norm_fwd(p + ".ln_1", _residual(x, a))                # norm(residual)
+            x, c1 = self._norm_fwd(p + ".ln_1", _residual(x, a))  # norm(residual)
             m, cm = self._mlp_fwd(p + ".mlp", x)
             x, c2 = self._norm_fwd(p + ".ln_2", _residual(x, m))
         return x, (c1, ca, c2, cm)
@@ -230,13 +238,13 @@ class NumpyGPT:
         c, P = self.config, self.params
         B, T = idx.shape
         tape = {}
-        x, tape["wte"] = self._k["embedding"].embedding_forward(idx, P["wte.weight"])   # (B, T, C)
+        x, tape["wte"] = self._k["embedding"].embedding_forward(idx, P["wte.weight"])  # (B, T, C)
         if c.pos == "learned":
             pos = np.broadcast_to(np.arange(T), (B, T))
             pe, tape["wpe"] = self._k["embedding"].embedding_forward(pos, P["wpe.weight"])
             x = x + pe
         elif c.pos == "sinusoidal":
-            x = x + self._positions.sinusoid(T, self.dtype)                    # fixed, no gradient
+            x = x + self._positions.sinusoid(T, self.dtype)  # fixed, no gradient
         tape["blocks"] = []
         for layer in range(c.n_layer):
             x, cache = self._block_fwd(layer, x)
@@ -250,7 +258,7 @@ class NumpyGPT:
         mask = (targets >= 0).astype(np.int64)
         targets = np.where(mask == 1, targets, 0)
         loss_arr, tape["loss"] = self._k["cross_entropy"].cross_entropy_forward(logits, targets, mask)
-        return logits, float(loss_arr.reshape(())), tape                        # (1,): the mean over tokens
+        return logits, float(loss_arr.reshape(())), tape  # (1,): the mean over tokens
 
     def backward(self) -> dict[str, np.ndarray]:
         """∂(mean loss)/∂param for every parameter, from the tape of the last forward.
@@ -270,7 +278,7 @@ class NumpyGPT:
         """The gradients of one slice's loss times `weight` (n_s/N), from its forward's tape."""
         c = self.config
         grads: dict[str, np.ndarray] = {}
-        dloss = np.full((1,), weight, dtype=self.dtype)                        # ∂loss/∂loss_s = n_s/N
+        dloss = np.full((1,), weight, dtype=self.dtype)  # ∂loss/∂loss_s = n_s/N
         dlogits = self._k["cross_entropy"].cross_entropy_backward(dloss, tape["loss"])
         head = "wte.weight" if c.tie_weights else "lm_head.weight"
         dx, dw = self._k["linear_nobias"].linear_nobias_backward(dlogits, tape["lm_head"])

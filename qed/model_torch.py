@@ -9,6 +9,7 @@ split of the fused QKV projection.
 Parameters have nanoGPT's names (`state_dict()` keys equal NumpyGPT's `params` keys), and with
 the same `seed` both backends start from the same weights (`qed.params.init_params`).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,15 +32,14 @@ class _Node(nn.Module):
 class TorchGPT(nn.Module):
     backend = "torch"
 
-    def __init__(self, config: GPTConfig, dtype=torch.float32, seed: int = 0, compile: bool = False,
-                 device=None):
+    def __init__(self, config: GPTConfig, dtype=torch.float32, seed: int = 0, compile: bool = False, device=None):
         """`compile=True`: the loss path (forward with targets, and the backward of what it
         computes) runs as one graph compiled by torch.compile — the same generated forward and
         backward expressions, fused by inductor into loops (see `_compiled_loss`). `device`: where
         the parameters live ("cpu", "cuda", "cuda:1"; None: the CPU)."""
         super().__init__()
         config.validate()
-        tune_malloc()        # a step's freed temporaries kept for the next (qed/cpu.py: page faults)
+        tune_malloc()  # a step's freed temporaries kept for the next (qed/cpu.py: page faults)
         self.config = config
         self.compiled = bool(compile)
         self._compiled = None
@@ -93,26 +93,27 @@ class TorchGPT(nn.Module):
         """The norm op of the config (generated/model_ops.py): its gains and shifts by name, a
         shift held at 0 in a model without biases."""
         c = self.config
-        args = [P[f"{prefix}.{name}"] if f"{prefix}.{name}" in P else x.new_zeros(c.n_embd)
-                for name, _ in self._norm_all]
+        args = [
+            P[f"{prefix}.{name}"] if f"{prefix}.{name}" in P else x.new_zeros(c.n_embd) for name, _ in self._norm_all
+        ]
         return self._k(c.norm)(x, *args, **self._norm_kw)
 
     def _attn(self, P, prefix, x):
         c = self.config
         B, T, C = x.shape
         nh, hd = c.n_head, c.head_dim
-        qkv = self._linear(P, prefix + ".c_attn", x, c.bias)                   # (B, T, 3C)
+        qkv = self._linear(P, prefix + ".c_attn", x, c.bias)  # (B, T, 3C)
         q, k, v = (t.reshape(B, T, nh, hd).transpose(1, 2) for t in qkv.split(C, dim=-1))
         if c.pos == "rope":
             q, k = self._rope(q), self._rope(k)
-        y = self._k(c.attention)(q, k, v, causal=True)                         # (B, nh, T, hd)
+        y = self._k(c.attention)(q, k, v, causal=True)  # (B, nh, T, hd)
         y = y.transpose(1, 2).reshape(B, T, C)
         return self._linear(P, prefix + ".c_proj", y, c.bias)
 
     def _mlp(self, P, prefix, x):
         c = self.config
         weights = self._ffn_weights
-        if weights is not None:                                                 # one MLP op
+        if weights is not None:  # one MLP op
             return self._k(c.ffn)(x, *(P[f"{prefix}.{name}.weight"] for name, _ in weights))
         h = self._linear(P, prefix + ".c_fc", x, c.bias)
         return self._linear(P, prefix + ".c_proj", self._k(c.ffn)(h), c.bias)
@@ -121,8 +122,7 @@ class TorchGPT(nn.Module):
         """RoPE on (B, nh, T, hd) through the generated kernel; the tables are its constant
         inputs (no gradient), expanded (views) to x's leading axes as the kernel expects."""
         cos, sin, rot = self._positions.rope(x.shape[-2], x.dtype, x.device)
-        return self._k("rope")(x, cos.expand(x.shape), sin.expand(x.shape),
-                               rot.expand(*x.shape[:-2], *rot.shape))
+        return self._k("rope")(x, cos.expand(x.shape), sin.expand(x.shape), rot.expand(*x.shape[:-2], *rot.shape))
 
     # ------------------------------------------------------------------ forward
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
@@ -132,7 +132,7 @@ class TorchGPT(nn.Module):
         B, T = check_idx(self.config, idx, targets)
         if targets is None:
             return self._logits(idx), None
-        mask = (targets >= 0).long()                        # target -1: ignored (ignore_index)
+        mask = (targets >= 0).long()  # target -1: ignored (ignore_index)
         targets = torch.where(mask == 1, targets, torch.zeros_like(targets))
         if not self.compiled:
             return self._with_loss(idx, targets, mask)
@@ -147,8 +147,9 @@ class TorchGPT(nn.Module):
             if not _compile_failure(e):
                 raise
             first = (str(e).strip().splitlines() or [""])[0]
-            raise CompileError(f"torch.compile failed ({type(e).__name__}: {first[:300]}); "
-                               "train without --compile (compile=False)") from e
+            raise CompileError(
+                f"torch.compile failed ({type(e).__name__}: {first[:300]}); train without --compile (compile=False)"
+            ) from e
 
     def _with_loss(self, idx, targets, mask):
         logits = self._logits(idx)
@@ -160,20 +161,19 @@ class TorchGPT(nn.Module):
         expressions is swapped for a kernel of PyTorch's own (it has attention patterns that
         rewrite to scaled_dot_product_attention): what runs is the printed formulas, fused."""
         if self._compiled is None:
-            self._compiled = torch.compile(self._with_loss, dynamic=False,
-                                           options={"pattern_matcher": False})
+            self._compiled = torch.compile(self._with_loss, dynamic=False, options={"pattern_matcher": False})
         return self._compiled
 
     def _logits(self, idx):
         c = self.config
         P = dict(self.named_parameters())
         B, T = idx.shape
-        x = self._k("embedding")(idx, P["wte.weight"])                           # (B, T, C)
+        x = self._k("embedding")(idx, P["wte.weight"])  # (B, T, C)
         if c.pos == "learned":
             pos = torch.arange(T, device=idx.device).expand(B, T)
             x = x + self._k("embedding")(pos, P["wpe.weight"])
         elif c.pos == "sinusoidal":
-            x = x + self._positions.sinusoid(T, x.dtype, x.device)           # fixed, no gradient
+            x = x + self._positions.sinusoid(T, x.dtype, x.device)  # fixed, no gradient
         for layer in range(c.n_layer):
             p = f"h.{layer}"
             if c.norm_position == "pre":
@@ -185,7 +185,7 @@ class TorchGPT(nn.Module):
         if c.norm_position == "pre":
             x = self._norm(P, "ln_f", x)
         head = P["wte.weight"] if c.tie_weights else P["lm_head.weight"]
-        return self._k("linear_nobias")(x, head)                                 # (B, T, V)
+        return self._k("linear_nobias")(x, head)  # (B, T, V)
 
 
 def _compile_failure(e: BaseException) -> bool:

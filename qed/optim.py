@@ -16,6 +16,7 @@ any other would be unproven code.
 `clip_grad_norm` and `cosine_lr` are bookkeeping around the update, not layer formulas.
 torch is imported only where a torch object is handled: NumPy training never loads it.
 """
+
 from __future__ import annotations
 
 import math
@@ -65,15 +66,14 @@ class AdamW:
     # 800k parameters; with two threads each takes every other chunk (-45%).
     CHUNK = 131072
 
-    def __init__(self, params: dict, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,
-                 threads: int | None = None):
+    def __init__(self, params: dict, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, threads: int | None = None):
         """`threads`: how many threads share the update of a flat buffer (None: as NumpyGPT,
         min(2, CPUs)); NumPy releases the GIL inside each ufunc."""
         if not params:
             raise ValueError("AdamW needs at least one parameter")
         self.threads = default_threads() if threads is None else max(1, int(threads))
         self._pool = None
-        self.params = params                           # the model's own dict: read at each step
+        self.params = params  # the model's own dict: read at each step
         _init_step(self, "numpy", lr, betas, eps, weight_decay)
         # Parameters that tile one flat buffer (NumpyGPT's do) are updated with one kernel call
         # per run of equal weight decay, on slices of flat p, g, m, v; otherwise one per parameter.
@@ -86,7 +86,7 @@ class AdamW:
             shapes = {k: p.shape for k, p in params.items()}
             self.m = dict(flat_views(m_flat, offsets, shapes))
             self.v = dict(flat_views(v_flat, offsets, shapes))
-            self._runs = []                            # (start, stop, decays?) in buffer order
+            self._runs = []  # (start, stop, decays?) in buffer order
             for k in sorted(params, key=offsets.get):
                 a, b, d = offsets[k], offsets[k] + params[k].size, decays(k, params[k].shape)
                 if self._runs and self._runs[-1][2] == d and self._runs[-1][1] == a:
@@ -103,17 +103,26 @@ class AdamW:
         if missing:
             raise KeyError(f"AdamW.step: no gradient for {', '.join(missing)}")
         lr = self.lr if lr is None else float(lr)
-        self.t += 1                                    # 1-based number of this step
+        self.t += 1  # 1-based number of this step
         if self._runs is not None:
-            layout = flat_layout(self.params)          # still the buffer it was built on?
+            layout = flat_layout(self.params)  # still the buffer it was built on?
             if layout is not None and layout[0] is self._flat[0]:
                 return self._flat_step(grads, lr)
         for name in self.m:
             p, g = self.params[name], np.asarray(grads[name], dtype=self.params[name].dtype)
             wd = self.weight_decay if decays(name, p.shape) else 0.0
-            p_new, m_new, v_new = self._kernel(p, g, self.m[name], self.v[name], t=self.t, lr=lr,
-                                               beta1=self.beta1, beta2=self.beta2,
-                                               eps=self.eps, weight_decay=wd)
+            p_new, m_new, v_new = self._kernel(
+                p,
+                g,
+                self.m[name],
+                self.v[name],
+                t=self.t,
+                lr=lr,
+                beta1=self.beta1,
+                beta2=self.beta2,
+                eps=self.eps,
+                weight_decay=wd,
+            )
             p[...] = p_new
             self.m[name], self.v[name] = m_new, v_new
 
@@ -121,19 +130,28 @@ class AdamW:
         base, offsets, m_flat, v_flat, g_flat = self._flat
         layout = flat_layout(grads)
         if layout is not None and layout[1] == offsets and layout[0].dtype == base.dtype:
-            g_flat = layout[0]                         # NumpyGPT.backward's gradients: already flat
+            g_flat = layout[0]  # NumpyGPT.backward's gradients: already flat
         else:
             for k, g in grads.items():
                 if k in offsets:
-                    g_flat[offsets[k]:offsets[k] + np.size(g)] = np.ravel(g)
+                    g_flat[offsets[k] : offsets[k] + np.size(g)] = np.ravel(g)
         chunks = _chunks(self._runs, self.CHUNK)
 
         def update(part):
             for a, b, d in part:
                 wd = self.weight_decay if d else 0.0
-                p_new, m_new, v_new = self._kernel(base[a:b], g_flat[a:b], m_flat[a:b], v_flat[a:b],
-                                                   t=self.t, lr=lr, beta1=self.beta1, beta2=self.beta2,
-                                                   eps=self.eps, weight_decay=wd)
+                p_new, m_new, v_new = self._kernel(
+                    base[a:b],
+                    g_flat[a:b],
+                    m_flat[a:b],
+                    v_flat[a:b],
+                    t=self.t,
+                    lr=lr,
+                    beta1=self.beta1,
+                    beta2=self.beta2,
+                    eps=self.eps,
+                    weight_decay=wd,
+                )
                 base[a:b], m_flat[a:b], v_flat[a:b] = p_new, m_new, v_new
 
         n = min(self.threads, len(chunks))
@@ -141,6 +159,7 @@ class AdamW:
             return update(chunks)
         if self._pool is None:
             from concurrent.futures import ThreadPoolExecutor
+
             self._pool = ThreadPoolExecutor(max_workers=n - 1, thread_name_prefix="qed-adamw")
         futures = [self._pool.submit(update, chunks[k::n]) for k in range(1, n)]
         update(chunks[0::n])
@@ -149,8 +168,14 @@ class AdamW:
 
     def state_dict(self) -> dict:
         """Flat: hyperparameters, the step count t, and m.<name>, v.<name> arrays."""
-        d: dict = {"t": self.t, "lr": self.lr, "beta1": self.beta1, "beta2": self.beta2,
-                   "eps": self.eps, "weight_decay": self.weight_decay}
+        d: dict = {
+            "t": self.t,
+            "lr": self.lr,
+            "beta1": self.beta1,
+            "beta2": self.beta2,
+            "eps": self.eps,
+            "weight_decay": self.weight_decay,
+        }
         for k in self.m:
             d[f"m.{k}"] = self.m[k].copy()
             d[f"v.{k}"] = self.v[k].copy()
@@ -160,14 +185,13 @@ class AdamW:
         need = [f"{s}.{k}" for k in self.m for s in ("m", "v")] + ["t"]
         missing = [k for k in need if k not in d]
         if missing:
-            raise KeyError(f"optimizer state lacks {', '.join(missing[:5])}"
-                           + (" ..." if len(missing) > 5 else ""))
+            raise KeyError(f"optimizer state lacks {', '.join(missing[:5])}" + (" ..." if len(missing) > 5 else ""))
         for k in self.m:
             for s, store in (("m", self.m), ("v", self.v)):
                 a = np.asarray(d[f"{s}.{k}"])
                 if a.shape != store[k].shape:
                     raise ValueError(f"optimizer state {s}.{k}: shape {a.shape}, expected {store[k].shape}")
-                store[k][...] = a                      # in place: m, v may be views of one buffer
+                store[k][...] = a  # in place: m, v may be views of one buffer
         self.t = int(d["t"])
         for key in ("lr", "beta1", "beta2", "eps", "weight_decay"):
             if key in d:
@@ -181,7 +205,7 @@ def clip_grad_norm(grads: dict, max_norm) -> float:
     vals = list(grads.values())
     if not vals:
         return 0.0
-    torch = sys.modules.get("torch")           # a tensor exists only if torch is loaded
+    torch = sys.modules.get("torch")  # a tensor exists only if torch is loaded
     is_tensor = (lambda g: False) if torch is None else (lambda g: isinstance(g, torch.Tensor))
     if is_tensor(vals[0]):
         total = math.sqrt(sum(float(torch.sum(g.detach().double() ** 2)) for g in vals))
@@ -226,7 +250,7 @@ class TorchAdamW:
     `params`: an nn.Module, a dict {name: Parameter}, or an iterable of (name, Parameter).
     """
 
-    CHUNK = 2**20        # elements per kernel call on the flat buffer (4 MiB of float32)
+    CHUNK = 2**20  # elements per kernel call on the flat buffer (4 MiB of float32)
 
     def __init__(self, params, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1):
         import torch
@@ -242,7 +266,7 @@ class TorchAdamW:
         self.named = named
         _init_step(self, "torch", lr, betas, eps, weight_decay)
         self._flat = _torch_flat(named)
-        if self._flat is not None:         # TorchGPT's parameters tile one buffer: flat m, v, one call per run
+        if self._flat is not None:  # TorchGPT's parameters tile one buffer: flat m, v, one call per run
             buf, offsets, self._runs = self._flat
             m_flat, v_flat = torch.zeros_like(buf), torch.zeros_like(buf)
             self._flat = (buf, offsets, m_flat, v_flat)
@@ -271,15 +295,24 @@ class TorchAdamW:
         if self._flat is not None and all(p.grad is not None for _, p in self.named):
             buf, offsets, m_flat, v_flat = self._flat
             order = sorted(self.named, key=lambda kp: offsets[kp[0]])
-            g_flat = torch.cat([p.grad.reshape(-1) for _, p in order])   # buffer order: one copy
+            g_flat = torch.cat([p.grad.reshape(-1) for _, p in order])  # buffer order: one copy
             # runs cut into CHUNK elements: the step's temporaries stay below glibc's mmap
             # threshold and are reused, instead of fresh zero-filled pages every step
             chunks = _chunks(self._runs, self.CHUNK)
             for a, b, d in chunks:
                 wd = self.weight_decay if d else 0.0
-                p_new, m_new, v_new = self._kernel(buf[a:b], g_flat[a:b], m_flat[a:b], v_flat[a:b], t=self.t,
-                                                   lr=lr, beta1=self.beta1, beta2=self.beta2,
-                                                   eps=self.eps, weight_decay=wd)
+                p_new, m_new, v_new = self._kernel(
+                    buf[a:b],
+                    g_flat[a:b],
+                    m_flat[a:b],
+                    v_flat[a:b],
+                    t=self.t,
+                    lr=lr,
+                    beta1=self.beta1,
+                    beta2=self.beta2,
+                    eps=self.eps,
+                    weight_decay=wd,
+                )
                 buf[a:b].copy_(p_new)
                 m_flat[a:b].copy_(m_new)
                 v_flat[a:b].copy_(v_new)
@@ -288,18 +321,33 @@ class TorchAdamW:
             if p.grad is None:
                 continue
             wd = self.weight_decay if decays(name, p.shape) else 0.0
-            p_new, m_new, v_new = self._kernel(p.detach(), p.grad, self.m[name], self.v[name], t=self.t,
-                                               lr=lr, beta1=self.beta1, beta2=self.beta2,
-                                               eps=self.eps, weight_decay=wd)
+            p_new, m_new, v_new = self._kernel(
+                p.detach(),
+                p.grad,
+                self.m[name],
+                self.v[name],
+                t=self.t,
+                lr=lr,
+                beta1=self.beta1,
+                beta2=self.beta2,
+                eps=self.eps,
+                weight_decay=wd,
+            )
             p.copy_(p_new)
-            self.m[name].copy_(m_new)                  # in place: m, v may be views of one buffer
+            self.m[name].copy_(m_new)  # in place: m, v may be views of one buffer
             self.v[name].copy_(v_new)
 
     def state_dict(self) -> dict:
         """The same flat layout as AdamW.state_dict (NumPy arrays)."""
-        d: dict = {"t": self.t, "lr": self.lr, "beta1": self.beta1, "beta2": self.beta2,
-                   "eps": self.eps, "weight_decay": self.weight_decay}
-        for name, p in self.named:
+        d: dict = {
+            "t": self.t,
+            "lr": self.lr,
+            "beta1": self.beta1,
+            "beta2": self.beta2,
+            "eps": self.eps,
+            "weight_decay": self.weight_decay,
+        }
+        for name, _p in self.named:
             m, v = self.m[name], self.v[name]
             d[f"m.{name}"] = m.detach().cpu().numpy().copy()
             d[f"v.{name}"] = v.detach().cpu().numpy().copy()
@@ -317,7 +365,7 @@ class TorchAdamW:
             v = torch.as_tensor(np.asarray(d[f"v.{name}"])).to(device=p.device, dtype=p.dtype)
             if m.shape != p.shape or v.shape != p.shape:
                 raise ValueError(f"optimizer state for {name}: shape {tuple(m.shape)}, expected {tuple(p.shape)}")
-            self.m[name].copy_(m)                      # in place: m, v may be views of one buffer
+            self.m[name].copy_(m)  # in place: m, v may be views of one buffer
             self.v[name].copy_(v)
 
 
@@ -329,8 +377,13 @@ def _torch_flat(named):
     ps = [p for _, p in named]
     p0 = ps[0]
     storage = p0.untyped_storage()
-    if any(p.untyped_storage().data_ptr() != storage.data_ptr() or not p.is_contiguous()
-           or p.dtype != p0.dtype or p.device != p0.device for p in ps):
+    if any(
+        p.untyped_storage().data_ptr() != storage.data_ptr()
+        or not p.is_contiguous()
+        or p.dtype != p0.dtype
+        or p.device != p0.device
+        for p in ps
+    ):
         return None
     total = storage.nbytes() // p0.element_size()
     offsets = {k: p.storage_offset() for k, p in named}

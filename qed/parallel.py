@@ -11,6 +11,7 @@ The model provides `forward_slice(idx, targets) -> (logits, loss_s, tape)` and
 `backward_slice(tape, weight) -> {name: gradient}` and holds no state between them; this module
 imports no model (NumpyGPT imports it, and the worker process builds the model itself).
 """
+
 from __future__ import annotations
 
 import os
@@ -23,7 +24,7 @@ MODES = ("threads", "processes")
 
 
 def check_mode(parallel: str) -> str:
-    """"threads" or "processes", or a ValueError."""
+    """ "threads" or "processes", or a ValueError."""
     if parallel not in MODES:
         raise ValueError(f"parallel must be 'threads' or 'processes', got {parallel!r}")
     return parallel
@@ -51,14 +52,15 @@ class DataParallel:
 
     def __init__(self, threads: int, parallel: str, n_params: int, dtype):
         check_mode(parallel)
-        if parallel == "processes" and os.name != "posix":   # pipes passed to a child: POSIX only
+        if parallel == "processes" and os.name != "posix":  # pipes passed to a child: POSIX only
             parallel = "threads"
         self.threads, self.mode = threads, parallel
-        self.pool = None             # (workers, ThreadPoolExecutor) for the slices after the first
-        self.workers = None          # ShardWorkers (mode "processes"), started on first use
-        self.shared = None           # SharedArray holding the flat parameters (mode "processes")
+        self.pool = None  # (workers, ThreadPoolExecutor) for the slices after the first
+        self.workers = None  # ShardWorkers (mode "processes"), started on first use
+        self.shared = None  # SharedArray holding the flat parameters (mode "processes")
         if parallel == "processes" and threads > 1:
             from .workers import SharedArray
+
             self.shared = SharedArray(n_params, dtype, keep_fd=True)
 
     @property
@@ -75,16 +77,15 @@ class DataParallel:
         if targets is not None:
             scored = targets >= 0
             counts = [int(np.count_nonzero(scored[sl])) for sl in parts]
-            if min(counts) == 0:                               # a slice with nothing to score: no split
+            if min(counts) == 0:  # a slice with nothing to score: no split
                 parts, counts = [slice(0, B)], [int(np.count_nonzero(scored))]
         if self.shared is not None and targets is not None and len(parts) > 1:
             results = self._forward_processes(model, idx, targets, parts)
         else:
-            results = self.map(lambda sl: model.forward_slice(idx[sl], None if targets is None else targets[sl]),
-                               parts)
+            results = self.map(lambda sl: model.forward_slice(idx[sl], None if targets is None else targets[sl]), parts)
         logits = results[0][0] if len(results) == 1 else np.concatenate([r[0] for r in results])
         if targets is None:
-            return logits, None, None                          # caches only when a backward can follow
+            return logits, None, None  # caches only when a backward can follow
         total = sum(counts)
         weights = [n / total for n in counts]
         loss = results[0][1] if len(results) == 1 else float(sum(w * r[1] for w, r in zip(weights, results)))
@@ -92,11 +93,11 @@ class DataParallel:
 
     def backward(self, model, tape: list, out: dict) -> dict:
         """Σ over slices of the gradients of (n_s/N)·loss_s, written into `out` ({name: array})."""
-        if any(isinstance(t, int) for t, _ in tape):           # slices held by worker processes
+        if any(isinstance(t, int) for t, _ in tape):  # slices held by worker processes
             parts = self._backward_processes(model, tape)
         else:
             parts = self.map(lambda tw: model.backward_slice(*tw), tape)
-        for k, g in out.items():                               # slice 0 + slice 1 (+ …): one pass each
+        for k, g in out.items():  # slice 0 + slice 1 (+ …): one pass each
             if len(parts) == 1:
                 np.copyto(g, parts[0][k])
                 continue
@@ -113,9 +114,9 @@ class DataParallel:
             return [fn(items[0])]
         if self.pool is None or self.pool[0] < len(items) - 1:
             from concurrent.futures import ThreadPoolExecutor
-            self.pool = (len(items) - 1, ThreadPoolExecutor(max_workers=len(items) - 1,
-                                                            thread_name_prefix="qed-shard"))
-        errstate = np.geterr()                    # np.errstate is per thread: carry the caller's
+
+            self.pool = (len(items) - 1, ThreadPoolExecutor(max_workers=len(items) - 1, thread_name_prefix="qed-shard"))
+        errstate = np.geterr()  # np.errstate is per thread: carry the caller's
 
         def in_pool(x):
             with np.errstate(**errstate):
@@ -130,29 +131,41 @@ class DataParallel:
     def _start_workers(self, model, n: int):
         if self.workers is None or len(self.workers.procs) < n:
             from .workers import ShardWorkers
+
             self.close()
-            self.workers = ShardWorkers(n, model.config, model.dtype, self.shared, model.offsets,
-                                        {k: v.shape for k, v in model.flat_views.items()})
+            self.workers = ShardWorkers(
+                n,
+                model.config,
+                model.dtype,
+                self.shared,
+                model.offsets,
+                {k: v.shape for k, v in model.flat_views.items()},
+            )
         return self.workers
 
     def _forward_processes(self, model, idx, targets, parts):
         """The first slice here, slice s ≥ 1 in worker s−1; each worker keeps its own tape (the
         tape here records its number)."""
         workers = self._start_workers(model, len(parts) - 1)
-        for k, view in model.flat_views.items():   # parameters replaced, not updated in place:
-            if model.params[k] is not view:          # copy them where the workers read
+        for k, view in model.flat_views.items():  # parameters replaced, not updated in place:
+            if model.params[k] is not view:  # copy them where the workers read
                 view[...] = model.params[k]
         for w, sl in enumerate(parts[1:]):
             workers.start_forward(w, idx[sl], targets[sl])
-        return self._own_then_workers(lambda: model.forward_slice(idx[parts[0]], targets[parts[0]]),
-                                      workers.finish_forward, len(parts) - 1, lambda r, w: (*r, w))
+        return self._own_then_workers(
+            lambda: model.forward_slice(idx[parts[0]], targets[parts[0]]),
+            workers.finish_forward,
+            len(parts) - 1,
+            lambda r, w: (*r, w),
+        )
 
     def _backward_processes(self, model, tape):
         workers = self.workers
         for t, weight in tape[1:]:
             workers.start_backward(t, weight)
-        return self._own_then_workers(lambda: model.backward_slice(*tape[0]), workers.finish_backward,
-                                      len(tape) - 1, lambda r, w: r)
+        return self._own_then_workers(
+            lambda: model.backward_slice(*tape[0]), workers.finish_backward, len(tape) - 1, lambda r, w: r
+        )
 
     @staticmethod
     def _own_then_workers(own, finish, n, wrap):

@@ -1,6 +1,7 @@
 """The parameters of a qed GPT: their names (nanoGPT's) and shapes, their initialisation, and the
 one check that a set of arrays fits a config (used by both models and by the checkpoint loader).
 """
+
 from __future__ import annotations
 
 import math
@@ -11,14 +12,14 @@ import numpy as np
 from .config import GPTConfig, ffn_weights, norm_params
 from .errors import QedError
 
-INIT_STD = 0.02          # GPT-2
+INIT_STD = 0.02  # GPT-2
 
 
 class ParameterError(QedError):
     """Arrays whose names or shapes do not fit the model (a ValueError)."""
 
 
-def param_shapes(config: GPTConfig) -> "OrderedDict[str, tuple[int, ...]]":
+def param_shapes(config: GPTConfig) -> OrderedDict[str, tuple[int, ...]]:
     """Every parameter's name (nanoGPT's) and shape, in a fixed order."""
     c = config
     C, H, V = c.n_embd, c.ffn_hidden, c.vocab_size
@@ -43,7 +44,7 @@ def param_shapes(config: GPTConfig) -> "OrderedDict[str, tuple[int, ...]]":
         lin(f"{p}.attn.c_proj", C, C, c.bias)
         norm(f"{p}.ln_2")
         weights = ffn_weights(c.ffn)
-        if weights is not None:                     # one MLP op (SwiGLU, GeGLU): no biases
+        if weights is not None:  # one MLP op (SwiGLU, GeGLU): no biases
             axis = {"model": C, "hidden": H}
             for name, (rows, cols) in weights:
                 lin(f"{p}.mlp.{name}", axis[rows], axis[cols], False)
@@ -69,20 +70,20 @@ def _is_residual_projection(name: str, config: GPTConfig) -> bool:
     return name.endswith(tuple(outputs))
 
 
-def init_params(config: GPTConfig, seed: int = 0) -> "OrderedDict[str, np.ndarray]":
+def init_params(config: GPTConfig, seed: int = 0) -> OrderedDict[str, np.ndarray]:
     """GPT-2 initialisation in float64, deterministic from `seed` (both backends use it):
     matrices ~ N(0, 0.02²), residual projections ~ N(0, (0.02/√(2·n_layer))²), biases 0,
     norm weights 1."""
     rng = np.random.default_rng(seed)
     out: OrderedDict = OrderedDict()
-    norm_init = dict(norm_params(config))       # a norm's gains 1, its shifts 0
+    norm_init = dict(norm_params(config))  # a norm's gains 1, its shifts 0
     for name, shape in param_shapes(config).items():
         if len(shape) == 2:
             std = INIT_STD / math.sqrt(2 * config.n_layer) if _is_residual_projection(name, config) else INIT_STD
             out[name] = rng.normal(0.0, std, size=shape)
         elif _is_norm(name) and norm_init.get(name.rsplit(".", 1)[1]) == "ones":
             out[name] = np.ones(shape)
-        else:                                    # linear biases, norm shifts
+        else:  # linear biases, norm shifts
             out[name] = np.zeros(shape)
     return out
 
@@ -92,8 +93,11 @@ def check_params(params: dict, expected: dict, where: str = "parameters") -> Non
     naming what is missing, unexpected or of the wrong shape."""
     missing = [k for k in expected if k not in params]
     extra = [k for k in params if k not in expected]
-    wrong = [f"{k} has shape {tuple(np.shape(params[k]))}, the model needs {tuple(expected[k])}"
-             for k in expected if k in params and tuple(np.shape(params[k])) != tuple(expected[k])]
+    wrong = [
+        f"{k} has shape {tuple(np.shape(params[k]))}, the model needs {tuple(expected[k])}"
+        for k in expected
+        if k in params and tuple(np.shape(params[k])) != tuple(expected[k])
+    ]
     parts = []
     if missing:
         parts.append(f"missing {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}")

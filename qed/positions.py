@@ -2,6 +2,7 @@
 seed A §5 — from the generated table functions (the formulas of derivations/positional.py; no
 formula is typed here). Built once per dtype and device at the config's block size, sliced to
 the sequence length; constant inputs of the kernels, with no gradient."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -40,5 +41,6 @@ class PositionTables:
 
                 def convert(a):
                     return torch.as_tensor(a).to(device=device, dtype=dtype)
+
             self._built[key] = tuple(map(convert, made)) if isinstance(made, (tuple, list)) else convert(made)
         return self._built[key]

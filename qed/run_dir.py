@@ -8,6 +8,7 @@ A run directory is claimed only after everything that can be checked before trai
 config, the memory estimate, building the model) has passed, and is removed again if the run
 fails before its first checkpoint: a failed start leaves nothing behind.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,7 +30,7 @@ CONFIG_COPY = "config.json"
 @dataclass
 class RunDir:
     path: Path
-    created: bool        # made by this process (and so ours to remove after a failed start)
+    created: bool  # made by this process (and so ours to remove after a failed start)
 
     def remove_if_unused(self) -> bool:
         """Remove a run directory this process created and never checkpointed into."""
@@ -75,7 +76,7 @@ def _link_latest(path: Path) -> None:
     """runs/latest -> path's name, replaced atomically; skipped where symbolic links are not allowed."""
     link = path.parent / LATEST_LINK
     if link.exists() and not link.is_symlink():
-        return                                 # a real file or directory named `latest`: leave it
+        return  # a real file or directory named `latest`: leave it
     tmp = path.parent / f".{LATEST_LINK}.{os.getpid()}.tmp"
     try:
         if tmp.is_symlink():
@@ -116,8 +117,13 @@ def read_metrics(run_dir: str | os.PathLike) -> list[dict]:
 
 def write_config_copy(run_dir: Path, description: dict) -> None:
     """config.json: a copy, for reading, of what the checkpoints hold (they are what qed reads)."""
-    ckpt.write_json_atomic(run_dir / CONFIG_COPY, {
-        "about": ("A copy, for reading, of this run's settings. qed never reads this file: resume, "
-                  "sample and eval use the checkpoints' state.json, verified by its checksum."),
-        **description,
-    })
+    ckpt.write_json_atomic(
+        run_dir / CONFIG_COPY,
+        {
+            "about": (
+                "A copy, for reading, of this run's settings. qed never reads this file: resume, "
+                "sample and eval use the checkpoints' state.json, verified by its checksum."
+            ),
+            **description,
+        },
+    )

@@ -22,6 +22,7 @@ NumPy backend (qed/parallel.py); `device` ("cpu", "cuda", "cuda:N") to the torch
 batches and results still cross as NumPy arrays. torch is imported only by the torch backend.
 A runner made a rank of a torch.distributed run is qed/distributed.py's RankRunner.
 """
+
 from __future__ import annotations
 
 import sys
@@ -49,12 +50,22 @@ def torch_dtype(dtype):
 
     if isinstance(dtype, torch.dtype):
         return dtype
-    return {np.dtype("float32"): torch.float32, np.dtype("float64"): torch.float64,
-            np.dtype("float16"): torch.float16}[numpy_dtype(dtype)]
+    return {np.dtype("float32"): torch.float32, np.dtype("float64"): torch.float64, np.dtype("float16"): torch.float16}[
+        numpy_dtype(dtype)
+    ]
 
 
-def build_model(config, backend: str = "numpy", dtype=None, seed: int = 0, *, compile: bool = False,
-                threads: int | None = None, parallel: str = "threads", device=None):
+def build_model(
+    config,
+    backend: str = "numpy",
+    dtype=None,
+    seed: int = 0,
+    *,
+    compile: bool = False,
+    threads: int | None = None,
+    parallel: str = "threads",
+    device=None,
+):
     """A NumpyGPT ("numpy") or TorchGPT ("torch"); dtype defaults to float32, and may be given
     as a NumPy dtype, a torch dtype or a name ("float32", "float64")."""
     if backend == "numpy":
@@ -223,13 +234,22 @@ class TorchRunner(Runner):
         self.model.load_params(params)
 
     def restart(self) -> None:
-        self.model.zero_grad(set_to_none=True)         # no gradient left from the steps before
+        self.model.zero_grad(set_to_none=True)  # no gradient left from the steps before
         super().restart()
 
 
-def build_runner(config, backend: str, dtype="float32", *, seed: int = 0, compile: bool = False,
-                 threads: int | None = None, parallel: str = "threads", optimizer: dict | None = None,
-                 device: str = "cpu") -> Runner:
+def build_runner(
+    config,
+    backend: str,
+    dtype="float32",
+    *,
+    seed: int = 0,
+    compile: bool = False,
+    threads: int | None = None,
+    parallel: str = "threads",
+    optimizer: dict | None = None,
+    device: str = "cpu",
+) -> Runner:
     """The runner of `backend` ("numpy" or "torch"); QedError for another, for torch without
     PyTorch installed, or for a device that the backend cannot use here."""
     if backend == "numpy" and device != "cpu":

@@ -1,6 +1,6 @@
 """`qed sample` and `qed eval`: generate from, and score, a run's latest checkpoint."""
-from __future__ import annotations
 
+from __future__ import annotations
 
 import numpy as np
 
@@ -17,14 +17,23 @@ def _task_for_sampling(info: dict):
     raise QedError(f"checkpoint has an unknown task {info.get('kind')!r}")
 
 
-def sample(run_dir: str, prompt: str | None = None, max_new_tokens: int | None = None,
-           temperature: float | None = None, top_k: int | None = None, greedy: bool = False, seed: int = 0,
-           backend: str | None = None, num_samples: int = 1, best: bool = False) -> list[str]:
+def sample(
+    run_dir: str,
+    prompt: str | None = None,
+    max_new_tokens: int | None = None,
+    temperature: float | None = None,
+    top_k: int | None = None,
+    greedy: bool = False,
+    seed: int = 0,
+    backend: str | None = None,
+    num_samples: int = 1,
+    best: bool = False,
+) -> list[str]:
     """Generated texts (prompt + continuation), one per sample.  temperature 0 means greedy."""
     from .checkpoint import BEST, LATEST
     from .train import generate, load_for_inference
 
-    if temperature is not None and not (0 <= temperature < float("inf")):   # nan fails too
+    if temperature is not None and not (0 <= temperature < float("inf")):  # nan fails too
         raise QedError(f"--temperature must be a finite number >= 0 (0: greedy), got {temperature}")
     if seed < 0:
         raise QedError(f"--seed must be >= 0, got {seed}")
@@ -34,8 +43,7 @@ def sample(run_dir: str, prompt: str | None = None, max_new_tokens: int | None =
         raise QedError(f"--max-new-tokens must be >= 0, got {max_new_tokens}")
     if num_samples < 1:
         raise QedError(f"--num-samples must be >= 1, got {num_samples}")
-    runner, c = load_for_inference(run_dir, backend=backend, which=BEST if best else LATEST,
-                                   batch_size=num_samples)
+    runner, c = load_for_inference(run_dir, backend=backend, which=BEST if best else LATEST, batch_size=num_samples)
     task = _task_for_sampling(c.meta["task"])
     block = runner.config.block_size
     rng = np.random.default_rng(seed)
@@ -43,17 +51,20 @@ def sample(run_dir: str, prompt: str | None = None, max_new_tokens: int | None =
     if task.kind == "sort":
         if prompt is None:  # a few held-out inputs the model never saw
             inputs = task.examples("val")
-            prompts = inputs[rng.choice(len(inputs), size=num_samples, replace=False if num_samples <= len(inputs) else True)]
+            prompts = inputs[
+                rng.choice(len(inputs), size=num_samples, replace=False if num_samples <= len(inputs) else True)
+            ]
         else:
             prompts = np.stack([task.encode(prompt)] * num_samples)
         n = task.length if max_new_tokens is None else max_new_tokens
         n = min(n, block + 1 - task.length)  # the model was trained on sequences of 2·length tokens
         # sorting is deterministic: greedy unless the user asked for a temperature
         use_greedy = greedy or temperature == 0 or (temperature is None and top_k is None)
-        seqs = generate(runner, prompts, n, block, temperature=temperature or 1.0, top_k=top_k,
-                        greedy=use_greedy, rng=rng)
+        seqs = generate(
+            runner, prompts, n, block, temperature=temperature or 1.0, top_k=top_k, greedy=use_greedy, rng=rng
+        )
         for seq in seqs:
-            inp, outp = task.decode(seq[: task.length]), task.decode(seq[task.length:])
+            inp, outp = task.decode(seq[: task.length]), task.decode(seq[task.length :])
             ok = "✓" if list(outp) == sorted(inp)[: len(outp)] and len(outp) == task.length else "✗"
             out.append(f"{inp} -> {outp}  {ok}")
         return out
@@ -66,10 +77,18 @@ def sample(run_dir: str, prompt: str | None = None, max_new_tokens: int | None =
         shown = prompt
     n = 200 if max_new_tokens is None else max_new_tokens
     idx = np.stack([prompt_ids] * num_samples)
-    seqs = generate(runner, idx, n, block, temperature=1.0 if temperature is None else temperature,
-                    top_k=top_k, greedy=greedy, rng=rng)
+    seqs = generate(
+        runner,
+        idx,
+        n,
+        block,
+        temperature=1.0 if temperature is None else temperature,
+        top_k=top_k,
+        greedy=greedy,
+        rng=rng,
+    )
     for seq in seqs:
-        out.append(shown + task.decode(seq[len(prompt_ids):]))
+        out.append(shown + task.decode(seq[len(prompt_ids) :]))
     return out
 
 

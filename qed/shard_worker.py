@@ -5,6 +5,7 @@ the parent side): attach the shared parameter and gradient buffers, build the sa
 them, and run its forward and backward on the batch slice it is given. It ignores SIGINT and
 SIGTERM: the parent handles them, and its exit closes the pipes, which ends this loop.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,13 +19,13 @@ from collections import OrderedDict
 import numpy as np
 
 from .config import GPTConfig
-from .model_numpy import NumpyGPT
 from .flat import flat_views
+from .model_numpy import NumpyGPT
 from .workers import SharedArray, _io_layout, _io_views
 
 
 def _serve(fd_in: int, fd_out: int) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C and SIGTERM are the parent's to handle
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C and SIGTERM are the parent's to handle
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     with os.fdopen(fd_in, "r", encoding="utf-8") as rd, os.fdopen(fd_out, "w", buffering=1, encoding="utf-8") as wr:
         state: dict = {}
@@ -33,7 +34,7 @@ def _serve(fd_in: int, fd_out: int) -> None:
             try:
                 with np.errstate(**msg.get("errstate", {})):
                     reply = _handle(state, msg)
-            except Exception:                              # reported to the parent, which raises
+            except Exception:  # reported to the parent, which raises
                 reply = {"error": traceback.format_exc()}
             wr.write(json.dumps(reply) + "\n")
 
@@ -45,16 +46,21 @@ def _handle(state: dict, msg: dict) -> dict:
         dtype = np.dtype(msg["dtype"])
         shapes = {k: tuple(s) for k, s in msg["shapes"].items()}
         size = sum(math.prod(s) for s in shapes.values())
-        if msg.get("params_fd") is not None:          # inherited descriptor of an unlinked file
-            params = SharedArray(size, dtype, fd=msg["params_fd"])          # (and closes it)
+        if msg.get("params_fd") is not None:  # inherited descriptor of an unlinked file
+            params = SharedArray(size, dtype, fd=msg["params_fd"])  # (and closes it)
         else:
             params = SharedArray(size, dtype, msg["params"])
         grads = SharedArray(size, dtype, msg["grads"])
         model = NumpyGPT(config, dtype=dtype, threads=1)
         views = flat_views(params.array, msg["offsets"], shapes)
         model.params = OrderedDict((k, views[k]) for k in model.params)
-        state.update(model=model, params=params, grads=grads,
-                     grad_views=flat_views(grads.array, msg["offsets"], shapes), tape=None)
+        state.update(
+            model=model,
+            params=params,
+            grads=grads,
+            grad_views=flat_views(grads.array, msg["offsets"], shapes),
+            tape=None,
+        )
         return {"ok": True}
     model = state["model"]
     if op == "forward":

@@ -14,6 +14,7 @@ metrics, plots and checkpoints. A resumed run is resumed by every rank from the 
 (the ranks check that they read the same one). When another rank is lost, rank 0 saves the last
 step that every rank finished (the lost step had not updated anything) and the run ends.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,13 +31,13 @@ from generated.numpy.softmax import softmax_forward
 
 from . import checkpoint as ckpt
 from . import run_dir as rundir
+from .data import IGNORE, SortTask, task_from_info
+from .distributed import PeerLost, World
+from .errors import CheckpointError, QedError
 from .interrupt import StopRequest
 from .params import check_params
 from .run_dir import read_metrics
 from .runner import build_runner
-from .data import IGNORE, SortTask, task_from_info
-from .distributed import PeerLost, World
-from .errors import CheckpointError, QedError
 
 DTYPES = ("float32", "float64")
 BACKENDS = ("numpy", "torch")
@@ -49,10 +50,12 @@ BACKENDS = ("numpy", "torch")
 SORT_LENGTH, SORT_DIGITS = 6, 10
 SORT_MODEL = dict(n_layer=2, n_head=4, n_embd=48)
 TEXT_MODEL = dict(n_layer=4, n_head=4, n_embd=128, block_size=64)
-SORT_TRAIN = dict(steps=1500, batch_size=64, lr=3e-3, warmup=100, min_lr=3e-4, weight_decay=0.01,
-                  grad_clip=1.0, eval_every=200)
-TEXT_TRAIN = dict(steps=2000, batch_size=16, lr=1e-3, warmup=100, min_lr=1e-4, weight_decay=0.1,
-                  grad_clip=1.0, eval_every=200)
+SORT_TRAIN = dict(
+    steps=1500, batch_size=64, lr=3e-3, warmup=100, min_lr=3e-4, weight_decay=0.01, grad_clip=1.0, eval_every=200
+)
+TEXT_TRAIN = dict(
+    steps=2000, batch_size=16, lr=1e-3, warmup=100, min_lr=1e-4, weight_decay=0.1, grad_clip=1.0, eval_every=200
+)
 
 
 @dataclass
@@ -68,28 +71,30 @@ class TrainSettings:
     seed: int = 0
     dtype: str = "float32"
     backend: str = "numpy"
-    numpy_parallel: str = "processes"   # NumpyGPT's batch slices: worker processes or threads
-    torch_compile: bool = False         # torch backend: the loss path under torch.compile
+    numpy_parallel: str = "processes"  # NumpyGPT's batch slices: worker processes or threads
+    torch_compile: bool = False  # torch backend: the loss path under torch.compile
     betas: tuple[float, float] = (0.9, 0.95)
     eps: float = 1e-8
-    eval_batches: int = 8          # text: validation batches per evaluation
+    eval_batches: int = 8  # text: validation batches per evaluation
     max_eval_examples: int = 2000  # sort: held-out examples scored per evaluation
-    keep: int = 2                  # checkpoints kept on disk
+    keep: int = 2  # checkpoints kept on disk
 
     def validate(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
             if f.type == "int" and (isinstance(v, bool) or not isinstance(v, int)):
                 raise QedError(f"--{f.name.replace('_', '-')} must be an integer, got {v!r}")
-            if f.type == "float" and (isinstance(v, bool) or not isinstance(v, (int, float))
-                                      or not math.isfinite(v)):
+            if f.type == "float" and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)):
                 raise QedError(f"--{f.name.replace('_', '-')} must be a finite number, got {v!r}")
         if not 0 <= self.seed < 2**63:
             raise QedError(f"--seed must lie in [0, 2**63), got {self.seed}")
         if not isinstance(self.torch_compile, bool):
             raise QedError(f"torch_compile must be true or false, got {self.torch_compile!r}")
-        if (not isinstance(self.betas, (tuple, list)) or len(self.betas) != 2
-                or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in self.betas)):
+        if (
+            not isinstance(self.betas, (tuple, list))
+            or len(self.betas) != 2
+            or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in self.betas)
+        ):
             raise QedError(f"--betas must be two numbers, got {self.betas!r}")
 
         def positive(name, allow_zero=False):
@@ -110,8 +115,7 @@ class TrainSettings:
         if self.backend not in BACKENDS:
             raise QedError(f"--backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if self.torch_compile and self.backend != "torch":
-            raise QedError("--compile applies to --backend torch (torch.compile); the numpy backend has "
-                           "no compiler")
+            raise QedError("--compile applies to --backend torch (torch.compile); the numpy backend has no compiler")
         b1, b2 = self.betas
         if not (0 <= b1 < 1 and 0 <= b2 < 1):
             raise QedError(f"--betas must lie in [0, 1), got {b1} {b2}")
@@ -122,7 +126,7 @@ class TrainSettings:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "TrainSettings":
+    def from_dict(cls, d: dict) -> TrainSettings:
         """Validated settings from a checkpoint: every key present, none unknown."""
         if not isinstance(d, dict):
             raise QedError(f"training settings must be a dict, got {type(d).__name__}")
@@ -130,9 +134,17 @@ class TrainSettings:
         missing = [k for k in known if k not in d]
         unknown = sorted(set(d) - set(known))
         if missing or unknown:
-            raise QedError("training settings " + "; ".join(
-                part for part in (missing and f"lack {', '.join(map(repr, missing))}",
-                                  unknown and f"have unknown key(s) {', '.join(map(repr, unknown))}") if part))
+            raise QedError(
+                "training settings "
+                + "; ".join(
+                    part
+                    for part in (
+                        missing and f"lack {', '.join(map(repr, missing))}",
+                        unknown and f"have unknown key(s) {', '.join(map(repr, unknown))}",
+                    )
+                    if part
+                )
+            )
         d = dict(d)
         if isinstance(d["betas"], list):
             d["betas"] = tuple(d["betas"])
@@ -142,8 +154,9 @@ class TrainSettings:
 
 
 # --------------------------------------------------------------------------- backends
-def make_runner(config, backend: str, dtype: str, seed: int, settings: TrainSettings | None = None,
-                world: World | None = None):
+def make_runner(
+    config, backend: str, dtype: str, seed: int, settings: TrainSettings | None = None, world: World | None = None
+):
     """The runner (qed/runner.py) of a run: with `settings`, its AdamW and how the backend runs
     (worker processes or threads, torch.compile); without, one that only scores (sampling, eval).
     As a rank of a `world` of several, the runner of this rank's rows (qed/distributed.py): the
@@ -152,11 +165,19 @@ def make_runner(config, backend: str, dtype: str, seed: int, settings: TrainSett
     if settings is None:
         return build_runner(config, backend, dtype, seed=seed, device=world.torch_device)
     rank = world.distributed
-    runner = build_runner(config, backend, dtype, seed=seed, device=world.torch_device,
-                          threads=1 if rank else None, parallel="threads" if rank else settings.numpy_parallel,
-                          compile=settings.torch_compile,
-                          optimizer=dict(lr=settings.lr, betas=tuple(settings.betas), eps=settings.eps,
-                                         weight_decay=settings.weight_decay))
+    runner = build_runner(
+        config,
+        backend,
+        dtype,
+        seed=seed,
+        device=world.torch_device,
+        threads=1 if rank else None,
+        parallel="threads" if rank else settings.numpy_parallel,
+        compile=settings.torch_compile,
+        optimizer=dict(
+            lr=settings.lr, betas=tuple(settings.betas), eps=settings.eps, weight_decay=settings.weight_decay
+        ),
+    )
     try:
         return world.shard(runner)
     except BaseException:
@@ -166,13 +187,24 @@ def make_runner(config, backend: str, dtype: str, seed: int, settings: TrainSett
 
 def check_shardable(settings: TrainSettings, world: World) -> None:
     if settings.batch_size < world.size:
-        raise QedError(f"--batch-size {settings.batch_size} is below the {world.size} ranks: each rank trains "
-                       "on at least one row of every batch")
+        raise QedError(
+            f"--batch-size {settings.batch_size} is below the {world.size} ranks: each rank trains "
+            "on at least one row of every batch"
+        )
 
 
 # --------------------------------------------------------------------------- evaluation
-def generate(runner, idx: np.ndarray, max_new_tokens: int, block_size: int, *, temperature: float = 1.0,
-             top_k: int | None = None, greedy: bool = False, rng: np.random.Generator | None = None) -> np.ndarray:
+def generate(
+    runner,
+    idx: np.ndarray,
+    max_new_tokens: int,
+    block_size: int,
+    *,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    greedy: bool = False,
+    rng: np.random.Generator | None = None,
+) -> np.ndarray:
     """Append max_new_tokens tokens to idx (B, T0): greedy argmax, or sampled with temperature/top-k."""
     idx = np.asarray(idx, dtype=np.int64)
     rng = rng if rng is not None else np.random.default_rng(0)
@@ -188,7 +220,7 @@ def generate(runner, idx: np.ndarray, max_new_tokens: int, block_size: int, *, t
             if top_k is not None and top_k < logits.shape[-1]:
                 kth = np.sort(logits, axis=-1)[:, -top_k][:, None]
                 logits = np.where(logits < kth, -np.inf, logits)
-            p, _ = softmax_forward(logits)          # the generated, proved softmax (logits.softmax)
+            p, _ = softmax_forward(logits)  # the generated, proved softmax (logits.softmax)
             u = rng.random((p.shape[0], 1))
             nxt = np.minimum((np.cumsum(p, axis=-1) < u).sum(axis=-1), p.shape[-1] - 1)
         idx = np.concatenate([idx, nxt[:, None].astype(np.int64)], axis=1)
@@ -203,7 +235,7 @@ def sort_accuracy(runner, task: SortTask, max_examples: int | None = None, chunk
     correct = 0
     for i in range(0, len(inputs), chunk):
         inp = inputs[i : i + chunk]
-        out = generate(runner, inp, task.length, task.block_size, greedy=True)[:, task.length:]
+        out = generate(runner, inp, task.length, task.block_size, greedy=True)[:, task.length :]
         correct += int((out == np.sort(inp, axis=1)).all(axis=1).sum())
     return correct / len(inputs), correct, len(inputs)
 
@@ -221,8 +253,10 @@ def evaluate(runner, task, settings: TrainSettings, block_size: int) -> dict:
         acc, correct, n = sort_accuracy(runner, task, settings.max_eval_examples)
         out.update(accuracy=acc, correct=correct, held_out=n)
     else:
-        losses = [runner.loss(x, y) for x, y in task.eval_batches(settings.batch_size, block_size,
-                                                                   settings.eval_batches, settings.seed)]
+        losses = [
+            runner.loss(x, y)
+            for x, y in task.eval_batches(settings.batch_size, block_size, settings.eval_batches, settings.seed)
+        ]
         out["val_loss"] = float(np.mean(losses))
     return out
 
@@ -262,8 +296,14 @@ def plot_losses(run_dir: Path, records: list[dict], title: str) -> None:
     handles, labels = ax.get_legend_handles_labels()
     if any("accuracy" in r for r in records):
         ax2 = ax.twinx()
-        ax2.plot(steps, [100 * r["accuracy"] for r in records if "accuracy" in r], "^-", color="tab:green",
-                 ms=3, label="held-out accuracy (%)")
+        ax2.plot(
+            steps,
+            [100 * r["accuracy"] for r in records if "accuracy" in r],
+            "^-",
+            color="tab:green",
+            ms=3,
+            label="held-out accuracy (%)",
+        )
         ax2.set_ylabel("exact-match accuracy (%)")
         ax2.set_ylim(0, 101)
         h2, l2 = ax2.get_legend_handles_labels()
@@ -286,11 +326,16 @@ def check_memory(config, settings: TrainSettings, task) -> dict:
     """Refuse, before anything is allocated, a run whose estimated memory exceeds the machine's."""
     from .memory import check_fits
 
-    return check_fits(config, batch_size=settings.batch_size, seq_len=_seq_len(task, config),
-                      itemsize=np.dtype(settings.dtype).itemsize, backend=settings.backend)
+    return check_fits(
+        config,
+        batch_size=settings.batch_size,
+        seq_len=_seq_len(task, config),
+        itemsize=np.dtype(settings.dtype).itemsize,
+        backend=settings.backend,
+    )
 
 
-def verified_run(c: "ckpt.Checkpoint"):
+def verified_run(c: ckpt.Checkpoint):
     """(config, settings, task info) of a loaded checkpoint, each complete and valid, and consistent
     with each other and with the weights; CheckpointError naming what is wrong otherwise."""
     from .config import GPTConfig
@@ -311,8 +356,11 @@ def verified_run(c: "ckpt.Checkpoint"):
     elif kind == "text":
         need = {"kind", "path", "vocab"}
         vocab = info.get("vocab")
-        if (not isinstance(vocab, list) or not all(isinstance(t, str) and len(t) == 1 for t in vocab)
-                or len(set(vocab)) != len(vocab)):
+        if (
+            not isinstance(vocab, list)
+            or not all(isinstance(t, str) and len(t) == 1 for t in vocab)
+            or len(set(vocab)) != len(vocab)
+        ):
             raise CheckpointError(f"{c.path}: the text task's vocabulary is not a list of distinct characters")
         vocab_size = len(vocab)
     else:
@@ -320,20 +368,23 @@ def verified_run(c: "ckpt.Checkpoint"):
     if set(info) != need:
         raise CheckpointError(f"{c.path}: the {kind} task record has keys {sorted(info)}, expected {sorted(need)}")
     if vocab_size != config.vocab_size:
-        raise CheckpointError(f"{c.path}: the task's vocabulary has {vocab_size} tokens but the model's "
-                              f"vocab_size is {config.vocab_size}")
+        raise CheckpointError(
+            f"{c.path}: the task's vocabulary has {vocab_size} tokens but the model's vocab_size is {config.vocab_size}"
+        )
     if kind == "sort":
         try:
             task = task_from_info(info)
         except (QedError, TypeError, ValueError) as e:
             raise CheckpointError(f"{c.path}: bad sort task ({e})") from None
         if config.block_size < task.block_size:
-            raise CheckpointError(f"{c.path}: block_size {config.block_size} is below the sort task's "
-                                  f"{task.block_size}")
+            raise CheckpointError(
+                f"{c.path}: block_size {config.block_size} is below the sort task's {task.block_size}"
+            )
     dtypes = {str(a.dtype) for a in c.params.values()}
     if dtypes != {settings.dtype}:
-        raise CheckpointError(f"{c.path}: the weights are {', '.join(sorted(dtypes))} but the run's dtype is "
-                              f"{settings.dtype}")
+        raise CheckpointError(
+            f"{c.path}: the weights are {', '.join(sorted(dtypes))} but the run's dtype is {settings.dtype}"
+        )
     from .params import param_shapes
 
     check_params(c.params, param_shapes(config), where=f"{c.path}: the weights")
@@ -350,18 +401,19 @@ class Trainer:
     rng: np.random.Generator
     step: int = 0
     pending: list = field(default_factory=list)  # train losses since the last metrics record
-    losses: dict = field(default_factory=dict)    # step -> train loss, this process
+    losses: dict = field(default_factory=dict)  # step -> train loss, this process
     progress: bool = True
-    on_step: object = None                        # callback(step, loss), for tests
+    on_step: object = None  # callback(step, loss), for tests
     console: object = None
-    best_val_loss: float | None = None            # the lowest validation loss checkpointed so far
-    claimed: object = None                        # run_dir.RunDir of a new run (removed if it fails at once)
-    world: World = field(default_factory=World)   # this process's rank among the run's (one: World())
+    best_val_loss: float | None = None  # the lowest validation loss checkpointed so far
+    claimed: object = None  # run_dir.RunDir of a new run (removed if it fails at once)
+    world: World = field(default_factory=World)  # this process's rank among the run's (one: World())
 
     # -- construction
     @classmethod
-    def new(cls, config, settings: TrainSettings, task, out: str | None = None, world: World | None = None,
-            **kw) -> "Trainer":
+    def new(
+        cls, config, settings: TrainSettings, task, out: str | None = None, world: World | None = None, **kw
+    ) -> Trainer:
         """Check everything that can be checked, build the model, and only then claim a run
         directory: a start that fails leaves none behind. Only rank 0 claims one (the other
         ranks' `run_dir` is --out, or None)."""
@@ -380,11 +432,28 @@ class Trainer:
             # every rank draws the same global batches from this Generator (and takes its rows)
             rng = np.random.default_rng(np.random.SeedSequence([settings.seed, 0xDA7A]))
             if not world.is_main:
-                return cls(run_dir=None if out is None else Path(out), config=config, settings=settings, task=task,
-                           runner=runner, rng=rng, world=world, **kw)
+                return cls(
+                    run_dir=None if out is None else Path(out),
+                    config=config,
+                    settings=settings,
+                    task=task,
+                    runner=runner,
+                    rng=rng,
+                    world=world,
+                    **kw,
+                )
             claimed = rundir.claim(task.name, out)
-            t = cls(run_dir=claimed.path, config=config, settings=settings, task=task, runner=runner, rng=rng,
-                    claimed=claimed, world=world, **kw)
+            t = cls(
+                run_dir=claimed.path,
+                config=config,
+                settings=settings,
+                task=task,
+                runner=runner,
+                rng=rng,
+                claimed=claimed,
+                world=world,
+                **kw,
+            )
             rundir.write_config_copy(t.run_dir, t._describe())
             (t.run_dir / rundir.METRICS).touch()
         except BaseException:
@@ -395,9 +464,16 @@ class Trainer:
         return t
 
     @classmethod
-    def resume(cls, run_dir: str | os.PathLike, steps: int | None = None, eval_every: int | None = None,
-               numpy_parallel: str | None = None, torch_compile: bool | None = None, world: World | None = None,
-               **kw) -> "Trainer":
+    def resume(
+        cls,
+        run_dir: str | os.PathLike,
+        steps: int | None = None,
+        eval_every: int | None = None,
+        numpy_parallel: str | None = None,
+        torch_compile: bool | None = None,
+        world: World | None = None,
+        **kw,
+    ) -> Trainer:
         """Continue a run from its latest checkpoint; every rank of a `world` reads it (the run
         directory must be one that every rank sees), rank 0 alone writes."""
         world = world or World()
@@ -407,16 +483,20 @@ class Trainer:
         config, settings, info = verified_run(c)
         meta = c.meta
         if steps is not None and steps <= c.step:
-            raise QedError(f"--steps {steps}: the run is already at step {c.step}; pass --steps N with "
-                           f"N > {c.step} to train further")
+            raise QedError(
+                f"--steps {steps}: the run is already at step {c.step}; pass --steps N with "
+                f"N > {c.step} to train further"
+            )
         if steps is None and c.step >= settings.steps:
-            raise QedError(f"{run_dir}: the run is complete (step {c.step} of {settings.steps}); pass "
-                           f"--steps N with N > {c.step} to train further")
+            raise QedError(
+                f"{run_dir}: the run is complete (step {c.step} of {settings.steps}); pass "
+                f"--steps N with N > {c.step} to train further"
+            )
         if steps is not None:
             settings.steps = steps
         if eval_every is not None:
             settings.eval_every = eval_every
-        if numpy_parallel is not None:                  # how, not what: free to change on resume
+        if numpy_parallel is not None:  # how, not what: free to change on resume
             settings.numpy_parallel = numpy_parallel
         if torch_compile is not None:
             settings.torch_compile = torch_compile
@@ -441,20 +521,29 @@ class Trainer:
         except BaseException:
             runner.close()
             raise
-        t = cls(run_dir=Path(run_dir), config=config, settings=settings, task=task, runner=runner, rng=rng,
-                step=c.step, pending=list(meta.get("pending_losses", [])),
-                best_val_loss=meta.get("best_val_loss"), world=world, **kw)
+        t = cls(
+            run_dir=Path(run_dir),
+            config=config,
+            settings=settings,
+            task=task,
+            runner=runner,
+            rng=rng,
+            step=c.step,
+            pending=list(meta.get("pending_losses", [])),
+            best_val_loss=meta.get("best_val_loss"),
+            world=world,
+            **kw,
+        )
         t.resumed_from = meta["checksum"]
         if not world.is_main:
             return t
         # drop metrics a crash may have logged after this checkpoint
         records = [r for r in read_metrics(run_dir) if r.get("step", 0) <= c.step]
-        ckpt.write_bytes_atomic(Path(run_dir) / rundir.METRICS,
-                                "".join(json.dumps(r) + "\n" for r in records).encode())
+        ckpt.write_bytes_atomic(Path(run_dir) / rundir.METRICS, "".join(json.dumps(r) + "\n" for r in records).encode())
         rundir.write_config_copy(Path(run_dir), t._describe())
         return t
 
-    resumed_from = ""                              # the checksum of the checkpoint resumed from
+    resumed_from = ""  # the checksum of the checkpoint resumed from
 
     def abandon(self) -> None:
         """Undo a start that is not going ahead (another rank could not start): stop worker
@@ -469,8 +558,9 @@ class Trainer:
         own copy of the file)."""
         import hashlib
 
-        digest = hashlib.sha256(json.dumps([self._describe(), self.step, self.resumed_from],
-                                           sort_keys=True, default=str).encode())
+        digest = hashlib.sha256(
+            json.dumps([self._describe(), self.step, self.resumed_from], sort_keys=True, default=str).encode()
+        )
         if self.task.kind == "text":
             digest.update(np.ascontiguousarray(self.task.train).tobytes())
             digest.update(np.ascontiguousarray(self.task.val).tobytes())
@@ -499,11 +589,21 @@ class Trainer:
         if best:
             self.best_val_loss = val_loss
         meta = self._describe()
-        meta.update(rng=self.rng.bit_generator.state, pending_losses=list(self.pending),
-                    val_loss=val_loss, best_val_loss=self.best_val_loss)
-        return ckpt.save_checkpoint(self.run_dir, step=self.step, params=self.runner.params(),
-                                    optimizer=self.runner.optimizer_state(), meta=meta, keep=self.settings.keep,
-                                    best=best)
+        meta.update(
+            rng=self.rng.bit_generator.state,
+            pending_losses=list(self.pending),
+            val_loss=val_loss,
+            best_val_loss=self.best_val_loss,
+        )
+        return ckpt.save_checkpoint(
+            self.run_dir,
+            step=self.step,
+            params=self.runner.params(),
+            optimizer=self.runner.optimizer_state(),
+            meta=meta,
+            keep=self.settings.keep,
+            best=best,
+        )
 
     def _print(self, msg: str) -> None:
         if self.console is not None:
@@ -529,8 +629,10 @@ class Trainer:
         return rec
 
     def _log_line(self, rec: dict) -> str:
-        s = (f"step {rec['step']:>6}  train {fmt_loss(rec['train_loss'])}  val {fmt_loss(rec['val_loss'])}"
-             f"  lr {rec['lr']:.2e}")
+        s = (
+            f"step {rec['step']:>6}  train {fmt_loss(rec['train_loss'])}  val {fmt_loss(rec['val_loss'])}"
+            f"  lr {rec['lr']:.2e}"
+        )
         s += f"  {rec['tokens_per_s']:,.0f} tok/s"
         if "accuracy" in rec:
             s += f"  held-out accuracy {100 * rec['accuracy']:.2f}% ({rec['correct']}/{rec['held_out']})"
@@ -551,24 +653,32 @@ class Trainer:
             raise
         except BaseException:
             if self.claimed is not None and self.claimed.remove_if_unused():
-                print(f"qed: the run failed before its first checkpoint; removed {self.run_dir}",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"qed: the run failed before its first checkpoint; removed {self.run_dir}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             raise
 
     def _run(self) -> int:
         s, world, main = self.settings, self.world, self.world.is_main
-        tokens_per_step = s.batch_size * _seq_len(self.task, self.config)     # the global batch's
+        tokens_per_step = s.batch_size * _seq_len(self.task, self.config)  # the global batch's
         records = read_metrics(self.run_dir) if main else []
         t_start = time.perf_counter()
         steps_window, train_time = 0, 0.0
         bar = _Progress(self, enabled=self.progress and main)
-        consistent = True   # False while a step is half done (batch drawn, parameters being updated)
+        consistent = True  # False while a step is half done (batch drawn, parameters being updated)
         saved_step = None
-        stop = StopRequest(on_first="qed: stopping: finishing this step, then saving a checkpoint "
-                                    "(further Ctrl-C's are ignored until it is saved)" if main else "",
-                           on_more="qed: still saving the checkpoint; it is kept whatever you press "
-                                   "(Ctrl-\\ quits without it)" if main else "")
-        world.stop_source = lambda: stop.requested        # sent with every step's all-reduce
+        stop = StopRequest(
+            on_first="qed: stopping: finishing this step, then saving a checkpoint "
+            "(further Ctrl-C's are ignored until it is saved)"
+            if main
+            else "",
+            on_more="qed: still saving the checkpoint; it is kept whatever you press (Ctrl-\\ quits without it)"
+            if main
+            else "",
+        )
+        world.stop_source = lambda: stop.requested  # sent with every step's all-reduce
         with stop, bar:
             self.console = bar.console
             try:
@@ -581,7 +691,7 @@ class Trainer:
                     try:
                         with np.errstate(all="ignore"):  # a diverging run is caught below, in one line
                             loss = self.runner.step(x, y, lr, s.grad_clip)
-                    except PeerLost as e:                # before any update: the state is that of step k
+                    except PeerLost as e:  # before any update: the state is that of step k
                         self.rng.bit_generator.state = rng_state
                         raise self._lost(e, saved_step) from None
                     train_time += time.perf_counter() - t0
@@ -606,30 +716,40 @@ class Trainer:
                         steps_window, train_time = 0, 0.0
                     if self.on_step is not None:
                         self.on_step(self.step, loss)
-            except KeyboardInterrupt:        # only where no handler could be installed (a thread)
+            except KeyboardInterrupt:  # only where no handler could be installed (a thread)
                 stop.requested = True
             finally:
                 self.console = None
-                self.runner.close()                    # worker processes, if any (restart on demand)
+                self.runner.close()  # worker processes, if any (restart on demand)
             if not world.agreed_stop(stop.requested):
-                world.barrier()                        # every rank ends with rank 0's last checkpoint
+                world.barrier()  # every rank ends with rank 0's last checkpoint
                 return 0
             # still inside `stop`: a further signal cannot cut this save short
             if not consistent:
-                print(f"interrupted in the middle of step {self.step + 1}; the last checkpoint is kept; "
-                      f"continue with: qed train --resume {self.run_dir}", file=sys.stderr, flush=True)
+                print(
+                    f"interrupted in the middle of step {self.step + 1}; the last checkpoint is kept; "
+                    f"continue with: qed train --resume {self.run_dir}",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 return 130
             if not main:
                 world.barrier("while rank 0 saved the checkpoint")
                 return 130
             where = ckpt.resolve(self.run_dir) if saved_step == self.step else self.save()
             world.barrier("while rank 0 saved the checkpoint")
-        ignored = f" ({stop.extra} further interrupt{'s' * (stop.extra != 1)} ignored while saving)" if stop.extra else ""
+        ignored = (
+            f" ({stop.extra} further interrupt{'s' * (stop.extra != 1)} ignored while saving)" if stop.extra else ""
+        )
         best = ""
         if self.best_val_loss is not None:
             best = f"; best (val_loss {fmt_loss(self.best_val_loss)}): {ckpt.resolve(self.run_dir, ckpt.BEST).name}"
-        print(f"interrupted at step {self.step} of {s.steps}: checkpoint saved to {where}{best}{ignored}; "
-              f"continue with: qed train --resume {self.run_dir}", file=sys.stderr, flush=True)
+        print(
+            f"interrupted at step {self.step} of {s.steps}: checkpoint saved to {where}{best}{ignored}; "
+            f"continue with: qed train --resume {self.run_dir}",
+            file=sys.stderr,
+            flush=True,
+        )
         return 130
 
     def _lost(self, e: PeerLost, saved_step) -> PeerLost:
@@ -662,13 +782,26 @@ class _Progress:
         self.start = trainer.step
         if enabled:
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
             self.console = Console()
             self.p = Progress(
-                TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[tok_s]} tok/s"),
-                TimeElapsedColumn(), TimeRemainingColumn(), console=self.console, transient=False,
+                TextColumn("[bold]train"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("loss {task.fields[loss]}"),
+                TextColumn("{task.fields[tok_s]} tok/s"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=False,
             )
 
     def __enter__(self):
@@ -688,8 +821,13 @@ class _Progress:
 
 
 # --------------------------------------------------------------------------- entry points
-def load_for_inference(run_dir: str | os.PathLike, backend: str | None = None, dtype: str | None = None,
-                       which: str = ckpt.LATEST, batch_size: int = 1):
+def load_for_inference(
+    run_dir: str | os.PathLike,
+    backend: str | None = None,
+    dtype: str | None = None,
+    which: str = ckpt.LATEST,
+    batch_size: int = 1,
+):
     """(runner, checkpoint) for sampling and evaluation from a run's latest (or best) checkpoint,
     verified (train.verified_run) before the model is built."""
     from .memory import check_fits
@@ -698,11 +836,18 @@ def load_for_inference(run_dir: str | os.PathLike, backend: str | None = None, d
     config, settings, _ = verified_run(c)
     backend = backend or settings.backend
     dtype = dtype or settings.dtype
-    check_fits(config, batch_size=batch_size, seq_len=config.block_size, itemsize=np.dtype(dtype).itemsize,
-               backend=backend, training=False, what="--num-samples")
+    check_fits(
+        config,
+        batch_size=batch_size,
+        seq_len=config.block_size,
+        itemsize=np.dtype(dtype).itemsize,
+        backend=backend,
+        training=False,
+        what="--num-samples",
+    )
     from .cpu import use_threads
 
-    use_threads(backend)                          # torch: every core (sampling and eval too)
+    use_threads(backend)  # torch: every core (sampling and eval too)
     runner = make_runner(config, backend, dtype, seed=0)
     runner.load_params(c.params)
     return runner, c

@@ -30,6 +30,7 @@ SIGTERM (the parent handles them; its exit closes the pipes) and runs BLAS on on
 module is the parent side and the shared memory, and imports no model: qed/parallel.py (NumpyGPT's
 data parallelism) imports it, never the other way round.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,8 +67,7 @@ class SharedArray:
     then leaves nothing behind. `fd=`: map such a descriptor (in a process that inherited it),
     then close it (the mapping stays)."""
 
-    def __init__(self, size: int, dtype, path: str | None = None, *, keep_fd: bool = False,
-                 fd: int | None = None):
+    def __init__(self, size: int, dtype, path: str | None = None, *, keep_fd: bool = False, fd: int | None = None):
         self.dtype = np.dtype(dtype)
         nbytes = max(1, int(size) * self.dtype.itemsize)
         created = path is None and fd is None
@@ -108,17 +108,20 @@ def _unlink(path: str) -> None:
 def _io_layout(B: int, T: int, V: int, dtype) -> tuple[int, dict]:
     """Bytes of the io segment and the (offset, count, dtype, shape) of idx, targets, logits."""
     parts, off = {}, 0
-    for name, dt, shape in (("idx", np.int64, (B, T)), ("targets", np.int64, (B, T)),
-                            ("logits", np.dtype(dtype), (B, T, V))):
+    for name, dt, shape in (
+        ("idx", np.int64, (B, T)),
+        ("targets", np.int64, (B, T)),
+        ("logits", np.dtype(dtype), (B, T, V)),
+    ):
         dt = np.dtype(dt)
-        off = -(-off // 64) * 64                           # 64-byte aligned
+        off = -(-off // 64) * 64  # 64-byte aligned
         parts[name] = (off, math.prod(shape), dt, shape)
         off += math.prod(shape) * dt.itemsize
     return off, parts
 
 
 def _io_views(raw: np.ndarray, parts: dict) -> dict:
-    return {k: raw[o:o + n * dt.itemsize].view(dt).reshape(shape) for k, (o, n, dt, shape) in parts.items()}
+    return {k: raw[o : o + n * dt.itemsize].view(dt).reshape(shape) for k, (o, n, dt, shape) in parts.items()}
 
 
 # --------------------------------------------------------------------------- parent side
@@ -130,12 +133,17 @@ class ShardWorkers:
         self.config, self.dtype = config, np.dtype(dtype)
         self.params, self.offsets, self.shapes = params, dict(offsets), {k: tuple(s) for k, s in shapes.items()}
         self.procs: list[subprocess.Popen] = []
-        self.chans: list[tuple] = []                       # (write file, read file) per worker
-        self.grads: list[dict] = []                        # per worker: {name: view of its grads}
+        self.chans: list[tuple] = []  # (write file, read file) per worker
+        self.grads: list[dict] = []  # per worker: {name: view of its grads}
         self._grad_bufs: list[SharedArray] = []
-        self._io: list[tuple[SharedArray, tuple, dict] | None] = []   # (segment, (B, T), views)
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-                   QED_MALLOC_TUNE=os.environ.get("QED_MALLOC_TUNE", "1"))
+        self._io: list[tuple[SharedArray, tuple, dict] | None] = []  # (segment, (B, T), views)
+        env = dict(
+            os.environ,
+            OPENBLAS_NUM_THREADS="1",
+            OMP_NUM_THREADS="1",
+            MKL_NUM_THREADS="1",
+            QED_MALLOC_TUNE=os.environ.get("QED_MALLOC_TUNE", "1"),
+        )
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
         self._finalizer = weakref.finalize(self, _shutdown, self.procs, self.chans)
@@ -149,14 +157,20 @@ class ShardWorkers:
     def _start(self, env) -> None:
         to_child_r, to_child_w = os.pipe()
         to_parent_r, to_parent_w = os.pipe()
-        shared = () if self.params.fd is None else (self.params.fd,)   # the parameters' file, by descriptor
-        proc = subprocess.Popen([sys.executable, "-m", "qed.shard_worker", str(to_child_r), str(to_parent_w)],
-                                pass_fds=(to_child_r, to_parent_w, *shared), env=env, stdin=subprocess.DEVNULL)
+        shared = () if self.params.fd is None else (self.params.fd,)  # the parameters' file, by descriptor
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "qed.shard_worker", str(to_child_r), str(to_parent_w)],
+            pass_fds=(to_child_r, to_parent_w, *shared),
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
         os.close(to_child_r)
         os.close(to_parent_w)
         self.procs.append(proc)
-        chan = (os.fdopen(to_child_w, "w", buffering=1, encoding="utf-8"),
-                os.fdopen(to_parent_r, "r", encoding="utf-8"))
+        chan = (
+            os.fdopen(to_child_w, "w", buffering=1, encoding="utf-8"),
+            os.fdopen(to_parent_r, "r", encoding="utf-8"),
+        )
         self.chans.append(chan)
         grads = SharedArray(self.params.array.size, self.dtype)
         self._grad_bufs.append(grads)
@@ -164,16 +178,26 @@ class ShardWorkers:
         self._io.append(None)
         w = len(self.procs) - 1
         try:
-            self._send(w, {"op": "attach", "config": self.config.to_dict(), "dtype": self.dtype.name,
-                           "offsets": self.offsets, "shapes": {k: list(s) for k, s in self.shapes.items()},
-                           "params": self.params.path, "params_fd": self.params.fd, "grads": grads.path})
+            self._send(
+                w,
+                {
+                    "op": "attach",
+                    "config": self.config.to_dict(),
+                    "dtype": self.dtype.name,
+                    "offsets": self.offsets,
+                    "shapes": {k: list(s) for k, s in self.shapes.items()},
+                    "params": self.params.path,
+                    "params_fd": self.params.fd,
+                    "grads": grads.path,
+                },
+            )
             self._reply(w)
         finally:
             grads.unlink()
 
     # ------------------------------------------------------------------ protocol
     def _send(self, w: int, msg: dict) -> None:
-        msg = dict(msg, errstate=np.geterr())   # the worker computes under the caller's np.errstate
+        msg = dict(msg, errstate=np.geterr())  # the worker computes under the caller's np.errstate
         try:
             self.chans[w][0].write(json.dumps(msg) + "\n")
         except (BrokenPipeError, OSError) as e:

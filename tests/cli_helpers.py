@@ -1,4 +1,5 @@
 """Running `python -m qed ...` as a user does, and the shape of a one-line error."""
+
 import os
 import subprocess
 import sys
@@ -14,8 +15,14 @@ def env():
 
 
 def qed(*args, timeout=300, cwd=None):
-    return subprocess.run([sys.executable, "-m", "qed", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env=env(), cwd=cwd or ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "qed", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env(),
+        cwd=cwd or ROOT,
+    )
 
 
 def assert_one_line_error(r, *fragments):

@@ -1,4 +1,5 @@
 """Attention at the edges: length 1, logits of magnitude 1e4, non-contiguous inputs."""
+
 import numpy as np
 import pytest
 import torch
@@ -35,7 +36,7 @@ def test_length_one(backend, causal):
     rng = np.random.default_rng(0)
     q, k, v, do = (rng.standard_normal((2, 3, 1, 4)) for _ in range(4))
     got = ours(backend, q, k, v, do, causal)
-    np.testing.assert_allclose(got[0], v)            # one key: its weight is exactly 1
+    np.testing.assert_allclose(got[0], v)  # one key: its weight is exactly 1
     close(got, reference(q, k, v, do, causal))
 
 
@@ -43,7 +44,7 @@ def test_length_one(backend, causal):
 @pytest.mark.parametrize("causal", [False, True])
 def test_logits_of_magnitude_1e4_are_finite_without_warnings(backend, causal):
     rng = np.random.default_rng(1)
-    q = rng.standard_normal((2, 5, 8)) * 100          # q·k/√d reaches ~1e4
+    q = rng.standard_normal((2, 5, 8)) * 100  # q·k/√d reaches ~1e4
     k = rng.standard_normal((2, 5, 8)) * 100
     v, do = rng.standard_normal((2, 5, 3)), rng.standard_normal((2, 5, 3))
     s = np.abs(q @ np.swapaxes(k, -1, -2) / np.sqrt(8)).max()
@@ -57,8 +58,8 @@ def test_logits_of_magnitude_1e4_are_finite_without_warnings(backend, causal):
 def test_non_contiguous_inputs(backend):
     rng = np.random.default_rng(2)
     big = rng.standard_normal((2, 6, 16))
-    q = big[..., ::2]                                 # strided view
-    k = np.swapaxes(rng.standard_normal((2, 8, 6)), -1, -2)   # transposed view
+    q = big[..., ::2]  # strided view
+    k = np.swapaxes(rng.standard_normal((2, 8, 6)), -1, -2)  # transposed view
     v = rng.standard_normal((2, 6, 10))[..., 3:7]
     do = rng.standard_normal((2, 6, 4))
     assert not (q.flags.c_contiguous or k.flags.c_contiguous or v.flags.c_contiguous)

@@ -3,6 +3,7 @@ hand-written NumPy reference of the tiled forward and backward, each against the
 attention_lse kernel (float64, causal and not, T not a multiple of the block size); the
 reference's peak temporary memory is O(T·B), the untiled kernel's O(T²); and the one rule the
 proofs add to the normaliser's, the range split at a block's start, on numbers."""
+
 from __future__ import annotations
 
 import math
@@ -54,7 +55,7 @@ def evaluate(e, env: dict, sizes: dict):
     if isinstance(e, at.RowBlock):
         x, start, rows = e.args
         start, rows = int(sp.sympify(start).xreplace(sizes)), int(sp.sympify(rows).xreplace(sizes))
-        return evaluate(x, env, sizes)[start:start + rows]
+        return evaluate(x, env, sizes)[start : start + rows]
     if isinstance(e, (at.BlockCausalMask, CausalMask)):
         x = evaluate(e.args[0], env, sizes)
         start = int(sp.sympify(e.args[1]).xreplace(sizes)) if isinstance(e, at.BlockCausalMask) else 0
@@ -108,8 +109,8 @@ def run_tiled_lines(q, k, v, do, causal: bool, block: int, largest: Largest | No
     dk, dv = np.zeros_like(k), np.zeros_like(v)
     for start, size in blocks(k.shape[0], block):
         execute(at.BACKWARD_BLOCK, env, {**sizes, at.P: start, at.B: size}, when, largest)
-        dk[start:start + size] = env[at.dk_blk]
-        dv[start:start + size] = env[at.dv_blk]
+        dk[start : start + size] = env[at.dk_blk]
+        dv[start : start + size] = env[at.dv_blk]
     return o, mx, lsum, env[at.dq] + np.zeros_like(q), dk, dv
 
 
@@ -119,14 +120,14 @@ def tiled_forward(q, k, v, causal: bool, block: int, largest: Largest | None = N
     before a block's first key are not visited (attention_tiled.causal_skip)."""
     m, n = q.shape[0], k.shape[0]
     scale = 1 / math.sqrt(q.shape[1])
-    mx = np.full((m, 1), -np.inf)                     # running max, ℓ and unnormalised O
+    mx = np.full((m, 1), -np.inf)  # running max, ℓ and unnormalised O
     ell = np.zeros((m, 1))
     acc = np.zeros((m, v.shape[1]))
     for start, size in blocks(n, block):
-        rows = slice(start if causal else 0, m)       # query i < start sees no key of the block
+        rows = slice(start if causal else 0, m)  # query i < start sees no key of the block
         if rows.start >= m:
             break
-        s = (q[rows] @ k[start:start + size].T) * scale                         # (rows, B)
+        s = (q[rows] @ k[start : start + size].T) * scale  # (rows, B)
         if causal:
             keys = start + np.arange(size)[None, :]
             s = np.where(keys <= np.arange(rows.start, m)[:, None], s, -np.inf)
@@ -134,7 +135,7 @@ def tiled_forward(q, k, v, causal: bool, block: int, largest: Largest | None = N
         alpha = np.exp(mx[rows] - m_new)
         p = np.exp(s - m_new)
         ell[rows] = alpha * ell[rows] + p.sum(axis=1, keepdims=True)
-        acc[rows] = alpha * acc[rows] + p @ v[start:start + size]
+        acc[rows] = alpha * acc[rows] + p @ v[start : start + size]
         mx[rows] = m_new
         if largest is not None:
             largest.see(s, m_new, alpha, p)
@@ -152,17 +153,17 @@ def tiled_backward(q, k, v, o, mx, lsum, do, causal: bool, block: int, largest: 
         rows = slice(start if causal else 0, m)
         if rows.start >= m:
             break
-        kb, vb = k[start:start + size], v[start:start + size]
+        kb, vb = k[start : start + size], v[start : start + size]
         s = (q[rows] @ kb.T) * scale
         if causal:
             keys = start + np.arange(size)[None, :]
             s = np.where(keys <= np.arange(rows.start, m)[:, None], s, -np.inf)
         p = np.exp((s - mx[rows]) - lsum[rows])
-        dv[start:start + size] = p.T @ do[rows]
+        dv[start : start + size] = p.T @ do[rows]
         dp = do[rows] @ vb.T
         ds = p * (dp - delta[rows])
         dq[rows] += (ds @ kb) * scale
-        dk[start:start + size] = (ds.T @ q[rows]) * scale
+        dk[start : start + size] = (ds.T @ q[rows]) * scale
         if largest is not None:
             largest.see(s, p, dp, ds)
     return dq, dk, dv
@@ -175,13 +176,22 @@ def untiled(q, k, v, do, causal: bool):
 
 
 CASES = [  # (m queries, n keys, d_k, d_v, block): T not a multiple of the block, a block ≥ T, blocks of 1
-    (37, 37, 5, 3, 8), (29, 29, 4, 6, 29), (9, 9, 3, 2, 1), (11, 29, 4, 3, 7), (29, 11, 4, 3, 4)]
+    (37, 37, 5, 3, 8),
+    (29, 29, 4, 6, 29),
+    (9, 9, 3, 2, 1),
+    (11, 29, 4, 3, 7),
+    (29, 11, 4, 3, 4),
+]
 
 
 def _inputs(m, n, d_k, d_v, seed=0):
     rng = np.random.default_rng(seed)
-    return (rng.standard_normal((m, d_k)) * 2, rng.standard_normal((n, d_k)) * 2, rng.standard_normal((n, d_v)),
-            rng.standard_normal((m, d_v)))
+    return (
+        rng.standard_normal((m, d_k)) * 2,
+        rng.standard_normal((n, d_k)) * 2,
+        rng.standard_normal((n, d_v)),
+        rng.standard_normal((m, d_v)),
+    )
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["unmasked", "causal"])
@@ -255,11 +265,11 @@ def test_peak_memory_grows_linearly_in_T():
     for T_ in (256, 1024):
         q, k, v, do = _inputs(T_, T_, d, d, seed=4)
 
-        def tiled():
+        def tiled(q=q, k=k, v=v, do=do):
             o, mx, lsum = tiled_forward(q, k, v, True, block)
             tiled_backward(q, k, v, o, mx, lsum, do, True, block)
 
-        peaks[T_] = (_peak_bytes(tiled), _peak_bytes(lambda: untiled(q, k, v, do, True)))
+        peaks[T_] = (_peak_bytes(tiled), _peak_bytes(lambda q=q, k=k, v=v, do=do: untiled(q, k, v, do, True)))
     tiled_ratio = peaks[1024][0] / peaks[256][0]
     untiled_ratio = peaks[1024][1] / peaks[256][1]
     assert tiled_ratio < 5.0, peaks
@@ -289,9 +299,9 @@ def test_split_range_is_the_loop_split_on_numbers():
 def test_split_range_refuses_an_unproved_split():
     j = sp.Symbol("j", integer=True)
     total = sp.Sum(sp.IndexedBase("f")[j], (j, 0, at.B - 1))
-    with pytest.raises(ValueError):           # at = P may exceed B: the pieces would not partition
+    with pytest.raises(ValueError):  # at = P may exceed B: the pieces would not partition
         at.split_range(total, sp.Integer(0), at.B - 1, at.P, Setting(sizes={}))
-    with pytest.raises(ValueError):           # at = −1 lies below the range
+    with pytest.raises(ValueError):  # at = −1 lies below the range
         at.split_range(total, sp.Integer(0), at.B - 1, sp.Integer(-1), Setting(sizes={}))
 
 
@@ -308,7 +318,7 @@ def test_split_range_only_touches_the_key_range():
 def test_claims_registered_and_no_op():
     ids = {c.id for c in registry.claims()}
     assert {c.id for c in at.CLAIMS} <= ids
-    assert not getattr(at, "OPS", [])          # no kernel printed until the language has a loop node
+    assert not getattr(at, "OPS", [])  # no kernel printed until the language has a loop node
     assert all(c.id.startswith("attention_tiled.") for c in at.CLAIMS)
 
 
@@ -318,17 +328,25 @@ def test_claims_registered_and_no_op():
 
 import importlib  # noqa: E402
 
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
 TILED_SHAPES = [  # (m, n, block): blocks that divide n, a short last block, one block, m ≠ n
-    (7, 7, 3), (8, 8, 4), (5, 9, 4), (9, 5, 2), (6, 6, 128), (1, 1, 1), (4, 12, 5)]
+    (7, 7, 3),
+    (8, 8, 4),
+    (5, 9, 4),
+    (9, 5, 2),
+    (6, 6, 128),
+    (1, 1, 1),
+    (4, 12, 5),
+]
 
 
 def _tiled(backend):
-    return (importlib.import_module(f"generated.{backend}.attention_tiled"),
-            importlib.import_module(f"generated.{backend}.attention_lse"))
+    return (
+        importlib.import_module(f"generated.{backend}.attention_tiled"),
+        importlib.import_module(f"generated.{backend}.attention_lse"),
+    )
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
@@ -344,7 +362,7 @@ def test_the_printed_tiled_kernel_equals_the_untiled_one(backend, m, n, block, c
     o1, c1 = lse.attention_lse_forward(q, k, v, causal=causal)
     o2, c2 = tiled.attention_tiled_forward(q, k, v, causal=causal, block=block)
     np.testing.assert_allclose(np.asarray(o2), np.asarray(o1), rtol=1e-12, atol=1e-13)
-    lse1, lse2 = (np.asarray(c[4]) + np.asarray(c[5]) for c in (c1, c2))     # mx + lsum
+    lse1, lse2 = (np.asarray(c[4]) + np.asarray(c[5]) for c in (c1, c2))  # mx + lsum
     np.testing.assert_allclose(lse2, lse1, rtol=1e-12, atol=1e-12)
     g1 = lse.attention_lse_backward(conv(do), c1)
     g2 = tiled.attention_tiled_backward(conv(do), c2, block=block)
@@ -377,9 +395,13 @@ def test_the_tiled_torch_kernel_passes_gradcheck_and_matches_sdpa():
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 5, 3, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(3))
     for causal in (False, True):
-        assert torch.autograd.gradcheck(lambda a, b, c: attention_tiled(a, b, c, causal=causal, block=2), (q, k, v))
-        torch.testing.assert_close(attention_tiled(q, k, v, causal=causal, block=2),
-                                   torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal))
+        assert torch.autograd.gradcheck(
+            lambda a, b, c, causal=causal: attention_tiled(a, b, c, causal=causal, block=2), (q, k, v)
+        )
+        torch.testing.assert_close(
+            attention_tiled(q, k, v, causal=causal, block=2),
+            torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal),
+        )
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True, "8"])

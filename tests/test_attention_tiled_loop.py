@@ -1,5 +1,6 @@
 """The tiled attention's loops whole: the induction rule's checks, the unrolled loops, and the
 partition the template's loop header prints."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -50,11 +51,14 @@ def test_a_block_output_the_body_does_not_define_is_refused():
     assert any("stray is not defined" in p for p in frame_problems(broken))
 
 
-@pytest.mark.parametrize("start,size", [
-    (sp.Symbol("P"), at.B),                                        # no assumptions on the start
-    (sp.Symbol("P", integer=True), at.B),                          # may be negative
-    (at.P, sp.Symbol("B", integer=True, nonnegative=True)),        # an empty block allowed
-])
+@pytest.mark.parametrize(
+    "start,size",
+    [
+        (sp.Symbol("P"), at.B),  # no assumptions on the start
+        (sp.Symbol("P", integer=True), at.B),  # may be negative
+        (at.P, sp.Symbol("B", integer=True, nonnegative=True)),  # an empty block allowed
+    ],
+)
 def test_the_step_symbols_must_carry_the_assumptions_it_was_proved_under(start, size):
     broken = dataclasses.replace(at.TILED_FORWARD, start=start, size=size)
     assert symbol_problems(broken)
@@ -68,13 +72,13 @@ def test_an_invariant_about_an_array_the_loop_does_not_carry_is_refused():
 # ------------------------------------------------------------------------------ unrolling
 def test_unroll_keeps_only_the_carried_arrays_between_blocks():
     x, t_ = Array("x", (1, 1)), Array("t", (1, 1))
-    body = [Assign(t_, x + at.P), Assign(x, t_ + at.B)]        # x ← x + P + B; t a temporary
+    body = [Assign(t_, x + at.P), Assign(x, t_ + at.B)]  # x ← x + P + B; t a temporary
     lp = at.BlockLoop("toy", [Assign(x, sp.Integer(0)), Assign(t_, sp.Integer(100))], body, [], (x,))
     state, _ = unroll(lp, [(0, 2), (2, 3), (5, 1)])
     assert state[x] == (0 + 2) + (2 + 3) + (5 + 1)
     dropped = dataclasses.replace(lp, carried=())
     state, _ = unroll(dropped, [(0, 2), (2, 3), (5, 1)])
-    assert state[x] == 0                                          # nothing survives a block
+    assert state[x] == 0  # nothing survives a block
 
 
 def test_expand_concrete_sums_writes_out_only_integer_ranges():
@@ -98,13 +102,13 @@ def test_the_template_partition_is_the_one_the_induction_assumes(backend):
     """The loop header the template prints, run for every n, block ≤ 40: b_0 = 0, each block
     starts where the one before ended, has B ≥ 1 keys, and the last ends at n."""
     headers = _headers((TEMPLATES / f"{backend}_attention_tiled.py.j2").read_text())
-    assert len(headers) == 2 and len(set(headers)) == 1                  # forward and backward alike
+    assert len(headers) == 2 and len(set(headers)) == 1  # forward and backward alike
     for_line, size_line = (s.strip() for s in headers[0])
     program = f"blocks = []\n{for_line}\n    {size_line}\n    blocks.append((P, B))\n"
     for n in range(1, 41):
         for block in range(1, 41):
             scope = {"n": n, "block": block}
-            exec(compile(program, "<template loop header>", "exec"), {}, scope)   # the template's own text
+            exec(compile(program, "<template loop header>", "exec"), {}, scope)  # the template's own text
             blocks = scope["blocks"]
             assert blocks[0][0] == 0 and all(size >= 1 for _, size in blocks)
             assert all(p2 == p1 + b1 for (p1, b1), (p2, _) in zip(blocks, blocks[1:]))

@@ -1,5 +1,6 @@
 """`qed audit --text`: wrong edits of the printed files (qed/tools/text_mutants.py), each judged by
 the judges of `qed prove` (qed/tools/audit_text.py)."""
+
 from __future__ import annotations
 
 import ast
@@ -25,11 +26,15 @@ def test_mutants_edit_code_only_one_site_each():
     ms = mutants(text)
     assert len(ms) > 20
     tree = ast.parse(text)
-    doc_lines = {n for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.Module))
-                 and ast.get_docstring(node) for n in range(node.body[0].lineno, node.body[0].end_lineno + 1)}
+    doc_lines = {
+        n
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.Module)) and ast.get_docstring(node)
+        for n in range(node.body[0].lineno, node.body[0].end_lineno + 1)
+    }
     for m in ms:
         assert m.text != text
-        ast.parse(m.text)                                   # every mutant is valid Python
+        ast.parse(m.text)  # every mutant is valid Python
         assert m.line not in doc_lines, m
         changed = [k for k, (a, b) in enumerate(zip(text.splitlines(), m.text.splitlines())) if a != b]
         assert changed and changed[0] + 1 == m.line, m
@@ -49,13 +54,20 @@ def test_sample_spreads_evenly():
     assert sample(ms, None) == ms and sample(ms[:3], 10) == ms[:3]
 
 
-@pytest.mark.parametrize("rel,old,new,judge", [
-    ("generated/numpy/softmax.py", "y /= _support.rowsum(y)", "y *= _support.rowsum(y)", "rational"),
-    ("generated/torch/softmax.py", "dx *= y", "dx /= y", "rational"),
-    ("generated/numpy/_support.py", "return rowsum(a) / a.shape[-1]", "return rowsum(a) / a.shape[-2]", "rational"),
-    ("generated/torch/softmax.py", "x - torch.amax(x, dim=-1, keepdim=True)", "x + torch.amax(x, dim=-1, keepdim=True)",
-     "stability"),
-])
+@pytest.mark.parametrize(
+    "rel,old,new,judge",
+    [
+        ("generated/numpy/softmax.py", "y /= _support.rowsum(y)", "y *= _support.rowsum(y)", "rational"),
+        ("generated/torch/softmax.py", "dx *= y", "dx /= y", "rational"),
+        ("generated/numpy/_support.py", "return rowsum(a) / a.shape[-1]", "return rowsum(a) / a.shape[-2]", "rational"),
+        (
+            "generated/torch/softmax.py",
+            "x - torch.amax(x, dim=-1, keepdim=True)",
+            "x + torch.amax(x, dim=-1, keepdim=True)",
+            "stability",
+        ),
+    ],
+)
 def test_a_wrong_edit_is_refuted_by_a_judge(rel, old, new, judge):
     path = _file(rel)
     text = path.read_text()
@@ -74,13 +86,19 @@ def test_edits_of_the_argument_checks_reach_the_edge_judge():
     text = path.read_text()
     old = "        args[name] = size(sig.op, name, args[name])"
     assert text.count(old) == 1
-    got, _ = at.judge_mutant(path, text.replace(old, "        pass"),
-                             [u for u in at.units_of_file(path) if u.kind == "table"])
+    got, _ = at.judge_mutant(
+        path, text.replace(old, "        pass"), [u for u in at.units_of_file(path) if u.kind == "table"]
+    )
     assert got == "edges"
 
 
 def test_cli_audits_one_file():
-    r = subprocess.run([sys.executable, "-m", "qed", "audit", "--text", "sgd", "--limit", "4", "-j", "1"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "qed", "audit", "--text", "sgd", "--limit", "4", "-j", "1"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "8 wrong edits of the printed text: 8 refuted" in r.stdout, r.stdout

@@ -7,6 +7,7 @@ backward, whose generated claims must prove, and whose values must agree with `t
 over PyTorch's own function (`Op.reference`) in float64 (the derived lines run through a small
 NumPy evaluator of the array language, below).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -20,9 +21,9 @@ from sympy.codegen.cfunctions import expm1, log1p
 
 from derivations import registry
 from derivations.language import arrays as A
-from derivations.language.arrays import Array, ArrayError, Assign, MatMul, NormalCDF, RowMax, RowSum, T, size
+from derivations.language.arrays import Array, ArrayError, Assign, RowMax, RowSum, size
 from derivations.language.autodiff import derive
-from derivations.language.ops import Op, Option, grad_of
+from derivations.language.ops import Op, grad_of
 from derivations.proof.derived import derived_op
 from derivations.proof.obligations import claims_for, flag_sets
 
@@ -41,10 +42,20 @@ def _ev(e, env: dict, scalars: dict):
     if e.is_Number or isinstance(e, sp.NumberSymbol):
         return float(e)
     args = [_ev(a, env, scalars) for a in e.args]
-    unary = {sp.exp: np.exp, sp.log: np.log, sp.tanh: np.tanh, sp.erf: scipy.special.erf, sp.Abs: np.abs,
-             sp.sign: np.sign, A.Sigmoid: scipy.special.expit, A.HalfStep: lambda u: np.heaviside(u, 0.5), A.NormalCDF: scipy.special.ndtr,
-             A.Gaussian: lambda u: np.exp(-u * u / 2),
-             log1p: np.log1p, expm1: np.expm1}
+    unary = {
+        sp.exp: np.exp,
+        sp.log: np.log,
+        sp.tanh: np.tanh,
+        sp.erf: scipy.special.erf,
+        sp.Abs: np.abs,
+        sp.sign: np.sign,
+        A.Sigmoid: scipy.special.expit,
+        A.HalfStep: lambda u: np.heaviside(u, 0.5),
+        A.NormalCDF: scipy.special.ndtr,
+        A.Gaussian: lambda u: np.exp(-u * u / 2),
+        log1p: np.log1p,
+        expm1: np.expm1,
+    }
     if isinstance(e, sp.Add):
         return sum(args)
     if isinstance(e, sp.Mul):
@@ -205,8 +216,9 @@ def test_the_derived_backward_equals_the_hand_written_one_numerically(op):
         want = backward_values(op, values, upstream, scalars, when)
         got = backward_values(derived, values, upstream, scalars, when)
         for g in op.grads:
-            np.testing.assert_allclose(got[g], want[g], rtol=1e-9, atol=1e-12,
-                                       err_msg=f"{op.name} {g.name} {set(when)}")
+            np.testing.assert_allclose(
+                got[g], want[g], rtol=1e-9, atol=1e-12, err_msg=f"{op.name} {g.name} {set(when)}"
+            )
 
 
 def test_every_hand_written_backward_has_derived_claims():
@@ -214,7 +226,7 @@ def test_every_hand_written_backward_has_derived_claims():
     hand = [op for op in registry.ops() if not op.derived]
     assert hand and len(hand) < len(registry.ops())
     for op in registry.ops():
-        for g in op.grads:      # a derived backward is proved by <op>.backward.<grad> itself
+        for g in op.grads:  # a derived backward is proved by <op>.backward.<grad> itself
             assert (f"{op.name}.backward_derived.{g.name}" in ids) == (not op.derived), (op.name, g.name)
 
 
@@ -267,9 +279,9 @@ def test_a_declared_cache_is_recomputed_from():
     d = derive(softmax_forward, [x], [y], saved=[x])
     assert d.saved == [x]
     targets = [a.target for a in d.backward]
-    assert targets[-1] == grad_of(x) and y in targets     # y recomputed by the forward's own line
+    assert targets[-1] == grad_of(x) and y in targets  # y recomputed by the forward's own line
     defined = {x, grad_of(y)}
-    for line in d.backward:                               # each line reads the cache and earlier lines
+    for line in d.backward:  # each line reads the cache and earlier lines
         assert {a for a in line.expr.free_symbols if isinstance(a, Array)} <= defined, line
         defined.add(line.target)
 
@@ -296,8 +308,7 @@ def test_an_unused_input_is_refused():
 
 def test_a_backward_with_grads_but_no_lines_is_refused():
     with pytest.raises(ArrayError, match="grads"):
-        Op(name="t", module=__name__, title="t", inputs=[x], outputs=[y], spec=[Assign(y, 2 * x)],
-           grads=[grad_of(x)])
+        Op(name="t", module=__name__, title="t", inputs=[x], outputs=[y], spec=[Assign(y, 2 * x)], grads=[grad_of(x)])
 
 
 @pytest.mark.parametrize("op", FORWARD_ONLY, ids=[o.name for o in FORWARD_ONLY])

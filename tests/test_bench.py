@@ -5,6 +5,7 @@ No timing is asserted: benchmarks are measured side by side by `qed bench`, not 
 (DESIGN.md). The attention_lse kernel is checked with every other op by tests/test_kernels.py
 (registry-parametrized) and inside the GPT by tests/test_model_equivalence.py.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,11 +22,29 @@ IMPLS = ("numpy", "torch-gen", "eager")
 
 def qed_bench(*args: str, timeout: int = 600) -> dict:
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-m", "qed", "bench", "--config", TINY, "--threads", "1",
-                           "--no-proofs", "--no-compile", "--json", *args],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "qed",
+            "bench",
+            "--config",
+            TINY,
+            "--threads",
+            "1",
+            "--no-proofs",
+            "--no-compile",
+            "--json",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=timeout,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)           # the whole of stdout is one JSON document
+    return json.loads(proc.stdout)  # the whole of stdout is one JSON document
 
 
 def test_bench_json():
@@ -47,14 +66,18 @@ def test_bench_json():
     # 6 FLOPs per weight and token (forward 2, backward 4) over B·T = 16 tokens; attention
     # 12·L·T·C per token (QKᵀ and AV, forward and backward)
     assert out["config"]["vocab_size"] == 65
-    assert out["flops"] == {"params": 1472, "matmul_params": 1288, "tokens": 16,
-                            "flops_matmul": 6 * 1288 * 16, "flops_attention": 12 * 1 * 8 * 8 * 16,
-                            "flops": 6 * 1288 * 16 + 12 * 8 * 8 * 16}
-    assert set(out["results"]) == set(IMPLS) and out["impls"] == list(IMPLS)   # --no-compile: no row (b′)
+    assert out["flops"] == {
+        "params": 1472,
+        "matmul_params": 1288,
+        "tokens": 16,
+        "flops_matmul": 6 * 1288 * 16,
+        "flops_attention": 12 * 1 * 8 * 8 * 16,
+        "flops": 6 * 1288 * 16 + 12 * 8 * 8 * 16,
+    }
+    assert set(out["results"]) == set(IMPLS) and out["impls"] == list(IMPLS)  # --no-compile: no row (b′)
     for name in IMPLS:
         r = out["results"][name]
-        for key in ("median_ms", "min_ms", "max_ms", "iqr_ms", "tokens_per_s", "gflops", "ratio_to_eager",
-                    "memory"):
+        for key in ("median_ms", "min_ms", "max_ms", "iqr_ms", "tokens_per_s", "gflops", "ratio_to_eager", "memory"):
             assert key in r, (name, key)
         assert r["steps"] == 2 and r["min_ms"] <= r["median_ms"] <= r["max_ms"]
         assert r["memory"]["peak_rss_mb"] > 0 and "method" in r["memory"]
@@ -72,25 +95,59 @@ def test_bench_numpy_worker_processes():
     assert out["threads"]["numpy_parallel"] == "processes"
     assert "worker processes" in out["results"]["numpy"]["memory"]["method"]
     assert "worker processes" not in out["results"]["eager"]["memory"]["method"]
-    threads = qed_bench("--steps", "1", "--warmup", "0", "--no-codegen", "--no-peak-memory",
-                        "--threads", "2", "--numpy-parallel", "threads")
+    threads = qed_bench(
+        "--steps",
+        "1",
+        "--warmup",
+        "0",
+        "--no-codegen",
+        "--no-peak-memory",
+        "--threads",
+        "2",
+        "--numpy-parallel",
+        "threads",
+    )
     assert threads["threads"]["numpy_parallel"] == "threads"
 
 
 def test_bench_memory_and_sweep(tmp_path):
     png = tmp_path / "sweep.png"
-    out = qed_bench("--only-extra", "--memory", "--memory-T", "16", "--sweep", str(png),
-                    "--sweep-T", "4,8", "--sweep-embd", "8,16", "--sweep-steps", "1", "--no-compile")
+    out = qed_bench(
+        "--only-extra",
+        "--memory",
+        "--memory-T",
+        "16",
+        "--sweep",
+        str(png),
+        "--sweep-T",
+        "4,8",
+        "--sweep-embd",
+        "8,16",
+        "--sweep-steps",
+        "1",
+        "--no-compile",
+    )
     assert "results" not in out
     rows = out["memory_comparison"]["rows"]
     assert [r["backend"] for r in rows] == ["numpy", "torch-gen"]
     for r in rows:
-        for key in ("attention_peak_mb", "lse_peak_mb", "saving_mb", "attention_median_ms", "lse_median_ms",
-                    "time_cost", "saved_weights_mb"):
+        for key in (
+            "attention_peak_mb",
+            "lse_peak_mb",
+            "saving_mb",
+            "attention_median_ms",
+            "lse_median_ms",
+            "time_cost",
+            "saved_weights_mb",
+        ):
             assert key in r, key
     sw = out["sweep"]
     assert [(p["axis"], p["value"]) for p in sw["points"]] == [
-        ("block_size", 4), ("block_size", 8), ("n_embd", 8), ("n_embd", 16)]
+        ("block_size", 4),
+        ("block_size", 8),
+        ("n_embd", 8),
+        ("n_embd", 16),
+    ]
     assert set(sw["growth"]) == {"block_size", "n_embd"}
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -100,9 +157,30 @@ def test_bench_compiled_row():
     """Rows (b′) and (c′): the generated-PyTorch backend and the torch.nn reference under the same
     torch.compile, each compiled before the timing, each training from the same weights."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-m", "qed", "bench", "--config", TINY, "--threads", "1",
-                           "--no-proofs", "--no-codegen", "--steps", "2", "--warmup", "0", "--json"],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "qed",
+            "bench",
+            "--config",
+            TINY,
+            "--threads",
+            "1",
+            "--no-proofs",
+            "--no-codegen",
+            "--steps",
+            "2",
+            "--warmup",
+            "0",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out["impls"] == ["numpy", "torch-gen", "torch-compiled", "eager", "eager-compiled"]
@@ -115,8 +193,8 @@ def test_bench_compiled_row():
 
 
 def test_config_parsing():
-    from qed.tools.bench import build_config, parse_config
     from qed.errors import QedError
+    from qed.tools.bench import build_config, parse_config
 
     assert parse_config('{"n_embd": 16, "batch_size": 3}') == {"n_embd": 16, "batch_size": 3}
     assert parse_config("n_embd=16, ffn=relu bias=false") == {"n_embd": 16, "ffn": "relu", "bias": False}

@@ -1,5 +1,6 @@
 """Checkpoints: round trip, atomic `latest`, refusal of corrupted and foreign files, no pickle,
 resume equality, and numpy -> torch loading."""
+
 import json
 import os
 
@@ -15,13 +16,22 @@ def _params(rng, dtype=np.float64):
 
 
 def _opt(params):
-    return {"step": 7, "lr": 1e-3, "betas": [0.9, 0.95],
-            "m": {k: v * 0.5 for k, v in params.items()}, "v": {k: v * v for k, v in params.items()}}
+    return {
+        "step": 7,
+        "lr": 1e-3,
+        "betas": [0.9, 0.95],
+        "m": {k: v * 0.5 for k, v in params.items()},
+        "v": {k: v * v for k, v in params.items()},
+    }
 
 
 def _meta():
-    return {"config": {"n_layer": 1}, "task": {"kind": "sort", "length": 3, "num_digits": 3},
-            "rng": np.random.default_rng(3).bit_generator.state, "pending_losses": [0.1, 0.25]}
+    return {
+        "config": {"n_layer": 1},
+        "task": {"kind": "sort", "length": 3, "num_digits": 3},
+        "rng": np.random.default_rng(3).bit_generator.state,
+        "pending_losses": [0.1, 0.25],
+    }
 
 
 def _save(run, step=3, keep=2, rng=None):
@@ -92,8 +102,10 @@ def test_half_written_directory_is_never_latest(tmp_path):
 
 
 # --------------------------------------------------------------------------- refusals
-@pytest.mark.parametrize("damage", ["truncate-model", "garbage-model", "flip-byte", "truncate-optim",
-                                    "garbage-state", "missing-model", "empty-state"])
+@pytest.mark.parametrize(
+    "damage",
+    ["truncate-model", "garbage-model", "flip-byte", "truncate-optim", "garbage-state", "missing-model", "empty-state"],
+)
 def test_corrupted_checkpoint_is_refused(tmp_path, damage):
     _, path = _save(tmp_path)
     model, optim, state = path / "model.safetensors", path / "optimizer.safetensors", path / "state.json"
@@ -143,8 +155,16 @@ def _rewrite_state(path, resign=True, **changes):
     (path / "state.json").write_text(json.dumps(s))
 
 
-@pytest.mark.parametrize("edit", [{"config": {"n_layer": 2}}, {"task": {"kind": "sort", "length": 4}},
-                                  {"step": 4}, {"pending_losses": [0.1]}, {"extra": 1}])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"config": {"n_layer": 2}},
+        {"task": {"kind": "sort", "length": 4}},
+        {"step": 4},
+        {"pending_losses": [0.1]},
+        {"extra": 1},
+    ],
+)
 def test_any_edit_of_the_state_is_refused(tmp_path, edit):
     """The checksum covers config, task (vocabulary), step, options: an edit is refused, not taken."""
     _, path = _save(tmp_path)
@@ -158,29 +178,36 @@ def test_any_edit_of_the_state_is_refused(tmp_path, edit):
         ckpt.load_checkpoint(tmp_path)
 
 
-@pytest.mark.parametrize("weights, message", [
-    ({"w": np.ones(3, np.float16)}, "dtype float16"),
-    ({"w": np.arange(3)}, "dtype int64"),
-    ({"w": np.array([1.0, np.nan, 2.0])}, "1 non-finite"),
-    ({"w": np.array([np.inf, -np.inf])}, "2 non-finite"),
-    ({"w": np.ones(2, np.float32), "b": np.ones(2, np.float64)}, "mixed dtypes"),
-])
+@pytest.mark.parametrize(
+    "weights, message",
+    [
+        ({"w": np.ones(3, np.float16)}, "dtype float16"),
+        ({"w": np.arange(3)}, "dtype int64"),
+        ({"w": np.array([1.0, np.nan, 2.0])}, "1 non-finite"),
+        ({"w": np.array([np.inf, -np.inf])}, "2 non-finite"),
+        ({"w": np.ones(2, np.float32), "b": np.ones(2, np.float64)}, "mixed dtypes"),
+    ],
+)
 def test_weights_of_a_wrong_dtype_or_not_finite_are_refused(tmp_path, weights, message):
     """Weights swapped in by hand, with every digest and the checksum made to match."""
     import hashlib
 
     from safetensors.numpy import save
 
-    path = ckpt.save_checkpoint(tmp_path, step=1, params={k: np.zeros(v.shape) for k, v in weights.items()},
-                                optimizer=None, meta=_meta())
+    path = ckpt.save_checkpoint(
+        tmp_path, step=1, params={k: np.zeros(v.shape) for k, v in weights.items()}, optimizer=None, meta=_meta()
+    )
     data = save(weights)
     (path / "model.safetensors").write_bytes(data)
     s = json.loads((path / "state.json").read_text())
-    _rewrite_state(path, sha256=dict(s["sha256"], **{"model.safetensors": hashlib.sha256(data).hexdigest()}),
-                   params={k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in weights.items()})
+    _rewrite_state(
+        path,
+        sha256=dict(s["sha256"], **{"model.safetensors": hashlib.sha256(data).hexdigest()}),
+        params={k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in weights.items()},
+    )
     with pytest.raises(CheckpointError, match=message):
         ckpt.load_checkpoint(tmp_path)
-    if "non-finite" in message:                  # and saving such weights is refused in the first place
+    if "non-finite" in message:  # and saving such weights is refused in the first place
         with pytest.raises(CheckpointError, match="refusing to save step 2: parameter w holds non-finite"):
             ckpt.save_checkpoint(tmp_path, step=2, params=weights, optimizer=None, meta=_meta())
 
@@ -190,7 +217,7 @@ def test_non_finite_optimizer_state_is_refused(tmp_path):
     opt = _opt(p)
     opt["v"]["wte.weight"][0, 0] = np.inf
     ckpt.save_checkpoint(tmp_path, step=1, params=p, optimizer=opt, meta=_meta())
-    assert ckpt.load_checkpoint(tmp_path, with_optimizer=False).step == 1   # the weights are fine
+    assert ckpt.load_checkpoint(tmp_path, with_optimizer=False).step == 1  # the weights are fine
     with pytest.raises(CheckpointError, match="optimizer array v/wte.weight holds 1 non-finite"):
         ckpt.load_checkpoint(tmp_path)
 
@@ -201,13 +228,13 @@ def test_best_is_kept_beside_latest(tmp_path):
     for step, best in ((1, False), (2, True), (3, False), (4, False), (5, False)):
         ckpt.save_checkpoint(tmp_path, step=step, params=p, optimizer=None, meta=_meta(), keep=2, best=best)
     names = sorted(d.name for d in (tmp_path / "checkpoints").iterdir() if d.is_dir())
-    assert names == ["step-00000002", "step-00000004", "step-00000005"]   # the newest 2 and the best
+    assert names == ["step-00000002", "step-00000004", "step-00000005"]  # the newest 2 and the best
     assert ckpt.resolve(tmp_path).name == "step-00000005"
     assert ckpt.resolve(tmp_path, ckpt.BEST).name == "step-00000002"
     assert ckpt.load_checkpoint(tmp_path, which=ckpt.BEST).step == 2
     ckpt.save_checkpoint(tmp_path, step=6, params=p, optimizer=None, meta=_meta(), keep=2, best=True)
     names = sorted(d.name for d in (tmp_path / "checkpoints").iterdir() if d.is_dir())
-    assert names == ["step-00000005", "step-00000006"]                  # the old best is released
+    assert names == ["step-00000005", "step-00000006"]  # the old best is released
 
 
 def test_no_best_yet(tmp_path):

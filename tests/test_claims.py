@@ -1,5 +1,6 @@
 """One test per claim (it is proved, or recorded as evidence) and one per mutant (refuted)."""
-from functools import lru_cache
+
+from functools import cache
 
 import pytest
 
@@ -10,7 +11,7 @@ CLAIMS = registry.claims()
 MUTANTS = [(c, m) for c in CLAIMS for m in c.mutants]
 
 
-@lru_cache(maxsize=None)
+@cache
 def certificate(claim_id):
     return registry.claim(claim_id).run()
 
@@ -53,8 +54,7 @@ def test_claim_ids_are_unique_and_prefixed_by_module():
     wrong = []
     for c in CLAIMS:
         module = importlib.import_module(c.module)
-        allowed = (declared.get(c.module, set()) | {c.module.rsplit(".", 1)[-1]}
-                   | set(getattr(module, "TOPICS", ())))
+        allowed = declared.get(c.module, set()) | {c.module.rsplit(".", 1)[-1]} | set(getattr(module, "TOPICS", ()))
         if c.id.split(".")[0] not in allowed:
             wrong.append(f"{c.id} ({c.module}: {sorted(allowed)})")
     assert not wrong, wrong
@@ -65,6 +65,5 @@ def test_every_catalogue_id_has_a_claim():
     from qed.tools.catalogue import ROWS
 
     ids = [c.id for c in CLAIMS]
-    missing = [rid for row in ROWS for rid in row.ids
-               if not any(i == rid or i.startswith(rid + ".") for i in ids)]
+    missing = [rid for row in ROWS for rid in row.ids if not any(i == rid or i.startswith(rid + ".") for i in ids)]
     assert not missing, f"catalogue ids without a claim: {missing}"

@@ -1,5 +1,6 @@
 """The command line, run as a user runs it (`python -m qed ...` in a subprocess): a short training
 run with its outputs, sampling, evaluation, Ctrl-C, and one-line errors for bad input."""
+
 import json
 import os
 import signal
@@ -8,7 +9,6 @@ import sys
 import time
 
 import pytest
-
 from cli_helpers import ROOT, SORT_TINY, TINY, assert_one_line_error, qed
 
 
@@ -35,7 +35,10 @@ def test_train_writes_run_directory(sort_run):
     latest = (out / "checkpoints" / "latest").read_text().strip()
     assert latest == "step-00000020"
     assert sorted(os.listdir(out / "checkpoints" / latest)) == [
-        "model.safetensors", "optimizer.safetensors", "state.json"]
+        "model.safetensors",
+        "optimizer.safetensors",
+        "state.json",
+    ]
 
 
 def test_sample_and_eval(sort_run):
@@ -59,8 +62,7 @@ def test_sample_and_eval(sort_run):
 def test_text_training_and_sampling(tmp_path):
     f = tmp_path / "poem.txt"
     f.write_text("Shall I compare thee to a summer's day?\nThou art more lovely and more temperate.\n" * 8)
-    r = qed("train", "--data", f, "--steps", 4, "--eval-every", 2, "--block-size", 16, "--out", tmp_path / "run",
-            *TINY)
+    r = qed("train", "--data", f, "--steps", 4, "--eval-every", 2, "--block-size", 16, "--out", tmp_path / "run", *TINY)
     assert r.returncode == 0, r.stderr
     r = qed("sample", tmp_path / "run", "--prompt", "Shall ", "--max-new-tokens", 20)
     assert r.returncode == 0, r.stderr
@@ -74,9 +76,14 @@ def test_text_training_and_sampling(tmp_path):
 def test_ctrl_c_saves_and_resume_continues(tmp_path):
     out = tmp_path / "run"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.Popen([sys.executable, "-m", "qed", "train", "--steps", "100000", "--eval-every", "5",
-                          "--out", str(out), *SORT_TINY], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "qed", "train", "--steps", "100000", "--eval-every", "5", "--out", str(out), *SORT_TINY],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.time() + 120
         while not (out / "checkpoints" / "latest").exists():
@@ -89,8 +96,9 @@ def test_ctrl_c_saves_and_resume_continues(tmp_path):
             p.kill()
     assert p.returncode == 130, stderr
     assert "Traceback" not in stderr and "checkpoint saved" in stderr
-    state = json.loads((out / "checkpoints" / (out / "checkpoints" / "latest").read_text().strip()
-                        / "state.json").read_text())
+    state = json.loads(
+        (out / "checkpoints" / (out / "checkpoints" / "latest").read_text().strip() / "state.json").read_text()
+    )
     stopped = state["step"]
     assert stopped >= 5
     r = qed("train", "--resume", out, "--steps", stopped + 3, "--numpy-parallel", "threads")  # how may change
@@ -109,8 +117,21 @@ def files(tmp_path):
     return tmp_path
 
 
-@pytest.mark.parametrize("case", ["empty", "binary", "short", "missing-data", "bad-config", "bad-rope",
-                                  "missing-run", "not-a-run", "bad-lr", "compile-numpy"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "empty",
+        "binary",
+        "short",
+        "missing-data",
+        "bad-config",
+        "bad-rope",
+        "missing-run",
+        "not-a-run",
+        "bad-lr",
+        "compile-numpy",
+    ],
+)
 def test_bad_input_gives_one_line_error(files, case):
     t = files
     args, frag = {
@@ -158,11 +179,19 @@ def test_prove_does_not_import_torch():
     """Proving claims (here softmax's, in-process, named one by one: no judge of the printed code
     runs) never loads torch; `qed prove softmax` also judges generated/torch/softmax.py, whose
     refusals the edge judge runs on real torch tensors."""
-    code = ("import sys; from qed.cli import main; "
-            "rc = main(['prove', 'softmax.forward', 'softmax.backward.dx', 'softmax.shift', '-j', '1']); "
-            "assert rc == 0, rc; assert 'torch' not in sys.modules, sorted(m for m in sys.modules if 'torch' in m)")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                       env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
+    code = (
+        "import sys; from qed.cli import main; "
+        "rc = main(['prove', 'softmax.forward', 'softmax.backward.dx', 'softmax.shift', '-j', '1']); "
+        "assert rc == 0, rc; assert 'torch' not in sys.modules, sorted(m for m in sys.modules if 'torch' in m)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert "proved-general" in r.stdout
 
@@ -180,7 +209,6 @@ def test_attention_short_names(tmp_path):
 
 def test_version():
     """`qed --version`: the installed distribution's version, one line."""
-    r = subprocess.run([sys.executable, "-m", "qed", "--version"], capture_output=True, text=True,
-                       cwd=ROOT, timeout=60)
+    r = subprocess.run([sys.executable, "-m", "qed", "--version"], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().startswith("qed ") and len(r.stdout.strip().splitlines()) == 1

@@ -1,6 +1,7 @@
 """The support modules of the generated kernels (codegen/support/): each named speed idiom equals
 the reduction it names, on batched, strided, 1-D and empty arrays, in float32 and float64; the
 generated copies are the hand-written files; a wrong helper is caught by translation validation."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,7 +17,7 @@ DTYPES = [np.float32, np.float64]
 
 def _array(shape, dtype, seed=0, strided=False):
     a = np.random.default_rng(seed).standard_normal(shape).astype(dtype)
-    if strided and a.ndim >= 2:        # the same values, not contiguous
+    if strided and a.ndim >= 2:  # the same values, not contiguous
         a = np.ascontiguousarray(np.swapaxes(a, -1, -2)).swapaxes(-1, -2)
     return a
 
@@ -43,7 +44,7 @@ def test_numpy_row_and_column_sums(shape, dtype, strided):
 @pytest.mark.parametrize("lead", [(2, 3), (4,), (), (0,), (2, 0)], ids=str)
 def test_numpy_contract_and_matmul_rows(lead, dtype):
     a, b = _array(lead + (5, 3), dtype, 1), _array(lead + (5, 4), dtype, 2)
-    want = np.sum(a[..., :, None] * b[..., None, :], axis=tuple(range(a.ndim - 1)))   # Σ_rows aᵀb
+    want = np.sum(a[..., :, None] * b[..., None, :], axis=tuple(range(a.ndim - 1)))  # Σ_rows aᵀb
     _close(ns.contract(a, b), want, dtype)
     w = _array((3, 6), dtype, 3)
     _close(ns.matmul_rows(a, w), a @ w, dtype)
@@ -60,7 +61,7 @@ def test_torch_helpers(shape, dtype):
     torch.testing.assert_close(ts.colsum(a), a if a.dim() == 1 else a.sum(dim=tuple(range(a.dim() - 1))))
     lead = shape[:-1] or (1,)
     x, y = (torch.tensor(_array(lead + (k,), np.float64, k)).to(dtype) for k in (3, 4))
-    want = (x[..., :, None] * y[..., None, :]).sum(dim=tuple(range(x.dim() - 1)))    # Σ_rows xᵀy
+    want = (x[..., :, None] * y[..., None, :]).sum(dim=tuple(range(x.dim() - 1)))  # Σ_rows xᵀy
     torch.testing.assert_close(ts.contract(x, y), want)
     w, bias = (torch.tensor(_array(s, np.float64, 9)).to(dtype) for s in ((3, 6), (6,)))
     torch.testing.assert_close(ts.addmm_rows(bias, x, w), x @ w + bias)
@@ -68,6 +69,7 @@ def test_torch_helpers(shape, dtype):
 
 def test_the_generated_support_modules_are_the_hand_written_ones():
     from codegen.render import ROOT
+
     for backend in ("numpy", "torch"):
         text = (ROOT / "generated" / backend / "_support.py").read_text()
         assert text.split("\n", 3)[3] == (ROOT / "codegen" / "support" / f"{backend}_support.py").read_text()

@@ -4,6 +4,7 @@ generated backend computes, and every check the compiled graph skips is made bef
 Compiling takes tens of seconds, so the comparisons that compile are marked slow; the checks
 that must happen before any compilation run by default (they never reach the compiler).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,7 +25,7 @@ def batch(cfg, B=3, seed=0):
     g = torch.Generator().manual_seed(seed)
     idx = torch.randint(0, cfg.vocab_size, (B, cfg.block_size), generator=g)
     tgt = torch.randint(0, cfg.vocab_size, (B, cfg.block_size), generator=g)
-    tgt[0, :3] = -1                                               # ignored targets
+    tgt[0, :3] = -1  # ignored targets
     return idx, tgt
 
 
@@ -43,7 +44,7 @@ def test_ids_checked_before_the_compiled_graph():
         m(idx, bad)
     with pytest.raises(ValueError, match="every target is -1"):
         m(idx, torch.full_like(tgt, -1))
-    logits, loss = m(idx)                                         # logits alone: not compiled
+    logits, loss = m(idx)  # logits alone: not compiled
     assert loss is None and logits.shape == (3, cfg.block_size, cfg.vocab_size)
     assert m._compiled is None
 
@@ -55,7 +56,7 @@ def test_in_range_skipped_only_while_compiling(monkeypatch):
     with pytest.raises(IndexError):
         v.in_range("embedding", "ids", ids, 5, "V")
     monkeypatch.setattr(v, "_compiling", lambda: True)
-    v.in_range("embedding", "ids", ids, 5, "V")                   # skipped: the caller checked
+    v.in_range("embedding", "ids", ids, 5, "V")  # skipped: the caller checked
 
 
 def test_a_compiler_failure_is_one_clear_error():
@@ -76,8 +77,11 @@ def test_a_compiler_failure_is_one_clear_error():
         raise InductorError("InvalidCxxCompiler: No working C++ compiler found\nmore")
 
     m._compiled = failing
-    with pytest.raises(CompileError, match=r"torch.compile failed \(InductorError: InvalidCxxCompiler: No "
-                                           r"working C\+\+ compiler found\); train without --compile") as info:
+    with pytest.raises(
+        CompileError,
+        match=r"torch.compile failed \(InductorError: InvalidCxxCompiler: No "
+        r"working C\+\+ compiler found\); train without --compile",
+    ) as info:
         m(idx, tgt)
     assert isinstance(info.value, QedError)
 
@@ -121,8 +125,9 @@ def test_compiled_equals_uncompiled():
     assert comp._compiled is not None
 
 
-@pytest.mark.parametrize("name", ["layernorm", "attention", "gelu", "linear", "cross_entropy", "softplus",
-                                  "attention_tiled"])
+@pytest.mark.parametrize(
+    "name", ["layernorm", "attention", "gelu", "linear", "cross_entropy", "softplus", "attention_tiled"]
+)
 def test_a_generated_kernel_traces_without_a_graph_break(name):
     """torch.compile traces a generated functional as one graph: its argument checks and every
     kernel line included (a check looked up by name per call once broke the graph at every
@@ -134,10 +139,15 @@ def test_a_generated_kernel_traces_without_a_graph_break(name):
     mod = importlib.import_module(f"generated.torch.{name}")
     fn = getattr(mod, name)
     x = torch.randn(2, 3, 4, dtype=torch.float64)
-    args = {"layernorm": (x, torch.ones(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)),
-            "attention": (x, x, x), "attention_tiled": (x, x, x), "gelu": (x,), "softplus": (x,),
-            "linear": (x, torch.randn(5, 4, dtype=torch.float64), torch.zeros(5, dtype=torch.float64)),
-            "cross_entropy": (x, torch.tensor([[0, 1, 2], [3, 0, 1]]), torch.ones(2, 3, dtype=torch.int64))}[name]
+    args = {
+        "layernorm": (x, torch.ones(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)),
+        "attention": (x, x, x),
+        "attention_tiled": (x, x, x),
+        "gelu": (x,),
+        "softplus": (x,),
+        "linear": (x, torch.randn(5, 4, dtype=torch.float64), torch.zeros(5, dtype=torch.float64)),
+        "cross_entropy": (x, torch.tensor([[0, 1, 2], [3, 0, 1]]), torch.ones(2, 3, dtype=torch.int64)),
+    }[name]
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     compiled = torch.compile(lambda *a: fn(*a).sum(), backend="eager", fullgraph=False)

@@ -1,17 +1,18 @@
 """Generated claims of the constant tables and the optimiser steps (derivations/proof/tables_steps.py):
 `<table>.entries` and `<step>.update` prove what codegen prints, and the audit kills every
 automatic mutant of it."""
+
 from __future__ import annotations
 
 import pytest
 import sympy as sp
 
-from derivations import registry
-from derivations.proof import tables_steps as constants
 from derivations import optim as O
 from derivations import positional as P
+from derivations import registry
 from derivations.language.arrays import ArrayError, Assign
 from derivations.language.ops import Table, TableArray
+from derivations.proof import tables_steps as constants
 
 TABLES = list(registry.tables())
 STEPS = list(registry.steps())
@@ -24,11 +25,10 @@ def _claim(unit_id: str):
 @pytest.mark.parametrize("table", TABLES, ids=[t.name for t in TABLES])
 def test_table_entries_claim(table):
     cid = f"{table.name}.entries"
-    assert cid in table.claims          # printed as "Proved by the claims" in the header
+    assert cid in table.claims  # printed as "Proved by the claims" in the header
     cert = _claim(cid).run()
     assert cert.status == "proved-general", cert.residual
-    assert cert.mutants and all(m.refuted for m in cert.mutants), \
-        [m.id for m in cert.mutants if not m.refuted]
+    assert cert.mutants and all(m.refuted for m in cert.mutants), [m.id for m in cert.mutants if not m.refuted]
     assert {m.id.split("~")[1] for m in cert.mutants} >= set(table.mistakes)
 
 
@@ -38,8 +38,7 @@ def test_step_update_claim(step):
     assert cid in step.claims
     cert = _claim(cid).run()
     assert cert.status == "proved-general", cert.residual
-    assert cert.mutants and all(m.refuted for m in cert.mutants), \
-        [m.id for m in cert.mutants if not m.refuted]
+    assert cert.mutants and all(m.refuted for m in cert.mutants), [m.id for m in cert.mutants if not m.refuted]
 
 
 @pytest.mark.parametrize("table", TABLES, ids=[t.name for t in TABLES])
@@ -83,9 +82,10 @@ def test_wrong_step_is_refuted():
 def test_integer_deltas():
     k, j = sp.Symbol("k", integer=True), sp.Symbol("j", integer=True)
     assert constants._integer_delta(sp.KroneckerDelta(2 * k, 2 * j + 1)) == 0
-    assert constants._integer_delta(sp.KroneckerDelta(2 * k + 1, 2 * j + 1)) == \
-        constants._integer_delta(sp.KroneckerDelta(j, k))
-    x = sp.Symbol("x")      # not an integer: left alone
+    assert constants._integer_delta(sp.KroneckerDelta(2 * k + 1, 2 * j + 1)) == constants._integer_delta(
+        sp.KroneckerDelta(j, k)
+    )
+    x = sp.Symbol("x")  # not an integer: left alone
     assert constants._integer_delta(sp.KroneckerDelta(2 * x, 1)) == sp.KroneckerDelta(2 * x, 1)
 
 
@@ -100,9 +100,15 @@ def test_specs_are_checked_and_printed():
     with pytest.raises(ArrayError, match="every array"):
         Table(name="toy", file="toy", module="m", title="t", sizes=(n,), arrays=[arr], spec={"b": r})
     with pytest.raises(ArrayError, match="neither its"):
-        Table(name="toy", file="toy", module="m", title="t", sizes=(n,), arrays=[arr],
-              spec={"a": sp.Symbol("z")})
+        Table(name="toy", file="toy", module="m", title="t", sizes=(n,), arrays=[arr], spec={"a": sp.Symbol("z")})
     with pytest.raises(ValueError, match="does not define"):
-        O.Step(name="toy", title="t", claims=[], inputs=[O.P, O.G], options=[O._LR],
-               assigns=[Assign(O.P_new, O.P - O.lr_s * O.G)], outputs=[O.P_new],
-               spec=[Assign(O.M_new, O.P)])
+        O.Step(
+            name="toy",
+            title="t",
+            claims=[],
+            inputs=[O.P, O.G],
+            options=[O._LR],
+            assigns=[Assign(O.P_new, O.P - O.lr_s * O.G)],
+            outputs=[O.P_new],
+            spec=[Assign(O.M_new, O.P)],
+        )

@@ -1,4 +1,5 @@
 """Data: the sorting task (sequences, masks, held-out split) and character-level text."""
+
 import numpy as np
 import pytest
 
@@ -28,7 +29,7 @@ def test_sort_batch_shapes_and_determinism():
     L = task.length
     # scored targets are the sorted input; the rest are ignored
     inputs = x1[:, :L]
-    np.testing.assert_array_equal(y1[:, L - 1:], np.sort(inputs, axis=1))
+    np.testing.assert_array_equal(y1[:, L - 1 :], np.sort(inputs, axis=1))
     assert (y1[:, : L - 1] == IGNORE).all()
     assert x1.min() >= 0 and x1.max() < task.num_digits
 
@@ -74,7 +75,9 @@ def test_sort_task_info_roundtrip():
     np.testing.assert_array_equal(again.codes("val"), task.codes("val"))
 
 
-@pytest.mark.parametrize("kw", [dict(num_digits=1), dict(num_digits=11), dict(length=0), dict(length=20, num_digits=10)])
+@pytest.mark.parametrize(
+    "kw", [dict(num_digits=1), dict(num_digits=11), dict(length=0), dict(length=20, num_digits=10)]
+)
 def test_sort_task_bad_sizes(kw):
     with pytest.raises(DataError):
         SortTask(**kw)

@@ -15,6 +15,7 @@ is zero in exact arithmetic — softmax ignores a constant added to every score 
 value is rounding noise, which AdamW divides by its own tiny √v: there the two runs differ by
 ~1e-13 absolute, which is why the bound is relative to the parameters' scale, not elementwise.)
 """
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,18 @@ TOL = 1e-12
 def settings(**kw):
     from qed.train import TrainSettings
 
-    d = dict(steps=STEPS, batch_size=8, lr=1e-2, warmup=2, min_lr=1e-3, eval_every=5, seed=3, dtype="float64",
-             max_eval_examples=32, numpy_parallel="threads")
+    d = dict(
+        steps=STEPS,
+        batch_size=8,
+        lr=1e-2,
+        warmup=2,
+        min_lr=1e-3,
+        eval_every=5,
+        seed=3,
+        dtype="float64",
+        max_eval_examples=32,
+        numpy_parallel="threads",
+    )
     d.update(kw)
     return TrainSettings(**d)
 
@@ -60,19 +71,26 @@ def rank_main(spec: dict, rank: int, port: int) -> None:
     it; rank 0 writes {steps, losses, params} to spec["result"]; stderr goes to spec["stderr"].rank."""
     fd = os.open(f"{spec['stderr']}.{rank}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(fd, 2)
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE="2",
+        LOCAL_WORLD_SIZE="2",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        OMP_NUM_THREADS="1",
+    )
     import torch
 
     from qed.distributed import World, rank_env
     from qed.errors import QedError
     from qed.launch import run_as_rank
 
-    torch.set_num_threads(1)                              # one core each, as `qed train --nproc` gives
+    torch.set_num_threads(1)  # one core each, as `qed train --nproc` gives
     world = World.join(rank_env(), timeout=60)
     try:
         rc = run_as_rank(world, lambda: _train_rank(world, spec))
-    except QedError as e:                                  # as the command line prints it
+    except QedError as e:  # as the command line prints it
         print(f"qed: error: {e}", file=sys.stderr, flush=True)
         rc = 1
     sys.exit(rc)
@@ -86,23 +104,28 @@ def _train_rank(world, spec: dict) -> int:
     def on_step(step, loss):
         losses[step] = loss
         if world.rank == 0 and step == spec.get("interrupt_at"):
-            os.kill(os.getpid(), signal.SIGINT)           # a Ctrl-C on rank 0 only
+            os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C on rank 0 only
         if world.rank == 1 and step == spec.get("die_at"):
-            os._exit(3)                                   # a rank that dies without a word
+            os._exit(3)  # a rank that dies without a word
 
     task, config = task_and_config()
     with world.setting_up() as setup:
         if spec.get("resume"):
             t = Trainer.resume(spec["out"], progress=False, on_step=on_step, world=world)
         else:
-            s = settings(backend=spec["backend"], torch_compile=spec.get("compile", False),
-                         batch_size=spec.get("batch_size", 8))
+            s = settings(
+                backend=spec["backend"], torch_compile=spec.get("compile", False), batch_size=spec.get("batch_size", 8)
+            )
             t = Trainer.new(config, s, task, out=spec["out"], progress=False, on_step=on_step, world=world)
         setup.agree_on(t.fingerprint(), "run")
     rc = t.run()
     if world.rank == 0:
-        np.savez(spec["result"], steps=np.array(sorted(losses)), losses=np.array([losses[k] for k in sorted(losses)]),
-                 **{"param/" + k: v for k, v in t.runner.params().items()})
+        np.savez(
+            spec["result"],
+            steps=np.array(sorted(losses)),
+            losses=np.array([losses[k] for k in sorted(losses)]),
+            **{"param/" + k: v for k, v in t.runner.params().items()},
+        )
     return rc
 
 
@@ -116,10 +139,20 @@ def _context():
 
     if not _FORKSERVER:
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["numpy", "torch", "torch.distributed", "torch.nn.parallel",
-                                    "torch._dynamo",      # DistributedDataParallel imports it: 3 s here
-                                    "qed.train",
-                                    "qed.model_numpy", "qed.model_torch", "qed.launch", "test_distributed"])
+        ctx.set_forkserver_preload(
+            [
+                "numpy",
+                "torch",
+                "torch.distributed",
+                "torch.nn.parallel",
+                "torch._dynamo",  # DistributedDataParallel imports it: 3 s here
+                "qed.train",
+                "qed.model_numpy",
+                "qed.model_torch",
+                "qed.launch",
+                "test_distributed",
+            ]
+        )
         _FORKSERVER.append(ctx)
     return _FORKSERVER[0]
 
@@ -130,8 +163,9 @@ def two_ranks(tmp_path, name, timeout=240, **spec):
     below through qed/launch.py."""
     from qed.launch import free_port
 
-    spec = dict(spec, out=str(tmp_path / name), result=str(tmp_path / f"{name}.npz"),
-                stderr=str(tmp_path / f"{name}.stderr"))
+    spec = dict(
+        spec, out=str(tmp_path / name), result=str(tmp_path / f"{name}.npz"), stderr=str(tmp_path / f"{name}.stderr")
+    )
     ctx, port = _context(), free_port()
     procs = [ctx.Process(target=rank_main, args=(spec, rank, port)) for rank in range(2)]
     for p in procs:
@@ -158,8 +192,14 @@ def one_process(tmp_path, name, backend, threads=1, compile=False):
     try:
         task, config = task_and_config()
         losses = {}
-        t = Trainer.new(config, settings(backend=backend, torch_compile=compile), task, out=str(tmp_path / name),
-                        progress=False, on_step=lambda s, l: losses.__setitem__(s, l))
+        t = Trainer.new(
+            config,
+            settings(backend=backend, torch_compile=compile),
+            task,
+            out=str(tmp_path / name),
+            progress=False,
+            on_step=lambda s, l: losses.__setitem__(s, l),
+        )
         assert t.run() == 0
     finally:
         if old is None:
@@ -170,7 +210,7 @@ def one_process(tmp_path, name, backend, threads=1, compile=False):
 
 
 def params_of(result) -> dict:
-    return {k[len("param/"):]: result[k] for k in result.files if k.startswith("param/")}
+    return {k[len("param/") :]: result[k] for k in result.files if k.startswith("param/")}
 
 
 def differences(losses_a, params_a, losses_b, params_b) -> tuple[float, float]:
@@ -181,7 +221,7 @@ def differences(losses_a, params_a, losses_b, params_b) -> tuple[float, float]:
     return loss_rel, param_rel
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")   # tests/conftest.py
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 # --------------------------------------------------------------------------- equivalence
@@ -207,7 +247,7 @@ def test_two_ranks_train_as_one_process(tmp_path_factory, tmp_path, backend):
     loss_rel, param_rel = differences(res["losses"], params_of(res), losses, params)
     print(f"{backend}: 2 ranks vs 1 process, {STEPS} steps: losses {loss_rel:.2e}, parameters {param_rel:.2e}")
     assert loss_rel <= TOL and param_rel <= TOL
-    if backend == "numpy":      # the same two slices in one process: equal, bit for bit
+    if backend == "numpy":  # the same two slices in one process: equal, bit for bit
         losses2, params2 = one_process(tmp_path, "split", backend, threads=2)
         assert np.array_equal(res["losses"], losses2)
         assert all(np.array_equal(params_of(res)[k], params2[k]) for k in params2)
@@ -265,9 +305,13 @@ def test_two_ranks_from_the_command_line(tmp_path):
     from safetensors.numpy import load_file
 
     solo = tmp_path / "solo"
-    r = subprocess.run([sys.executable, "-m", "qed", "train", "--numpy-parallel", "threads", "--out", str(solo),
-                        *map(str, args)], capture_output=True, text=True, cwd=ROOT,
-                       env=dict(env(), QED_NUMPY_THREADS="2"))
+    r = subprocess.run(
+        [sys.executable, "-m", "qed", "train", "--numpy-parallel", "threads", "--out", str(solo), *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(env(), QED_NUMPY_THREADS="2"),
+    )
     assert r.returncode == 0, r.stderr
     a = load_file(out / "checkpoints" / "step-00000004" / "model.safetensors")
     b = load_file(solo / "checkpoints" / "step-00000004" / "model.safetensors")
@@ -279,27 +323,45 @@ def test_an_error_every_rank_makes_is_printed_once(tmp_path):
     run directory left behind."""
     rc, err, res = two_ranks(tmp_path, "run", backend="numpy", batch_size=1)
     assert rc == 1 and res is None
-    assert err.strip().splitlines() == ["qed: error: rank 0 of 2: --batch-size 1 is below the 2 ranks: each rank "
-                                        "trains on at least one row of every batch"], err
+    assert err.strip().splitlines() == [
+        "qed: error: rank 0 of 2: --batch-size 1 is below the 2 ranks: each rank "
+        "trains on at least one row of every batch"
+    ], err
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("args,environ,fragments", [
-    (["--nproc", "100000"], {}, ["--nproc 100000", "CPU"]),
-    (["--device", "cuda", "--backend", "numpy"], {}, ["--device cuda"]),
-    ([], {"RANK": "0"}, ["RANK set but", "WORLD_SIZE"]),
-    ([], {"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29999"}, ["RANK=2"]),
-    ([], {"RANK": "0", "WORLD_SIZE": "two", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29999"}, ["WORLD_SIZE='two'"]),
-    (["--nproc", "2"], {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29999"},
-     ["--nproc 2", "torchrun"]),
-])
+@pytest.mark.parametrize(
+    "args,environ,fragments",
+    [
+        (["--nproc", "100000"], {}, ["--nproc 100000", "CPU"]),
+        (["--device", "cuda", "--backend", "numpy"], {}, ["--device cuda"]),
+        ([], {"RANK": "0"}, ["RANK set but", "WORLD_SIZE"]),
+        ([], {"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29999"}, ["RANK=2"]),
+        (
+            [],
+            {"RANK": "0", "WORLD_SIZE": "two", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29999"},
+            ["WORLD_SIZE='two'"],
+        ),
+        (
+            ["--nproc", "2"],
+            {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29999"},
+            ["--nproc 2", "torchrun"],
+        ),
+    ],
+)
 def test_bad_ranks_or_devices_are_one_line(tmp_path, args, environ, fragments):
     import torch
 
     if "cuda" in args and "--backend" not in args and torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    r = subprocess.run([sys.executable, "-m", "qed", "train", *args, "--out", str(tmp_path / "run"), *SORT_TINY],
-                       capture_output=True, text=True, cwd=ROOT, env=dict(env(), **environ), timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "qed", "train", *args, "--out", str(tmp_path / "run"), *SORT_TINY],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(env(), **environ),
+        timeout=120,
+    )
     assert_one_line_error(r, *fragments)
     assert r.returncode == 1 and not (tmp_path / "run").exists()
 
@@ -323,12 +385,23 @@ def test_rank_env_checks():
     from qed.distributed import rank_env
     from qed.errors import QedError
 
-    ok = {"RANK": "1", "WORLD_SIZE": "4", "MASTER_ADDR": "host", "MASTER_PORT": "29500", "LOCAL_RANK": "1",
-          "LOCAL_WORLD_SIZE": "2"}
+    ok = {
+        "RANK": "1",
+        "WORLD_SIZE": "4",
+        "MASTER_ADDR": "host",
+        "MASTER_PORT": "29500",
+        "LOCAL_RANK": "1",
+        "LOCAL_WORLD_SIZE": "2",
+    }
     assert rank_env(ok) == dict(rank=1, size=4, local_rank=1, local_size=2, addr="host", port=29500)
     assert rank_env({}) is None
-    for bad in ({"LOCAL_RANK": "2"}, {"LOCAL_WORLD_SIZE": "5"}, {"MASTER_PORT": "0"}, {"WORLD_SIZE": "0"},
-                {"MASTER_ADDR": " "}):
+    for bad in (
+        {"LOCAL_RANK": "2"},
+        {"LOCAL_WORLD_SIZE": "5"},
+        {"MASTER_PORT": "0"},
+        {"WORLD_SIZE": "0"},
+        {"MASTER_ADDR": " "},
+    ):
         with pytest.raises(QedError):
             rank_env(dict(ok, **bad))
 
@@ -347,15 +420,19 @@ def test_rows_and_shares():
     assert shares == [4 / 11, 7 / 11]
 
 
-
 @pytest.mark.slow
 def test_bench_nproc_reports_every_row():
     """`qed bench --nproc 2`'s comparison on a tiny model: every row, the all-reduce, the ring
     bytes P·4·2(N−1)/N (a smoke test of the path; its figures are measured by hand)."""
     from qed.tools.bench_distributed import ROWS, bench_distributed
 
-    res = bench_distributed({"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 8, "batch_size": 4},
-                            nproc=2, steps=2, warmup=1, progress=False)
+    res = bench_distributed(
+        {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 8, "batch_size": 4},
+        nproc=2,
+        steps=2,
+        warmup=1,
+        progress=False,
+    )
     assert set(res["rows"]) == set(ROWS)
     assert all(r["median_ms"] > 0 for r in res["rows"].values())
     assert res["rows"]["numpy-ranks"]["comm_ms"] > 0

@@ -1,5 +1,6 @@
 """The field judge (qed/tools/field_judge.py): the printed code at random exact points and sizes
 5..17 against the claims' index form, and the edits of printed lines that it must catch."""
+
 from __future__ import annotations
 
 import ast
@@ -44,13 +45,13 @@ def model():
 def test_rational_arithmetic_is_exact_and_comparisons_are_booleans():
     a, b = q("3/7"), q("-2/5")
     assert same(a + b, q("1/35")) and same(a * b, q("-6/35")) and same(a / b, q("-15/14"))
-    assert same(a ** 3, q("27/343")) and same(a ** -1, q("7/3"))
+    assert same(a**3, q("27/343")) and same(a**-1, q("7/3"))
     assert (a > b) is True and (a <= b) is False and (a == q("6/14")) is True
     assert same(abs(b), q("2/5")) and same(evaluate("sign", b), q(-1))
     with pytest.raises(ZeroDenominator):
         a / q(0)
     with pytest.raises(FieldError):
-        a + 0.5                   # a float never meets an exact value
+        a + 0.5  # a float never meets an exact value
 
 
 def test_infinities_of_the_causal_mask():
@@ -66,20 +67,20 @@ def test_infinities_of_the_causal_mask():
 def test_the_field_and_the_exponential_base():
     assert sp.isprime(fj.P) and sp.isprime(fj.P_SUB) and fj.P == 2 * fj.P_SUB + 1
     g = fj._Model.g
-    assert g != 1 and pow(g, fj.P_SUB, fj.P) == 1          # of order P': e^{a} = g^{a mod P'}
+    assert g != 1 and pow(g, fj.P_SUB, fj.P) == 1  # of order P': e^{a} = g^{a mod P'}
 
 
 def test_the_exponential_is_a_homomorphism_and_log_its_inverse():
     a, b = q("3/7"), q("-11/5")
     ea, eb = evaluate("exp", a), evaluate("exp", b)
-    assert same(ea * eb, evaluate("exp", a + b))            # online softmax's rescaling
+    assert same(ea * eb, evaluate("exp", a + b))  # online softmax's rescaling
     assert same(evaluate("exp", q(0)), q(1))
     s = ea + eb
     ls = evaluate("log", s)
-    assert same(evaluate("exp", a - ls), ea / s)              # e^{a − log Σ} = e^{a}/Σ
-    assert same(evaluate("log", ea), a)                       # log e^{a} = a
+    assert same(evaluate("exp", a - ls), ea / s)  # e^{a − log Σ} = e^{a}/Σ
+    assert same(evaluate("log", ea), a)  # log e^{a} = a
     assert same(evaluate("log", q(1)), q(0))
-    assert evaluate("log1p", eb) > q(0)                       # log(1 + e^{b}) > 0: its shadow
+    assert evaluate("log1p", eb) > q(0)  # log(1 + e^{b}) > 0: its shadow
     # σ(u) = 1/(1 + e^{−u}), as the functions table states it
     u = q("4/9")
     assert same(evaluate("sigmoid", u), q(1) / (q(1) + evaluate("exp", -u)))
@@ -98,8 +99,8 @@ def test_uninterpreted_functions_are_consistent_with_their_parity():
 
 def test_square_roots_exact_on_squares_and_canonical_on_constants():
     assert same(evaluate("sqrt", q("9/4")), q("3/2"))
-    assert same(evaluate("sqrt", q(8)), 2 * evaluate("sqrt", q(2)))       # √8 = 2√2, as SymPy
-    assert same(evaluate("sqrt", q("2/3")), evaluate("sqrt", q(6)) / 3)   # √(2/3) = √6/3
+    assert same(evaluate("sqrt", q(8)), 2 * evaluate("sqrt", q(2)))  # √8 = 2√2, as SymPy
+    assert same(evaluate("sqrt", q("2/3")), evaluate("sqrt", q(6)) / 3)  # √(2/3) = √6/3
     # a SymPy constant meets data atom by atom: the printed math.sqrt(2/math.pi) and the
     # claims' √2/√π are the same value
     c = sp.sqrt(2 / sp.pi)
@@ -113,16 +114,16 @@ def test_every_row_of_the_functions_table_is_modelled_and_dispatched():
     assert set(functions.FUNCTIONS) <= set(fj._FUNCTIONS)
     for name, row in functions.FUNCTIONS.items():
         args = [q("3/4")] * row.arity
-        got = functions.apply(name, *args)           # the table dispatches to Exact's own hook
+        got = functions.apply(name, *args)  # the table dispatches to Exact's own hook
         assert isinstance(got, Exact), name
         assert same(got, evaluate(name, *args)), name
 
 
 def test_an_exact_value_never_becomes_a_sympy_float():
     x = q("97543/125798400")
-    out = sp.Integer(1) / x                          # the printed `1/…` with an exact literal
+    out = sp.Integer(1) / x  # the printed `1/…` with an exact literal
     assert isinstance(out, Exact) and same(out, q("125798400/97543"))
-    assert isinstance(sp.Rational(44715, 10 ** 6) * x, Exact)
+    assert isinstance(sp.Rational(44715, 10**6) * x, Exact)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,54 +186,74 @@ def _caught(results, what=None):
     return bad
 
 
-SMALL = {"layernorm": [{"r": 5, "n": 7}], "attention": [{"m": 5, "n": 6, "d_k": 7, "d_v": 8}],
-         "mish": [{"r": 5, "n": 6}], "gelu_tanh": [{"r": 6, "n": 5}]}
+SMALL = {
+    "layernorm": [{"r": 5, "n": 7}],
+    "attention": [{"m": 5, "n": 6, "d_k": 7, "d_v": 8}],
+    "mish": [{"r": 5, "n": 6}],
+    "gelu_tanh": [{"r": 6, "n": 5}],
+}
 
 
-@pytest.mark.parametrize("op,old,new,what", [
-    ("layernorm", "    dx -= _support.rowmean(dxhat)\n", "    dx += _support.rowmean(dxhat)\n", "backward dx"),
-    ("mish", "    dx *= 4\n", "    dx *= 2\n", "backward dx"),                       # a factor
-    ("gelu_tanh", "    y *= 0.044715\n", "    y *= 0.044716\n", "forward y"),       # a digit
-    ("layernorm", "    y += beta  # (..., r, n)\n", "", "forward y"),                  # a dropped term
-], ids=["a sign", "a factor", "a digit of a constant", "a dropped term"])
+@pytest.mark.parametrize(
+    "op,old,new,what",
+    [
+        ("layernorm", "    dx -= _support.rowmean(dxhat)\n", "    dx += _support.rowmean(dxhat)\n", "backward dx"),
+        ("mish", "    dx *= 4\n", "    dx *= 2\n", "backward dx"),  # a factor
+        ("gelu_tanh", "    y *= 0.044715\n", "    y *= 0.044716\n", "forward y"),  # a digit
+        ("layernorm", "    y += beta  # (..., r, n)\n", "", "forward y"),  # a dropped term
+    ],
+    ids=["a sign", "a factor", "a digit of a constant", "a dropped term"],
+)
 def test_a_wrong_edit_of_a_formula_line_is_caught(op, old, new, what):
     src = edited("numpy", op, old, new)
     _caught(fj.judge_op(op, source=src, sizes=SMALL[op]), what)
 
 
 def test_a_size_read_from_the_wrong_axis_is_caught():
-    src = edited("numpy", "attention", "    s /= math.sqrt(d_k)  # (..., m, n)\n",
-                 "    s /= math.sqrt(q.shape[-2])  # (..., m, n)\n")
-    _caught(fj.judge_op("attention", source=src, sizes=SMALL["attention"], flags=[frozenset()]),
-            "forward o")
+    src = edited(
+        "numpy",
+        "attention",
+        "    s /= math.sqrt(d_k)  # (..., m, n)\n",
+        "    s /= math.sqrt(q.shape[-2])  # (..., m, n)\n",
+    )
+    _caught(fj.judge_op("attention", source=src, sizes=SMALL["attention"], flags=[frozenset()]), "forward o")
 
 
 def test_a_loop_bound_off_by_one_in_attention_tiled_is_caught():
-    src = edited("numpy", "attention_tiled", "    for P in range(0, n, block):\n",
-                 "    for P in range(0, n - 1, block):\n")
+    src = edited(
+        "numpy", "attention_tiled", "    for P in range(0, n, block):\n", "    for P in range(0, n - 1, block):\n"
+    )
     sizes = {"m": 5, "n": 7, "d_k": 6, "d_v": 8}
     _caught(fj.judge_tiled("numpy", source=src, sizes=sizes, block=3), "forward o")
 
 
 def test_a_causal_mask_shifted_by_one_is_caught():
     special = text("numpy", "_special").replace(
-        "np.tri(z.shape[-2], z.shape[-1], dtype=bool)", "np.tri(z.shape[-2], z.shape[-1], 1, dtype=bool)")
+        "np.tri(z.shape[-2], z.shape[-1], dtype=bool)", "np.tri(z.shape[-2], z.shape[-1], 1, dtype=bool)"
+    )
     assert special != text("numpy", "_special")
-    results = fj.judge_op("attention", sizes=SMALL["attention"], flags=[frozenset({"causal"})],
-                          helpers={"_special": special})
+    results = fj.judge_op(
+        "attention", sizes=SMALL["attention"], flags=[frozenset({"causal"})], helpers={"_special": special}
+    )
     _caught(results, "forward o")
 
 
-@pytest.mark.parametrize("backend, old, new", [
-    ("numpy", "    return np.ones(math.prod(a.shape[:-1]), dtype=a.dtype) @ rows(a)\n",
-     "    return np.ones(a.shape[-2], dtype=a.dtype) @ a.reshape(-1, a.shape[-2], a.shape[-1])[-1]\n"),
-    ("torch", "    return rows(a).sum(0)\n", "    return a.reshape(-1, a.shape[-2], a.shape[-1])[-1].sum(0)\n"),
-])
+@pytest.mark.parametrize(
+    "backend, old, new",
+    [
+        (
+            "numpy",
+            "    return np.ones(math.prod(a.shape[:-1]), dtype=a.dtype) @ rows(a)\n",
+            "    return np.ones(a.shape[-2], dtype=a.dtype) @ a.reshape(-1, a.shape[-2], a.shape[-1])[-1]\n",
+        ),
+        ("torch", "    return rows(a).sum(0)\n", "    return a.reshape(-1, a.shape[-2], a.shape[-1])[-1].sum(0)\n"),
+    ],
+)
 def test_colsum_of_the_last_block_of_rows_is_caught_only_with_a_batch_axis(backend, old, new):
     support = edited(backend, "_support", old, new)
     sizes = SMALL["layernorm"]
     alone = fj.judge_op("layernorm", backend, seed=3, sizes=sizes, batch=1, helpers={"_support": support})
-    assert all(r.ok for r in alone), _report(alone)        # one slice: the same sum
+    assert all(r.ok for r in alone), _report(alone)  # one slice: the same sum
     batched = fj.judge_op("layernorm", backend, seed=3, sizes=sizes, batch=2, helpers={"_support": support})
     bad = _caught(batched)
     assert {r.what.split()[-1] for r in bad} == {"dgamma", "dbeta"}
@@ -244,33 +265,39 @@ def test_a_torch_sign_is_caught():
 
 
 def test_a_torch_wrapper_edit_is_caught():
-    src = edited("torch", "layernorm", "        return dx, dgamma, dbeta, None\n",
-                 "        return dx, dbeta, dgamma, None\n")           # the Function's gradients
+    src = edited(
+        "torch", "layernorm", "        return dx, dgamma, dbeta, None\n", "        return dx, dbeta, dgamma, None\n"
+    )  # the Function's gradients
     bad = _caught(fj.judge_op("layernorm", "torch", source=src, sizes=SMALL["layernorm"], modes=["same"]))
     assert {r.what for r in bad} == {"Function.backward dgamma", "Function.backward dbeta"}
 
 
 def test_a_torch_tiled_loop_bound_is_caught():
-    src = edited("torch", "attention_tiled", "    for P in range(0, n, block):\n",
-                 "    for P in range(0, n - 1, block):\n")
+    src = edited(
+        "torch", "attention_tiled", "    for P in range(0, n, block):\n", "    for P in range(0, n - 1, block):\n"
+    )
     _caught(fj.judge_tiled("torch", source=src, sizes={"m": 5, "n": 7, "d_k": 6, "d_v": 8}, block=3))
 
 
 def test_a_step_and_a_table_edit_are_caught():
-    adam = edited("numpy", "adam", "    p_new /= math.sqrt(1 - beta2**t)\n",
-                  "    p_new /= math.sqrt(1 - beta2**(t - 1))\n")     # a bias correction's exponent
+    adam = edited(
+        "numpy", "adam", "    p_new /= math.sqrt(1 - beta2**t)\n", "    p_new /= math.sqrt(1 - beta2**(t - 1))\n"
+    )  # a bias correction's exponent
     _caught(fj.judge_step("adam", source=adam, seed=2), "step p_new")
-    table = edited("numpy", "sinusoidal", "((1/2) - sign_col/2)*np.cos(pe_arg)",
-                   "((1/2) + sign_col/2)*np.cos(pe_arg)")              # a parity
+    table = edited(
+        "numpy", "sinusoidal", "((1/2) - sign_col/2)*np.cos(pe_arg)", "((1/2) + sign_col/2)*np.cos(pe_arg)"
+    )  # a parity
     _caught(fj.judge_table("sinusoidal_table", source=table, seed=2), "table pe")
 
 
 def test_a_gradient_not_summed_back_to_a_broadcast_input_is_caught():
     src = edited("numpy", "attention_lse", "    dq = _v.sum_to(dq, layout[1][0])\n", "")
-    assert all(r.ok for r in fj.judge_op("attention_lse", source=src, sizes=SMALL["attention"],
-                                         flags=[frozenset()]))       # the same leading axes
-    results = fj.judge_op("attention_lse", source=src, sizes=SMALL["attention"], flags=[frozenset()],
-                          modes=["broadcast1"])                       # q without one: Σ over it
+    assert all(
+        r.ok for r in fj.judge_op("attention_lse", source=src, sizes=SMALL["attention"], flags=[frozenset()])
+    )  # the same leading axes
+    results = fj.judge_op(
+        "attention_lse", source=src, sizes=SMALL["attention"], flags=[frozenset()], modes=["broadcast1"]
+    )  # q without one: Σ over it
     bad = _caught(results)
     assert [r.what for r in bad] == ["backward dq"]
 
@@ -284,7 +311,7 @@ def test_an_absent_rows_axis_not_restored_is_caught():
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_a_head_layout_edit_of_mha_is_caught(backend):
-    src = edited(backend, "mha", "for t in (dq, dk, dv)", "for t in (dq, dv, dk)")   # K and V swapped
+    src = edited(backend, "mha", "for t in (dq, dk, dv)", "for t in (dq, dv, dk)")  # K and V swapped
     bad = _caught(fj.judge_mha(backend, seed=2, source=src, T=5, n_head=2, d=5))
     assert {r.what for r in bad} == {"backward dx", "backward dw_qkv", "backward db_qkv"}
 
@@ -294,10 +321,11 @@ def test_a_zero_denominator_redraws_the_point(monkeypatch):
     real = fj._judge_point
 
     def flaky(*args):
-        calls.append(args[5])                 # the point's seed
+        calls.append(args[5])  # the point's seed
         if len(calls) == 1:
             raise ZeroDenominator("drawn at a pole")
         return real(*args)
+
     monkeypatch.setattr(fj, "_judge_point", flaky)
     results = fj.judge_op("relu", sizes=[{"r": 5, "n": 6}])
     assert all(r.ok for r in results) and len(calls) == 2 and calls[0] != calls[1]
@@ -318,10 +346,12 @@ def test_the_judge_shares_no_code_with_the_normaliser_or_the_numeric_evaluator()
             imported.add(mod)
             imported |= {f"{mod}.{a.name}" for a in node.names}
     for banned in ("derivations.proof.rewriting", "derivations.proof.numeric", "rewriting", "numeric"):
-        assert not any(m == banned or m.endswith("." + banned.rsplit(".", 1)[-1]) and "proof" in m
-                       for m in imported), imported
-    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
-        {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        assert not any(m == banned or m.endswith("." + banned.rsplit(".", 1)[-1]) and "proof" in m for m in imported), (
+            imported
+        )
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+        n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+    }
     assert not names & {"Normaliser", "residual", "_mp_value", "_probe", "_Expected"}
 
 
@@ -332,13 +362,14 @@ def test_a_judge_run_calls_neither_the_normaliser_nor_the_numeric_evaluator(monk
 
     def refuse(*args, **kwargs):
         raise AssertionError("the field judge called the proofs' machinery")
+
     for mod in (numeric, rewriting):
         for name, f in list(vars(mod).items()):
             if isinstance(f, _types.FunctionType) and f.__module__ == mod.__name__:
                 monkeypatch.setattr(mod, name, refuse)
             elif isinstance(f, type) and f.__module__ == mod.__name__:
                 monkeypatch.setattr(f, "__init__", refuse, raising=False)
-    fj._COMPILED.clear()                      # compiled afresh under the refusal
+    fj._COMPILED.clear()  # compiled afresh under the refusal
     for backend in ("numpy", "torch"):
         results = fj.judge_op("attention_lse", backend, sizes=[{"m": 5, "n": 6, "d_k": 7, "d_v": 8}])
         results += fj.judge_op("layernorm", backend, sizes=[{"r": 5, "n": 7}])

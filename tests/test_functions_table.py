@@ -2,6 +2,7 @@
 each spelling the printers emit, run by NumPy, SciPy and PyTorch on floats, agrees with the
 table's exact meaning evaluated at 50 digits. This is what the judges' shims trust: that
 `np.exp` is exp, `scipy.special.expit` is 1/(1 + e^{−u}), `torch.rsqrt` is 1/√u, …"""
+
 from __future__ import annotations
 
 import math
@@ -31,7 +32,7 @@ def _numpy_call(spelling):
     if spelling.startswith("math."):
         return getattr(math, spelling[5:])
     if spelling.startswith("scipy.special."):
-        return getattr(scipy.special, spelling[len("scipy.special."):])
+        return getattr(scipy.special, spelling[len("scipy.special.") :])
     if spelling == "_special.ndtr":
         from generated.numpy import _special
 
@@ -41,10 +42,11 @@ def _numpy_call(spelling):
 
 def _torch_call(spelling, name):
     if spelling.startswith("Tensor."):
-        method = spelling[len("Tensor."):]
+        method = spelling[len("Tensor.") :]
         return lambda *a: getattr(torch.tensor(a[0], dtype=torch.float64).clone(), method)(
-            *[torch.tensor(v, dtype=torch.float64) for v in a[1:]])
-    if spelling == "torch.clamp":         # clamp(u, min=b) is max(u, b); clamp(u, max=b) is min(u, b)
+            *[torch.tensor(v, dtype=torch.float64) for v in a[1:]]
+        )
+    if spelling == "torch.clamp":  # clamp(u, min=b) is max(u, b); clamp(u, max=b) is min(u, b)
         bound = "min" if name == "maximum" else "max"
         return lambda u, b: torch.clamp(torch.tensor(u, dtype=torch.float64), **{bound: b})
     parts = spelling.split(".")[1:]

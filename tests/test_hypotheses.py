@@ -6,6 +6,7 @@ specification's one-sided derivatives, checked at points on the kink; a kink onl
 code has is a refutation. A denominator the normaliser cannot prove ≠ 0 is kept only as a
 precondition that the generated code checks at run time, named on the certificate.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -47,13 +48,22 @@ def test_a_heaviside_for_the_midpoint_step_refutes_softplus(monkeypatch):
     softplus = registry.op("softplus")
 
     def heaviside_at_zero(d):
-        d = d.replace(lambda e: isinstance(e, sp.Heaviside) and (len(e.args) == 1 or e.args[1] == sp.S.Half),
-                      lambda e: sp.Heaviside(e.args[0], 0))
+        d = d.replace(
+            lambda e: isinstance(e, sp.Heaviside) and (len(e.args) == 1 or e.args[1] == sp.S.Half),
+            lambda e: sp.Heaviside(e.args[0], 0),
+        )
         return d.replace(lambda e: isinstance(e, sp.DiracDelta), lambda e: sp.Integer(0))
 
     monkeypatch.setattr(autodiff, "_kinks", heaviside_at_zero)
-    op = Op(name="softplus_h0", title="Softplus", inputs=list(softplus.inputs), outputs=list(softplus.outputs),
-            spec=list(softplus.spec), forward=list(softplus.forward), optional_axes=2)
+    op = Op(
+        name="softplus_h0",
+        title="Softplus",
+        inputs=list(softplus.inputs),
+        outputs=list(softplus.outputs),
+        spec=list(softplus.spec),
+        forward=list(softplus.forward),
+        optional_axes=2,
+    )
     monkeypatch.undo()
     assert op.backward[0].expr.has(sp.Heaviside) and not op.backward[0].expr.has(HalfStep)
     cert = next(c for c in claims_for(op) if c.id == "softplus_h0.backward.dx").run()
@@ -66,18 +76,25 @@ def test_a_heaviside_for_the_midpoint_step_refutes_softplus(monkeypatch):
 def test_softplus_as_printed_records_no_kink():
     cert = registry.claim("softplus.backward.dx").run()
     assert cert.status == "proved-general" and not _kink_lines(cert)
-    assert kinks.admitted_by(sp.Symbol("u"), _backward(registry.op("softplus"), "dx").required()[0],
-                             _backward(registry.op("softplus"), "dx").setting) is None
+    assert (
+        kinks.admitted_by(
+            sp.Symbol("u"),
+            _backward(registry.op("softplus"), "dx").required()[0],
+            _backward(registry.op("softplus"), "dx").setting,
+        )
+        is None
+    )
 
 
-@pytest.mark.parametrize("claim_id", ["relu.backward.dx", "ffn_relu.backward.dx", "ffn_relu.backward_derived.dw1",
-                                      "ffn.relu.vjp"])
+@pytest.mark.parametrize(
+    "claim_id", ["relu.backward.dx", "ffn_relu.backward.dx", "ffn_relu.backward_derived.dw1", "ffn.relu.vjp"]
+)
 def test_relu_is_proved_with_its_kink_checked(claim_id):
     cert = registry.claim(claim_id).run()
     assert cert.status == "proved-general", cert.method
     lines = _kink_lines(cert)
     assert lines and all("the specification's step" in a and "checked at 3 points" in a for a in lines)
-    assert not any("≠ 0 (" in a for a in cert.assumptions)          # no bare kink hypothesis left
+    assert not any("≠ 0 (" in a for a in cert.assumptions)  # no bare kink hypothesis left
     assert cert.ok
 
 
@@ -119,8 +136,11 @@ def test_the_kink_mutants_are_declared_and_refuted():
     a printed subgradient given the value 2 (ReLU, the ReLU FFN). Squared ReLU and Mish read
     the step's value at 0 times a factor that is 0 there: no such mutant (it would be no
     mistake)."""
-    for claim_id, what in [("softplus.backward.dx", "printed as H(x, 0)"), ("relu.backward.dx", "value 2"),
-                           ("ffn_relu.backward.db1", "value 2")]:
+    for claim_id, what in [
+        ("softplus.backward.dx", "printed as H(x, 0)"),
+        ("relu.backward.dx", "value 2"),
+        ("ffn_relu.backward.db1", "value 2"),
+    ]:
         cert = registry.claim(claim_id).run()
         found = [m for m in cert.mutants if m.id.split("~")[1].startswith("kink-")]
         assert found and all(m.refuted for m in found) and any(what in m.mistake for m in found), claim_id
@@ -155,7 +175,8 @@ def test_a_hypothesis_neither_discharged_nor_checked_fails_the_claim():
     rhs = sp.Sum(2 * a[k], (k, 0, n - 1)) / (2 * sp.Sum(v[k], (k, 0, n - 1)))
     setting = Setting(sizes={n: 3})
     assert decide(lhs, rhs, setting, preconditions=[]).status == "unproven"
-    class Refused(RuntimeCheck):                                       # a kernel that refuses Σ v = 0
+
+    class Refused(RuntimeCheck):  # a kernel that refuses Σ v = 0
         def index_form(self):
             return sp.Sum(v[k], (k, 0, n - 1))
 
@@ -178,7 +199,7 @@ def test_a_variance_plus_eps_and_a_causal_row_are_discharged():
     n = sp.Symbol("n", integer=True, positive=True)
     i, k = sp.Symbol("i", integer=True), sp.Symbol("k", integer=True)
     x, eps = sp.IndexedBase("x", real=True), sp.Symbol("eps", positive=True)
-    var = sp.Sum(x[i, k] ** 2, (k, 0, n - 1)) / n - sp.Sum(x[i, k], (k, 0, n - 1)) ** 2 / n ** 2
+    var = sp.Sum(x[i, k] ** 2, (k, 0, n - 1)) / n - sp.Sum(x[i, k], (k, 0, n - 1)) ** 2 / n**2
     norm = Normaliser(ranges={i: (0, n - 1)})
     norm.canon(1 / (var + eps))
     causal = sp.Sum(sp.exp(x[i, k]) * sp.Piecewise((1, k <= i), (0, True)), (k, 0, n - 1))
@@ -187,7 +208,7 @@ def test_a_variance_plus_eps_and_a_causal_row_are_discharged():
     norm.canon(1 / sp.Sum(sp.exp(x[i, k]) * Indicator(sp.Le(k, i)), (k, 0, n - 1)))
     assert not norm.hypotheses and not norm.nonzero
     norm.canon(1 / sp.Sum(sp.exp(x[i, k]) * Indicator(sp.Le(k, i - 1)), (k, 0, n - 1)))
-    assert norm.nonzero                                      # row i = 0 has no key: may be 0
+    assert norm.nonzero  # row i = 0 has no key: may be 0
     norm.nonzero.clear()
-    norm.canon(1 / var)                                      # a variance alone may be 0
+    norm.canon(1 / var)  # a variance alone may be 0
     assert norm.nonzero

@@ -14,6 +14,7 @@ dependency); relative imports are resolved to the module they name.
                  loads a tool when its command runs
     qed.tools    anything
 """
+
 import ast
 import json
 import subprocess
@@ -30,9 +31,9 @@ ALLOWED = {
     "derivations": {"derivations", "sympy", "mpmath", "numpy", "scipy"},
     "codegen": {"codegen", "derivations", "jinja2", "sympy"},
     "qed": {"qed", "generated", "numpy", "torch", "safetensors", "threadpoolctl", "rich", "matplotlib"},
-    "qed.tools": None,                                    # anything
+    "qed.tools": None,  # anything
 }
-CLI = {"qed.cli", "qed.cli_tools"}                       # may load qed.tools inside a function
+CLI = {"qed.cli", "qed.cli_tools"}  # may load qed.tools inside a function
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -40,7 +41,7 @@ def module_name(path: Path, root: Path = ROOT) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-GENERATED_SOURCES = "codegen.support"                  # copied verbatim into generated/
+GENERATED_SOURCES = "codegen.support"  # copied verbatim into generated/
 
 
 def layer_of(module: str) -> str:
@@ -65,11 +66,11 @@ def imports(path: Path, module: str) -> list[tuple[str, int, bool]]:
                 out.extend((a.name, child.lineno, in_function) for a in child.names)
             elif isinstance(child, ast.ImportFrom):
                 if child.level:
-                    base = package[:len(package) - (child.level - 1)]
+                    base = package[: len(package) - (child.level - 1)]
                     target = ".".join(base + ([child.module] if child.module else []))
                     if child.module:
                         out.append((target, child.lineno, in_function))
-                    else:                                   # from . import x: x is a module here
+                    else:  # from . import x: x is a module here
                         out.extend((f"{target}.{a.name}", child.lineno, in_function) for a in child.names)
                 else:
                     out.append((child.module, child.lineno, in_function))
@@ -122,22 +123,26 @@ def test_the_table_catches_a_violation(tmp_path):
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text, encoding="utf-8")
-    assert sorted(violations(tmp_path)) == sorted([
-        "qed.model:5 imports derivations (qed may not import derivations)",
-        "qed.config:1 imports codegen.render (qed may not import codegen)",
-        "qed.cli:1 imports qed.tools.prove at module level (qed may not import qed.tools)",
-        "qed.sample:2 imports qed.tools.bench (qed may not import qed.tools)",
-        "derivations.softmax:2 imports generated.numpy (derivations may not import generated)",
-        "codegen:1 imports qed (codegen may not import qed)",
-        "generated:1 imports sympy (generated may not import sympy)",
-    ])
+    assert sorted(violations(tmp_path)) == sorted(
+        [
+            "qed.model:5 imports derivations (qed may not import derivations)",
+            "qed.config:1 imports codegen.render (qed may not import codegen)",
+            "qed.cli:1 imports qed.tools.prove at module level (qed may not import qed.tools)",
+            "qed.sample:2 imports qed.tools.bench (qed may not import qed.tools)",
+            "derivations.softmax:2 imports generated.numpy (derivations may not import generated)",
+            "codegen:1 imports qed (codegen may not import qed)",
+            "generated:1 imports sympy (generated may not import sympy)",
+        ]
+    )
 
 
 def test_building_the_parser_loads_no_tool():
     """`qed train` and the other runtime commands never import qed/tools/: the command line
     loads a tool only when its command runs."""
-    code = ("import json, sys\nfrom qed.cli import build_parser\nbuild_parser()\n"
-            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('qed', 'derivations', 'codegen'))))")
+    code = (
+        "import json, sys\nfrom qed.cli import build_parser\nbuild_parser()\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('qed', 'derivations', 'codegen'))))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == ["qed", "qed.cli", "qed.cli_tools", "qed.cli_types"]
 
@@ -154,7 +159,7 @@ def qed_imports() -> dict[str, set[str]]:
             if target == "qed" or not target.startswith("qed."):
                 continue
             dep = target.removeprefix("qed.")
-            while dep not in _known() and "." in dep:      # `from .x import name`: the module x
+            while dep not in _known() and "." in dep:  # `from .x import name`: the module x
                 dep = dep.rsplit(".", 1)[0]
             deps.add(dep)
         graph[name] = deps - {name, "__init__"}

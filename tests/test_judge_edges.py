@@ -1,5 +1,6 @@
 """The edge judge (qed/tools/judge_edges.py): every printed refusal exercised in both backends,
 every empty-output path checked exactly; and a wrong edit of a printed check is a finding."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -57,13 +58,18 @@ def test_nonzero_gradients_of_an_empty_op_are_found(monkeypatch):
 def _raising(exc):
     def check(op, *args):
         raise exc
+
     return check
 
 
-@pytest.mark.parametrize("check,exc,op,finding", [
-    ("nonzero_size", ZeroDivisionError("division by zero"), "attention", "raw ZeroDivisionError"),
-    ("same_size", ValueError("bad input"), "linear", "not the op's own one-line error"),
-], ids=["a raw library error", "a refusal not naming the op"])
+@pytest.mark.parametrize(
+    "check,exc,op,finding",
+    [
+        ("nonzero_size", ZeroDivisionError("division by zero"), "attention", "raw ZeroDivisionError"),
+        ("same_size", ValueError("bad input"), "linear", "not the op's own one-line error"),
+    ],
+    ids=["a raw library error", "a refusal not naming the op"],
+)
 def test_a_check_that_raises_the_wrong_error_is_a_finding(monkeypatch, check, exc, op, finding):
     monkeypatch.setattr(je._module("numpy", "_validate"), check, _raising(exc))
     findings = je.judge_op(registry.op(op), "numpy")

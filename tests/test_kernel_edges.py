@@ -19,10 +19,10 @@ so a new op is covered as it is added:
 * broadcast leading axes (attention's q, k, v; RoPE's tables) agree with the explicitly
   expanded inputs, forward and backward, and attention with torch's own autograd.
 """
+
 from __future__ import annotations
 
 import importlib
-import itertools
 import warnings
 
 import numpy as np
@@ -32,9 +32,8 @@ import torch
 import torch.nn.functional as F
 
 from codegen.analysis import analyse
+from derivations.registry import ops, steps, tables
 from qed.tools.judge_edges import as_tuple, build, dims, grad_positions, sizes_of  # noqa: F401
-from derivations.registry import steps, tables
-from derivations.registry import ops
 
 OPS = list(ops())
 BACKENDS = ("numpy", "torch")
@@ -67,8 +66,7 @@ def run_torch(op, args, ups, opts=None):
     pos = grad_positions(op)
     ts = [torch.tensor(a).requires_grad_(i in pos) for i, a in enumerate(args)]
     outs = as_tuple(getattr(m, op.name)(*ts, **(opts or {})))
-    grads = torch.autograd.grad(outs, [ts[i] for i in pos], [torch.tensor(u) for u in ups],
-                                allow_unused=True)
+    grads = torch.autograd.grad(outs, [ts[i] for i in pos], [torch.tensor(u) for u in ups], allow_unused=True)
     return [o.detach().numpy() for o in outs], [g.numpy() if g is not None else None for g in grads]
 
 
@@ -93,13 +91,14 @@ def _optional(op):
     return [(op, j) for j in range(1, op.optional_axes + 1)]
 
 
-@pytest.mark.parametrize("op,drop", [c for o in OPS for c in _optional(o)],
-                         ids=[f"{o.name}-drop{j}" for o in OPS for _, j in _optional(o)])
+@pytest.mark.parametrize(
+    "op,drop", [c for o in OPS for c in _optional(o)], ids=[f"{o.name}-drop{j}" for o in OPS for _, j in _optional(o)]
+)
 def test_absent_optional_axes_read_as_length_one(op, drop):
     """An input lacking its first `drop` declared axes (0-D for drop = 2 of an elementwise op)
     is the same op on the explicit length-1 layout; outputs and gradients lack the axes too."""
     an = analyse(op)
-    first = {d for a in an.args if a.batched for d in a.storage_dims()[:min(drop, a.optional)]}
+    first = {d for a in an.args if a.batched for d in a.storage_dims()[: min(drop, a.optional)]}
     sizes = sizes_of(op, **{s.name: 1 for s in first if isinstance(s, sp.Symbol)})
     short = build(op, sizes, lead=(), drop=drop)
     full = build(op, sizes, lead=(), drop=0)
@@ -107,8 +106,9 @@ def test_absent_optional_axes_read_as_length_one(op, drop):
     f_outs, _, _ = run_numpy(op, full)
     m = importlib.import_module(f"generated.numpy.{op.name}")
     f_outs, f_cache = getattr(m, f"{op.name}_forward")(*full)
-    f_grads = as_tuple(getattr(m, f"{op.name}_backward")(
-        *[np.reshape(u, np.shape(o)) for u, o in zip(ups, as_tuple(f_outs))], f_cache))
+    f_grads = as_tuple(
+        getattr(m, f"{op.name}_backward")(*[np.reshape(u, np.shape(o)) for u, o in zip(ups, as_tuple(f_outs))], f_cache)
+    )
     for k, (a, b) in enumerate(zip(outs, as_tuple(f_outs))):
         close(a, np.reshape(b, np.shape(a)), f"{op.name}: output {k}")
     pos = grad_positions(op)
@@ -124,7 +124,7 @@ def _fewest_axes(op) -> tuple:
     return a, a.trailing - a.optional - 1
 
 
-REFUSING = [op for op in OPS if _fewest_axes(op)[1] >= 0]   # every op whose input may be 0-D is left out
+REFUSING = [op for op in OPS if _fewest_axes(op)[1] >= 0]  # every op whose input may be 0-D is left out
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -134,11 +134,14 @@ def test_one_axis_fewer_is_refused_by_name(op, backend):
     a, lacking = _fewest_axes(op)
     args = build(op, sizes_of(op), lead=())
     i = an.args.index(a)
-    args[i] = np.asarray(args[i][(0,) * (args[i].ndim - lacking)])   # `lacking` axes left
+    args[i] = np.asarray(args[i][(0,) * (args[i].ndim - lacking)])  # `lacking` axes left
     m = importlib.import_module(f"generated.{backend}.{op.name}")
     conv = (lambda x: x) if backend == "numpy" else torch.tensor
-    with pytest.raises(ValueError, match=rf"^{op.name}: {a.name} has shape .*expected at least "
-                                         rf"{a.trailing - a.optional} axes"):
+    with pytest.raises(
+        ValueError,
+        match=rf"^{op.name}: {a.name} has shape .*expected at least "
+        rf"{a.trailing - a.optional} axes",
+    ):
         getattr(m, f"{op.name}_forward")(*[conv(x) for x in args])
 
 
@@ -156,8 +159,7 @@ def test_any_number_of_leading_axes(op, lead):
     for b in range(flat):
         idx = np.unravel_index(b, lead)
         sl = [args[i][idx] if i in batched else args[i] for i in range(len(args))]
-        s_outs, _ = importlib.import_module(f"generated.numpy.{op.name}").__dict__[
-            f"{op.name}_forward"](*sl)
+        s_outs, _ = importlib.import_module(f"generated.numpy.{op.name}").__dict__[f"{op.name}_forward"](*sl)
         for k, (o, so) in enumerate(zip(outs, as_tuple(s_outs))):
             if an.batched[op.outputs[k]]:
                 close(o[idx], so, f"{op.name}: output {k}, slice {idx}")
@@ -194,12 +196,14 @@ def test_zero_length_axis(op, zero, backend):
     except (ValueError, IndexError) as e:
         assert str(e).startswith(f"{op.name}: "), f"not the op's own error: {e!r}"
         zero_sized = {s.name for s, _ in an.zero_sizes}
-        assert zero in zero_sized or "mask" in str(e) or "ids" in str(e) or "targets" in str(e), \
+        assert zero in zero_sized or "mask" in str(e) or "ids" in str(e) or "targets" in str(e), (
             f"{op.name}: {zero} = 0 refused though no denominator needs it: {e}"
+        )
         return
     empty = all(np.size(o) == 0 for o in outs)
-    assert not (zero in {s.name for s, _ in an.zero_sizes} and not empty), \
+    assert not (zero in {s.name for s, _ in an.zero_sizes} and not empty), (
         f"{op.name}: {zero} = 0 divides by zero but was accepted"
+    )
     pos = grad_positions(op)
     for k, g in enumerate(grads):
         assert np.shape(g) == np.shape(args[pos[k]]), f"{op.name}: gradient {k} shape"
@@ -217,10 +221,12 @@ def test_zero_length_edges_match_torch():
 
     y, _ = softmax.softmax_forward(np.zeros((3, 0)))
     assert y.shape == (3, 0)
-    o, c = attention.attention_forward(np.zeros((2, 0, 4)), np.zeros((2, 0, 4)), np.zeros((2, 0, 5)),
-                                       causal=True)
-    assert o.shape == (2, 0, 5) and [g.shape for g in attention.attention_backward(o, c)] == \
-        [(2, 0, 4), (2, 0, 4), (2, 0, 5)]
+    o, c = attention.attention_forward(np.zeros((2, 0, 4)), np.zeros((2, 0, 4)), np.zeros((2, 0, 5)), causal=True)
+    assert o.shape == (2, 0, 5) and [g.shape for g in attention.attention_backward(o, c)] == [
+        (2, 0, 4),
+        (2, 0, 4),
+        (2, 0, 5),
+    ]
     with pytest.raises(ValueError, match=r"^attention: n = k\.shape\[-2\] = 0; expected n >= 1"):
         attention.attention_forward(np.ones((2, 3, 4)), np.zeros((2, 0, 4)), np.zeros((2, 0, 5)))
     with pytest.raises(ValueError, match=r"^attention: d_k = q\.shape\[-1\] = 0; expected d_k >= 1"):
@@ -248,8 +254,12 @@ def _outside(o):
     return out + [float("nan")] * (not o.symbol.is_integer), inside
 
 
-UNITS = [(u, o) for u in OPS + list(steps()) + list(tables()) for o in u.options
-         if o.symbol is not None and o.allowed() not in (sp.S.Reals, sp.S.Integers)]
+UNITS = [
+    (u, o)
+    for u in OPS + list(steps()) + list(tables())
+    for o in u.options
+    if o.symbol is not None and o.allowed() not in (sp.S.Reals, sp.S.Integers)
+]
 
 
 def _call_unit(unit, backend, **opts):
@@ -263,7 +273,7 @@ def _call_unit(unit, backend, **opts):
         rng = np.random.default_rng(0)
         arrs = [rng.standard_normal((2, 3)) for _ in unit.inputs]
         if len(arrs) > 3:
-            arrs[3] = np.abs(arrs[3])                                       # v ≥ 0
+            arrs[3] = np.abs(arrs[3])  # v ≥ 0
         conv = (lambda x: x) if backend == "numpy" else torch.tensor
         base = {"t": 3} if any(o.name == "t" for o in unit.options) else {}
         return getattr(m, f"{unit.name}_step")(*[conv(a) for a in arrs], **{**base, **opts})[0]
@@ -302,8 +312,7 @@ def test_all_zero_count_is_refused(op, backend):
     """A denominator computed from the inputs (cross-entropy's Σ mask: no counted target) is
     refused with the op's ValueError, not a NaN loss."""
     an = analyse(op)
-    names = {a.name for _, why in an.data_denominators for a in an.args
-             if a.name in why and a.integer}
+    names = {a.name for _, why in an.data_denominators for a in an.args if a.name in why and a.integer}
     args = build(op, sizes_of(op))
     for i, a in enumerate(an.args):
         if a.name in names:
@@ -352,16 +361,19 @@ def test_broadcast_leading_axes(op):
     leads = _broadcast_leads(op)
     args = build(op, sizes_of(op), leads=leads, seed=4)
     outs, ups, grads = both(op, args)
-    full = [np.ascontiguousarray(np.broadcast_to(x, (2, 3) + x.shape[len(leads[a.name]):]))
-            if a.batched else x for a, x in zip(an.args, args)]
+    full = [
+        np.ascontiguousarray(np.broadcast_to(x, (2, 3) + x.shape[len(leads[a.name]) :])) if a.batched else x
+        for a, x in zip(an.args, args)
+    ]
     f_outs, _, _ = run_numpy(op, full)
     for k, (o, fo) in enumerate(zip(outs, f_outs)):
         close(o, fo, f"{op.name}: output {k}")
     m = importlib.import_module(f"generated.torch.{op.name}")
     pos = grad_positions(op)
     ts = [torch.tensor(x).requires_grad_(i in pos) for i, x in enumerate(args)]
-    expanded = [t.expand((2, 3) + tuple(t.shape[len(leads[a.name]):])) if a.batched else t
-                for a, t in zip(an.args, ts)]
+    expanded = [
+        t.expand((2, 3) + tuple(t.shape[len(leads[a.name]) :])) if a.batched else t for a, t in zip(an.args, ts)
+    ]
     out = as_tuple(getattr(m, op.name)(*expanded))
     want = torch.autograd.grad(out, [ts[i] for i in pos], [torch.tensor(u) for u in ups])
     for k, (g, w) in enumerate(zip(grads, want)):

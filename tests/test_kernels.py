@@ -7,6 +7,7 @@ and gradients; float32 in, float32 out. Inputs are built from the op's declarati
 (size symbols get small distinct values, inputs a batch axis of 2, ids random in range), so a
 new op in the registry is tested without touching this file.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -25,8 +26,21 @@ OPS = list(ops())
 NAMES = [o.name for o in OPS]
 
 # Small, distinct example sizes; a symbol not listed gets the next unused value of 2..5.
-SIZES = {"r": 3, "n": 4, "m": 3, "d_k": 4, "d_v": 2, "T": 3, "V": 5, "d": 3,
-         "n_in": 3, "n_out": 2, "h": 2, "d_model": 4, "d_ff": 5}
+SIZES = {
+    "r": 3,
+    "n": 4,
+    "m": 3,
+    "d_k": 4,
+    "d_v": 2,
+    "T": 3,
+    "V": 5,
+    "d": 3,
+    "n_in": 3,
+    "n_out": 2,
+    "h": 2,
+    "d_model": 4,
+    "d_ff": 5,
+}
 BATCH = (2,)
 
 
@@ -73,9 +87,11 @@ def make_inputs(op, seed=0, dtype=np.float64) -> list:
 
 
 def modules(op):
-    analyse(op)   # an op that cannot be generated fails here, with the generator's reason
-    return (importlib.import_module(f"generated.numpy.{op.name}"),
-            importlib.import_module(f"generated.torch.{op.name}"))
+    analyse(op)  # an op that cannot be generated fails here, with the generator's reason
+    return (
+        importlib.import_module(f"generated.numpy.{op.name}"),
+        importlib.import_module(f"generated.torch.{op.name}"),
+    )
 
 
 def as_tuple(x):
@@ -123,7 +139,7 @@ def test_backward_finite_differences(op):
         npm, _ = modules(op)
         fwd = getattr(npm, f"{op.name}_forward")
 
-        def loss(xs):
+        def loss(xs, fwd=fwd, opts=opts, douts=douts):
             o, _ = fwd(*xs, **opts)
             return sum(float(np.sum(d * y)) for d, y in zip(douts, as_tuple(o)))
 
@@ -138,8 +154,9 @@ def test_backward_finite_differences(op):
                 minus[pos][idx] -= h
                 num[idx] = (loss(plus) - loss(minus)) / (2 * h)
             assert g.shape == x.shape, f"{op.name}: gradient of arg {pos} has shape {g.shape}"
-            np.testing.assert_allclose(g, num, rtol=1e-5, atol=1e-7,
-                                       err_msg=f"{op.name} {opts}: gradient of argument {pos}")
+            np.testing.assert_allclose(
+                g, num, rtol=1e-5, atol=1e-7, err_msg=f"{op.name} {opts}: gradient of argument {pos}"
+            )
 
 
 @pytest.mark.parametrize("op", OPS, ids=[f"{n}-torch" for n in NAMES])
@@ -150,8 +167,9 @@ def test_gradcheck(op):
     for opts in option_sets(op):
         args = [torch.tensor(a, requires_grad=i in positions) for i, a in enumerate(make_inputs(op))]
         options = [opts.get(o.name, o.default) for o in op.options]
-        assert torch.autograd.gradcheck(lambda *xs: fn.apply(*xs, *options), tuple(args),
-                                        eps=1e-6, atol=1e-6, rtol=1e-5)
+        assert torch.autograd.gradcheck(
+            lambda *xs, options=options: fn.apply(*xs, *options), tuple(args), eps=1e-6, atol=1e-6, rtol=1e-5
+        )
 
 
 @pytest.mark.parametrize("op", OPS, ids=NAMES)
@@ -161,8 +179,7 @@ def test_numpy_matches_torch(op):
         args = make_inputs(op)
         outs, douts, grads, _ = numpy_run(op, args, opts)
         t_outs, t_cache = getattr(tm, f"{op.name}_forward")(*[torch.tensor(a) for a in args], **opts)
-        t_grads = as_tuple(getattr(tm, f"{op.name}_backward")(
-            *[torch.tensor(d) for d in douts], t_cache))
+        t_grads = as_tuple(getattr(tm, f"{op.name}_backward")(*[torch.tensor(d) for d in douts], t_cache))
         for a, b in zip(outs + grads, as_tuple(t_outs) + t_grads):
             b = b.numpy()
             assert a.shape == b.shape and a.dtype == b.dtype
@@ -184,8 +201,7 @@ def test_float32(op, backend):
         for y in as_tuple(outs) + grads:
             assert y.dtype == f32, f"{op.name}-{backend}: float32 in, {y.dtype} out"
         for c in cache:
-            if hasattr(c, "dtype") and (c.dtype.kind == "f" if backend == "numpy"
-                                        else c.dtype.is_floating_point):
+            if hasattr(c, "dtype") and (c.dtype.kind == "f" if backend == "numpy" else c.dtype.is_floating_point):
                 assert c.dtype == f32, f"{op.name}-{backend}: cache holds {c.dtype}"
 
 
@@ -227,7 +243,7 @@ def step_args(st, seed=0, dtype=np.float64, shape=(3, 4)):
     for a in st.inputs:
         x = rng.standard_normal(shape)
         if a in getattr(st, "state", []) and a is st.inputs[-1]:
-            x = np.abs(x)          # the second moment is a mean of squares: v >= 0
+            x = np.abs(x)  # the second moment is a mean of squares: v >= 0
         args.append(x.astype(dtype))
     opts = {o.name: (3 if o.default is None else o.default) for o in st.options}
     return args, opts
@@ -267,15 +283,16 @@ def test_step_float32(st, backend):
 # PyTorch's own optimisers as the independent reference (per step: test data, not generator code)
 TORCH_OPTIMS = {
     "sgd": lambda p, o: torch.optim.SGD([p], lr=o["lr"]),
-    "adam": lambda p, o: torch.optim.Adam([p], lr=o["lr"], betas=(o["beta1"], o["beta2"]),
-                                          eps=o["eps"]),
-    "adamw": lambda p, o: torch.optim.AdamW([p], lr=o["lr"], betas=(o["beta1"], o["beta2"]),
-                                            eps=o["eps"], weight_decay=o["weight_decay"]),
+    "adam": lambda p, o: torch.optim.Adam([p], lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"]),
+    "adamw": lambda p, o: torch.optim.AdamW(
+        [p], lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"], weight_decay=o["weight_decay"]
+    ),
 }
 
 
-@pytest.mark.parametrize("st", [s for s in STEPS if s.name in TORCH_OPTIMS],
-                         ids=[s.name for s in STEPS if s.name in TORCH_OPTIMS])
+@pytest.mark.parametrize(
+    "st", [s for s in STEPS if s.name in TORCH_OPTIMS], ids=[s.name for s in STEPS if s.name in TORCH_OPTIMS]
+)
 def test_step_matches_torch_optim(st):
     """Ten steps of the generated step against torch.optim on the same gradients."""
     rng = np.random.default_rng(0)
@@ -365,20 +382,19 @@ def as_arrays(out):
 def test_table_matches_sympy(table, backend):
     """Every entry of the generated table equals the table's SymPy formula evaluated exactly
     (30 digits) at concrete sizes: even and odd widths, another base, one row."""
-    for sizes, opts in (({"T": 7, "d": 6}, {}), ({"T": 4, "d": 5}, {"base": 500.0}),
-                        ({"T": 1, "d": 2}, {})):
+    for sizes, opts in (({"T": 7, "d": 6}, {}), ({"T": 4, "d": 5}, {"base": 500.0}), ({"T": 1, "d": 2}, {})):
         args = [sizes[s.name] for s in table.sizes]
         dtype = np.float64 if backend == "numpy" else torch.float64
         out = as_arrays(table_fn(table, backend)(*args, **opts, dtype=dtype))
         assert len(out) == len(table.arrays)
         for got, arr in zip(out, table.arrays):
-            shape = tuple(int(sp.sympify(d).xreplace({s: sizes[s.name] for s in table.sizes}))
-                          for d in arr.shape)
+            shape = tuple(int(sp.sympify(d).xreplace({s: sizes[s.name] for s in table.sizes})) for d in arr.shape)
             assert got.shape == shape and got.dtype == np.float64
             for r_, c_ in np.ndindex(shape):
                 want = float(sp.N(table.value(arr.name, r_, c_, sizes, opts), 30))
-                assert got[r_, c_] == pytest.approx(want, rel=1e-13, abs=1e-14), \
+                assert got[r_, c_] == pytest.approx(want, rel=1e-13, abs=1e-14), (
                     f"{table.name}.{arr.name}[{r_}, {c_}] at {sizes} {opts}"
+                )
 
 
 @pytest.mark.parametrize("table", TABLES, ids=TABLE_NAMES)
@@ -422,7 +438,7 @@ def test_table_argument_errors(table, backend):
     bad_dtype = np.int64 if backend == "numpy" else torch.int64
     with pytest.raises(ValueError, match=f"{table.name}: dtype must be a floating"):
         fn(*good, dtype=bad_dtype)
-    empty = as_arrays(fn(*[0 for _ in table.sizes]))   # zero sizes: empty tables, no error
+    empty = as_arrays(fn(*[0 for _ in table.sizes]))  # zero sizes: empty tables, no error
     assert all(a.size == 0 for a in empty)
 
 
@@ -436,7 +452,7 @@ EDGE = [1e4, -1e4, 80.0, -80.0, 1e-30, -1e-30]
 
 
 def edge_cases(dtype):
-    x = np.array([EDGE], dtype=dtype)                                   # (1, 6)
+    x = np.array([EDGE], dtype=dtype)  # (1, 6)
     eye = np.eye(len(EDGE), dtype=dtype)
     logits = np.array([[1e4, -1e4, 0.0], [-1e4, -1e4, 1e4], [1e4, 1e4, 1e4]], dtype=dtype)
     const = np.array([[0.1] * 5, [0.0] * 5, [-3e4] * 5], dtype=dtype)
@@ -444,7 +460,7 @@ def edge_cases(dtype):
 
     return {
         **{o.name: [x] for o in OPS if model_role(o) == "activation"},
-        **{o.name: [x, eye, eye, eye] for o in OPS if model_role(o) == "ffn"},   # g = u = x
+        **{o.name: [x, eye, eye, eye] for o in OPS if model_role(o) == "ffn"},  # g = u = x
         "cross_entropy": [logits, np.array([0, 1, 2]), np.array([1, 1, 1])],
         "softmax": [logits],
         "layernorm": [const, np.ones(5, dtype), np.zeros(5, dtype)],
@@ -459,6 +475,7 @@ EDGE_OPS = [o for o in OPS if o.name in edge_cases(np.float64)]
 @pytest.mark.parametrize("op", EDGE_OPS, ids=[o.name for o in EDGE_OPS])
 def test_edge_inputs_finite_without_warnings(op, dtype):
     import warnings
+
     args = edge_cases(dtype)[op.name]
     npm, tm = modules(op)
     with warnings.catch_warnings():
@@ -474,8 +491,7 @@ def test_edge_inputs_finite_without_warnings(op, dtype):
     t_grads = as_tuple(getattr(tm, f"{op.name}_backward")(*[torch.ones_like(o) for o in t_outs], t_cache))
     for a, b in zip(outs + grads, t_outs + t_grads):
         assert torch.isfinite(b).all(), f"{op.name} torch: {b}"
-        np.testing.assert_allclose(b.numpy(), a, rtol=1e-5 if dtype == np.float32 else 1e-12,
-                                   atol=1e-30)
+        np.testing.assert_allclose(b.numpy(), a, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-30)
 
 
 def test_silu_edge_values():
@@ -490,10 +506,13 @@ def test_silu_edge_values():
         assert y[0, 2] == pytest.approx(-80 / (1 + np.exp(80.0)), rel=1e-6)
 
 
-@pytest.mark.parametrize("name, reference", [
-    ("layernorm", lambda n: torch.nn.LayerNorm(n, dtype=torch.float64)),
-    ("rmsnorm", lambda n: torch.nn.RMSNorm(n, eps=1e-5, dtype=torch.float64)),
-])
+@pytest.mark.parametrize(
+    "name, reference",
+    [
+        ("layernorm", lambda n: torch.nn.LayerNorm(n, dtype=torch.float64)),
+        ("rmsnorm", lambda n: torch.nn.RMSNorm(n, eps=1e-5, dtype=torch.float64)),
+    ],
+)
 def test_norm_modules_look_like_pytorchs(name, reference):
     """Layernorm/Rmsnorm: PyTorch's parameter names (weight, bias), initial values (ones,
     zeros), so a state_dict loads either way, and the same outputs."""

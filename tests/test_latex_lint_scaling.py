@@ -8,6 +8,7 @@ that rescans at C speed (str.count, slicing) needs the larger factor 16 and, for
 timed alone. A `deadline` turns a regression into a failure within seconds, not a hang.
 The whole file takes about ten seconds.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -25,7 +26,7 @@ from qed.tools.latex_lint import LintInputError, extract, lint_file, lint_text
 
 ROOT = Path(__file__).resolve().parent.parent
 FACTOR = 8
-SPACES = " " * 1000     # filler: makes a pass that rescans the text cost more per piece
+SPACES = " " * 1000  # filler: makes a pass that rescans the text cost more per piece
 
 
 class _Expired(Exception):
@@ -61,7 +62,7 @@ def cpu_seconds(fn, repeat: int = 2) -> float:
         t = time.process_time()
         fn()
         best = min(best, time.process_time() - t)
-    return max(best, 1e-3)      # below a millisecond the clock's resolution decides the ratio
+    return max(best, 1e-3)  # below a millisecond the clock's resolution decides the ratio
 
 
 def timed_ratio(run, make, n: int, factor: int) -> float:
@@ -120,8 +121,8 @@ def test_twenty_thousand_nested_braces_are_fast():
     with deadline(10):
         t_small = cpu_seconds(lambda: lint_text(nested("x_{", 2000)), repeat=2)
         t_big = cpu_seconds(lambda: lint_text(nested("x_{", 20000)), repeat=2)
-    assert t_big / t_small < 3 * 10, (t_small, t_big)       # 10x the input; quadratic is 100x
-    assert lint_text(nested("x_{", 20000)) == []             # every group braced: clean
+    assert t_big / t_small < 3 * 10, (t_small, t_big)  # 10x the input; quadratic is 100x
+    assert lint_text(nested("x_{", 20000)) == []  # every group braced: clean
     assert lint_text(nested("{", 20000)) == []
 
 
@@ -136,9 +137,8 @@ def test_a_group_quoted_in_a_message_is_cut():
     assert found and all(f.rule == "lost-subscript" for f in found)
     assert max(len(f.format()) for f in found) < 4 * latex_lint.QUOTE_MAX
     assert "'a{a{a{" in found[0].message and "…" in found[0].message
-    short = lint_text("$$\nd{\\text{model}}\n$$\n")             # a short group is quoted whole
-    assert [f.message for f in short] == ["'d{\\text{model}}' puts a group right after 'd': "
-                                          "likely a lost '_'"]
+    short = lint_text("$$\nd{\\text{model}}\n$$\n")  # a short group is quoted whole
+    assert [f.message for f in short] == ["'d{\\text{model}}' puts a group right after 'd': likely a lost '_'"]
 
 
 def test_nested_and_unclosed_environments_scale_linearly():
@@ -163,18 +163,22 @@ def test_one_hundred_thousand_dollar_signs():
     assert_linear(lambda n: "$" * n + "\n", 2000, markdown=False)
 
 
-@pytest.mark.parametrize("make,n,factor", [
-    # the start and end of a piece's line found by rfind/find, and the text around it sliced
-    (lambda n: ("$a$" + SPACES) * n + "\n", 100, 16),
-    # block-spacing split the whole line once per piece on it ...
-    (lambda n: ("$$a$$" + SPACES) * n + "\n", 100, 16),
-    # ... and stripped the line above once per piece
-    (lambda n: "x" * (4 * n) + "\n" + "$$a$$ " * n + "\n", 500, FACTOR),
-    # each piece's line counted from the start of the file
-    (lambda n: ("text $x_1$ more" + SPACES + "\n") * n, 100, 16),
-    # each finding's line counted from the start of its math
-    (lambda n: "$$\n" + "x_ab " * n + "\n$$\n", 1000, 16),
-], ids=["one-line", "display-one-line", "long-line-above", "many-lines", "many-findings"])
+@pytest.mark.parametrize(
+    "make,n,factor",
+    [
+        # the start and end of a piece's line found by rfind/find, and the text around it sliced
+        (lambda n: ("$a$" + SPACES) * n + "\n", 100, 16),
+        # block-spacing split the whole line once per piece on it ...
+        (lambda n: ("$$a$$" + SPACES) * n + "\n", 100, 16),
+        # ... and stripped the line above once per piece
+        (lambda n: "x" * (4 * n) + "\n" + "$$a$$ " * n + "\n", 500, FACTOR),
+        # each piece's line counted from the start of the file
+        (lambda n: ("text $x_1$ more" + SPACES + "\n") * n, 100, 16),
+        # each finding's line counted from the start of its math
+        (lambda n: "$$\n" + "x_ab " * n + "\n$$\n", 1000, 16),
+    ],
+    ids=["one-line", "display-one-line", "long-line-above", "many-lines", "many-findings"],
+)
 def test_many_pieces_of_math_scale_linearly(make, n, factor):
     assert_linear(make, n, factor=factor)
 
@@ -184,8 +188,7 @@ def test_a_long_line_of_formula_text_scales_linearly():
     formula = r"\mathbf{W}_{i}^{Q} x_1 + \mathrm{softmax}(QK^T) \\ a &= b \ c + W_attention + f{g} "
     assert_linear(lambda n: formula * n + "\n", 200, markdown=False, factor=16)
     found = lint_text(formula * 200 + "\n", "t.txt", markdown=False)
-    assert {f.rule for f in found} == {"break-trailing", "italic-word", "subscript-braces",
-                                       "lost-subscript"}
+    assert {f.rule for f in found} == {"break-trailing", "italic-word", "subscript-braces", "lost-subscript"}
 
 
 def test_breaks_on_one_line_scale_linearly():
@@ -207,9 +210,11 @@ def test_italic_runs_on_many_lines_scale_linearly():
 
 def test_many_distinct_words_on_one_line_scale_linearly():
     """italic-word deduplicated the words of a line with a list: quadratic in distinct words."""
+
     def make(n):
-        words = ("".join(chr(97 + (i // 26 ** k) % 26) for k in range(4)) for i in range(n))
+        words = ("".join(chr(97 + (i // 26**k) % 26) for k in range(4)) for i in range(n))
         return "$$\n" + " ".join(words) + "\n$$\n"
+
     assert_linear(make, 500)
     assert len(lint_text(make(500))) == 1
 
@@ -229,9 +234,11 @@ def test_unclosed_delimiters_scale_linearly():
 # ------------------------------------------------------------------------------ same results
 def test_masking_keeps_its_meaning():
     """The linear masking reads code spans, comments and fences as the regexes did."""
-    text = ("`$a_bc$` and ``$x_yz$ ` still code`` but `` `$q_rs$`\n\n"
-            "<!-- $W_ab$ --> $ok_{1}$ <!-- unclosed $W_cd$\n\n"
-            "```\n$W_ef$\n```\n$W_gh$\n")
+    text = (
+        "`$a_bc$` and ``$x_yz$ ` still code`` but `` `$q_rs$`\n\n"
+        "<!-- $W_ab$ --> $ok_{1}$ <!-- unclosed $W_cd$\n\n"
+        "```\n$W_ef$\n```\n$W_gh$\n"
+    )
     found = [f.message.split("'")[1] for f in lint_text(text) if f.rule == "subscript-braces"]
     # `` with no closing `` : its last backtick pairs with the next single one, "` `", so
     # $q_rs$ is math; so is $W_cd$ after an unclosed comment, and $W_gh$ after the fence
@@ -274,8 +281,7 @@ def test_latin1_file_is_one_line(tmp_path, capsys):
     bad.write_bytes("Intro\n\ncafé $x$\n".encode("latin-1"))
     rc, out, errors = run_cli(capsys, bad)
     assert rc == 1 and out == []
-    assert errors == [f"qed: error: {bad}: not UTF-8 text (byte 0xe9 at offset 10, line 3; "
-                      "re-save it as UTF-8)"]
+    assert errors == [f"qed: error: {bad}: not UTF-8 text (byte 0xe9 at offset 10, line 3; re-save it as UTF-8)"]
     with pytest.raises(LintInputError, match="not UTF-8"):
         lint_file(bad)
 
@@ -286,10 +292,9 @@ def test_binary_file_is_one_line(tmp_path, capsys):
     rc, out, errors = run_cli(capsys, bad)
     assert rc == 1 and out == []
     assert len(errors) == 1 and errors[0].startswith(f"qed: error: {bad}: not UTF-8 text")
-    nul = tmp_path / "nul.md"                   # valid UTF-8, but a NUL byte: not text
+    nul = tmp_path / "nul.md"  # valid UTF-8, but a NUL byte: not text
     nul.write_bytes(b"$x$\x00\n")
-    assert run_cli(capsys, nul)[2] == [f"qed: error: {nul}: not UTF-8 text (a NUL byte at offset "
-                                       "3: a binary file?)"]
+    assert run_cli(capsys, nul)[2] == [f"qed: error: {nul}: not UTF-8 text (a NUL byte at offset 3: a binary file?)"]
 
 
 def test_folders(tmp_path, capsys):
@@ -315,18 +320,23 @@ def test_bad_files_are_reported_and_the_rest_still_linted(tmp_path, capsys):
     rc, out, errors = run_cli(capsys, latin, good, bad)
     assert rc == 1 and len(errors) == 1 and [ln.split(":")[1] for ln in out] == ["3"]
     rc, out, errors = run_cli(capsys, latin, good)
-    assert rc == 1 and out == [] and len(errors) == 1            # no finding, but a file not linted
+    assert rc == 1 and out == [] and len(errors) == 1  # no finding, but a file not linted
     rc, out, errors = run_cli(capsys, tmp_path / "missing.md", bad)
-    assert rc == 2 and len(out) == 1                              # a missing path: 2, as before
+    assert rc == 2 and len(out) == 1  # a missing path: 2, as before
     assert errors == [f"qed: error: {tmp_path / 'missing.md'}: no such file or folder"]
 
 
 def test_unreadable_too_large_and_special_files(tmp_path, capsys, monkeypatch):
     page = tmp_path / "page.md"
     page.write_text("Intro\n\n$x$\n", encoding="utf-8")
-    if Path("/dev/zero").exists():          # endless: refused, not read (in a subprocess, so
-        r = subprocess.run([sys.executable, "-m", "qed", "lint-latex", "/dev/zero"],  # reading it
-                           capture_output=True, text=True, timeout=60, cwd=ROOT)  # cannot hang us)
+    if Path("/dev/zero").exists():  # endless: refused, not read (in a subprocess, so
+        r = subprocess.run(
+            [sys.executable, "-m", "qed", "lint-latex", "/dev/zero"],  # reading it
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )  # cannot hang us)
         assert (r.returncode, r.stderr.splitlines()[0]) == (1, "qed: error: /dev/zero: not a regular file")
     monkeypatch.setattr(latex_lint, "MAX_BYTES", 8)
     rc, _, errors = run_cli(capsys, page)

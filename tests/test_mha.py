@@ -1,4 +1,5 @@
 """The generated multi-head attention layer against PyTorch's own multi-head attention."""
+
 import numpy as np
 import pytest
 import torch

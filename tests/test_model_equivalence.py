@@ -6,6 +6,7 @@ of 10 AdamW steps. Plus config validation and the optimizer utilities.
 
 Relative error of a tensor = max|a − b| / max|b| (b the reference), required ≤ 1e-9.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -18,10 +19,10 @@ import torch
 from qed.config import ConfigError, GPTConfig, ffn_choices, norm_choices
 from qed.kernels import kernel, table_fn
 from qed.model_numpy import NumpyGPT
-from qed.params import init_params, param_shapes
 from qed.model_torch import TorchGPT
-from qed.runner import build_model
 from qed.optim import AdamW, TorchAdamW, clip_grad_norm, cosine_lr, torch_clip_grad_norm
+from qed.params import init_params, param_shapes
+from qed.runner import build_model
 from qed.tools.reference import ReferenceGPT, decay_groups
 
 TOL = 1e-9
@@ -40,11 +41,9 @@ VARIANTS = {
     "nobias-rmsnorm-swiglu-sinusoidal": dict(bias=False, norm="rmsnorm", ffn="swiglu", pos="sinusoidal"),
     "nobias-relu-learned-post": dict(bias=False, ffn="relu", norm_position="post"),
     "attention_lse": dict(attention="attention_lse"),
-    "attention_lse-rope-post-swiglu": dict(attention="attention_lse", pos="rope", norm_position="post",
-                                           ffn="swiglu"),
+    "attention_lse-rope-post-swiglu": dict(attention="attention_lse", pos="rope", norm_position="post", ffn="swiglu"),
     "attention_tiled": dict(attention="attention_tiled"),
-    "attention_tiled-rope-post-geglu": dict(attention="attention_tiled", pos="rope", norm_position="post",
-                                            ffn="geglu"),
+    "attention_tiled-rope-post-geglu": dict(attention="attention_tiled", pos="rope", norm_position="post", ffn="geglu"),
 }
 
 
@@ -67,10 +66,10 @@ def test_position_tables_generated():
             assert fn.__module__ == f"generated.{backend}.{module}"
     T, D = 5, 6
     pos = np.arange(T)[:, None]
-    inv = 10000.0 ** (-np.arange(0, D, 2) / D)                       # ω_i, one per pair
-    angle = np.repeat(pos * inv, 2, axis=1)                          # (T, D): each pair's angle twice
+    inv = 10000.0 ** (-np.arange(0, D, 2) / D)  # ω_i, one per pair
+    angle = np.repeat(pos * inv, 2, axis=1)  # (T, D): each pair's angle twice
     rot = np.zeros((D, D))
-    for i in range(D // 2):                                          # (x @ rot)_{2i} = -x_{2i+1}
+    for i in range(D // 2):  # (x @ rot)_{2i} = -x_{2i+1}
         rot[2 * i, 2 * i + 1], rot[2 * i + 1, 2 * i] = 1.0, -1.0
     pe = np.zeros((T, D))
     pe[:, 0::2], pe[:, 1::2] = np.sin(pos * inv), np.cos(pos * inv)
@@ -78,8 +77,9 @@ def test_position_tables_generated():
     np.testing.assert_allclose(cos, np.cos(angle), rtol=0, atol=1e-15)
     np.testing.assert_allclose(sin, np.sin(angle), rtol=0, atol=1e-15)
     np.testing.assert_array_equal(r, rot)
-    np.testing.assert_allclose(kernel("numpy", "sinusoidal").sinusoidal_table(T, D, dtype=np.float64),
-                               pe, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(
+        kernel("numpy", "sinusoidal").sinusoidal_table(T, D, dtype=np.float64), pe, rtol=0, atol=1e-15
+    )
     tcos, tsin, tr = kernel("torch", "rope").rope_tables(T, D, dtype=torch.float64)
     for a, b in ((tcos, cos), (tsin, sin), (tr, r)):
         np.testing.assert_allclose(a.numpy(), b, rtol=0, atol=1e-15)
@@ -104,8 +104,8 @@ def batch(cfg: GPTConfig, seed: int = 0):
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, cfg.vocab_size, (B, cfg.block_size))
     tgt = rng.integers(0, cfg.vocab_size, (B, cfg.block_size))
-    idx[0, :3] = idx[0, 0]          # repeated ids: embedding gradients must accumulate
-    tgt[1, :2] = -1                 # ignored targets (nanoGPT's ignore_index=-1)
+    idx[0, :3] = idx[0, 0]  # repeated ids: embedding gradients must accumulate
+    tgt[1, :2] = -1  # ignored targets (nanoGPT's ignore_index=-1)
     return idx, tgt
 
 
@@ -134,8 +134,12 @@ def check_equivalence(cfg: GPTConfig):
     rlogits, rloss = ref(ti, tt)
     rloss.backward()
 
-    errors = {"logits/numpy": rel(logits, rlogits), "logits/torch": rel(tlogits, rlogits),
-              "loss/numpy": rel(np.array(loss), rloss), "loss/torch": rel(tloss, rloss)}
+    errors = {
+        "logits/numpy": rel(logits, rlogits),
+        "logits/torch": rel(tlogits, rlogits),
+        "loss/numpy": rel(np.array(loss), rloss),
+        "loss/torch": rel(tloss, rloss),
+    }
     rgrads = {k: p.grad for k, p in ref.named_parameters()}
     tgrads = {k: p.grad for k, p in tm.named_parameters()}
     assert set(grads) == set(rgrads) == set(tgrads) == set(param_shapes(cfg))
@@ -188,7 +192,7 @@ def test_numpy_threads_agree():
     rng = np.random.default_rng(5)
     idx = rng.integers(0, cfg.vocab_size, (5, cfg.block_size))
     tgt = rng.integers(0, cfg.vocab_size, (5, cfg.block_size))
-    tgt[0, :5] = -1                                   # slices with different numbers of scored tokens
+    tgt[0, :5] = -1  # slices with different numbers of scored tokens
     tgt[3, :] = -1
     out = {}
     for threads in (1, 2, 3, 5):
@@ -206,8 +210,9 @@ def test_numpy_threads_agree():
 # --------------------------------------------------------------------------- AdamW steps
 STEP_CONFIGS = {
     "gpt2": dict(),
-    "rmsnorm-swiglu-rope-post-untied": dict(norm="rmsnorm", ffn="swiglu", pos="rope",
-                                            norm_position="post", tie_weights=False),
+    "rmsnorm-swiglu-rope-post-untied": dict(
+        norm="rmsnorm", ffn="swiglu", pos="rope", norm_position="post", tie_weights=False
+    ),
     "nobias-gelu_tanh-sinusoidal": dict(bias=False, ffn="gelu_tanh", pos="sinusoidal"),
 }
 
@@ -221,11 +226,10 @@ def test_adamw_ten_steps(name):
     hp = dict(lr=3e-2, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     opt_np = AdamW(npm.params, **hp)
     opt_t = TorchAdamW(tm, **hp)
-    opt_r = torch.optim.AdamW(decay_groups(ref, hp["weight_decay"]), lr=hp["lr"], betas=hp["betas"],
-                              eps=hp["eps"])
+    opt_r = torch.optim.AdamW(decay_groups(ref, hp["weight_decay"]), lr=hp["lr"], betas=hp["betas"], eps=hp["eps"])
     losses = {"numpy": [], "torch": [], "ref": []}
     for step in range(10):
-        idx, tgt = batch(cfg, seed=step % 2)     # two batches in turn: the loss must go down
+        idx, tgt = batch(cfg, seed=step % 2)  # two batches in turn: the loss must go down
         ti, tt = torch.as_tensor(idx), torch.as_tensor(tgt)
         _, loss = npm.forward(idx, tgt)
         opt_np.step(npm.backward())
@@ -254,7 +258,7 @@ def test_adamw_weight_decay_only_on_matrices():
     m = NumpyGPT(cfg, dtype=np.float64)
     before = {k: v.copy() for k, v in m.params.items()}
     opt = AdamW(m.params, lr=0.1, weight_decay=0.5)
-    opt.step({k: np.zeros_like(v) for k, v in m.params.items()})   # zero gradient: only decay moves
+    opt.step({k: np.zeros_like(v) for k, v in m.params.items()})  # zero gradient: only decay moves
     for k, v in m.params.items():
         if v.ndim == 2:
             np.testing.assert_allclose(v, before[k] * (1 - 0.1 * 0.5), rtol=1e-12)
@@ -269,15 +273,18 @@ def test_adamw_state_dict_resume():
         runs = []
         for resume in (False, True):
             model = build_model(cfg, backend, np.float64, seed=3)
-            opt = (AdamW(model.params, lr=1e-2) if backend == "numpy" else TorchAdamW(model, lr=1e-2))
+            opt = AdamW(model.params, lr=1e-2) if backend == "numpy" else TorchAdamW(model, lr=1e-2)
             for step in range(6):
                 if resume and step == 3:
                     state = opt.state_dict()
-                    params = ({k: v.copy() for k, v in model.params.items()} if backend == "numpy"
-                              else {k: v.detach().clone() for k, v in model.state_dict().items()})
+                    params = (
+                        {k: v.copy() for k, v in model.params.items()}
+                        if backend == "numpy"
+                        else {k: v.detach().clone() for k, v in model.state_dict().items()}
+                    )
                     model = build_model(cfg, backend, np.float64, seed=99)
                     model.load_params(params)
-                    opt = (AdamW(model.params, lr=1e-2) if backend == "numpy" else TorchAdamW(model, lr=1e-2))
+                    opt = AdamW(model.params, lr=1e-2) if backend == "numpy" else TorchAdamW(model, lr=1e-2)
                     opt.load_state_dict(state)
                 idx, tgt = batch(cfg, seed=step)
                 if backend == "numpy":
@@ -287,9 +294,12 @@ def test_adamw_state_dict_resume():
                     opt.zero_grad()
                     model(torch.as_tensor(idx), torch.as_tensor(tgt))[1].backward()
                     opt.step()
-            runs.append({k: (v.detach().numpy().copy() if isinstance(v, torch.Tensor) else v.copy())
-                         for k, v in (model.params.items() if backend == "numpy"
-                                      else model.state_dict().items())})
+            runs.append(
+                {
+                    k: (v.detach().numpy().copy() if isinstance(v, torch.Tensor) else v.copy())
+                    for k, v in (model.params.items() if backend == "numpy" else model.state_dict().items())
+                }
+            )
         for k in runs[0]:
             np.testing.assert_allclose(runs[1][k], runs[0][k], rtol=1e-12, atol=1e-15, err_msg=k)
 
@@ -297,8 +307,10 @@ def test_adamw_state_dict_resume():
 def test_clip_grad_norm_matches_torch():
     rng = np.random.default_rng(0)
     grads = {"a": rng.standard_normal((3, 4)), "b": rng.standard_normal(5)}
-    tparams = [torch.nn.Parameter(torch.zeros(3, 4, dtype=torch.float64)),
-               torch.nn.Parameter(torch.zeros(5, dtype=torch.float64))]
+    tparams = [
+        torch.nn.Parameter(torch.zeros(3, 4, dtype=torch.float64)),
+        torch.nn.Parameter(torch.zeros(5, dtype=torch.float64)),
+    ]
     for p, g in zip(tparams, grads.values()):
         p.grad = torch.as_tensor(g.copy())
     norm = clip_grad_norm(grads, 1.0)
@@ -364,7 +376,7 @@ def test_float32_backends():
     logits, loss = m.forward(idx, tgt)
     grads = m.backward()
     assert logits.dtype == np.float32 and all(g.dtype == np.float32 for g in grads.values())
-    assert math.isclose(loss, math.log(cfg.vocab_size), rel_tol=0.05)   # near-uniform at init
+    assert math.isclose(loss, math.log(cfg.vocab_size), rel_tol=0.05)  # near-uniform at init
     t = TorchGPT(cfg)
     tlogits, tloss = t(torch.as_tensor(idx), torch.as_tensor(tgt))
     assert tlogits.dtype == torch.float32
@@ -391,26 +403,48 @@ def test_model_input_errors():
 
 
 # --------------------------------------------------------------------------- config validation
-@pytest.mark.parametrize("kwargs,message", [
-    (dict(n_embd=30, n_head=4), r"n_embd=30 is not divisible by n_head=4: choose n_embd a multiple of n_head \(e\.g\. 32\)"),
-    (dict(n_embd=12, n_head=4, pos="rope"), r"head size .* = 3 is odd: choose n_embd a multiple of 2\*n_head \(e\.g\. 16\)"),
-    (dict(n_embd=9, n_head=3, pos="sinusoidal"), r"n_embd=9 is odd"),
-    (dict(norm="batchnorm"), r"norm='batchnorm' is not a known option: choose one of 'layernorm', 'rmsnorm'"),
-    (dict(ffn="tanh"), r"ffn='tanh' .*'gelu', 'gelu_tanh', .*'relu', .*'swiglu'"),
-    (dict(pos="alibi"), r"pos='alibi' .*'learned', 'sinusoidal', 'rope'"),
-    (dict(norm_position="sandwich"), r"norm_position='sandwich' .*'pre', 'post'"),
-    (dict(n_layer=0), r"n_layer=0 must be a positive integer"),
-    (dict(n_head=-2), r"n_head=-2 must be a positive integer"),
-    (dict(vocab_size=0), r"vocab_size=0 must be a positive integer"),
-    (dict(block_size=2.5), r"block_size=2.5 must be an integer"),
-    (dict(bias="yes"), r"bias='yes' must be True or False"),
-], ids=["heads", "rope-odd", "sinusoidal-odd", "norm", "ffn", "pos", "norm_position", "n_layer",
-        "n_head", "vocab", "block-float", "bias"])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (
+            dict(n_embd=30, n_head=4),
+            r"n_embd=30 is not divisible by n_head=4: choose n_embd a multiple of n_head \(e\.g\. 32\)",
+        ),
+        (
+            dict(n_embd=12, n_head=4, pos="rope"),
+            r"head size .* = 3 is odd: choose n_embd a multiple of 2\*n_head \(e\.g\. 16\)",
+        ),
+        (dict(n_embd=9, n_head=3, pos="sinusoidal"), r"n_embd=9 is odd"),
+        (dict(norm="batchnorm"), r"norm='batchnorm' is not a known option: choose one of 'layernorm', 'rmsnorm'"),
+        (dict(ffn="tanh"), r"ffn='tanh' .*'gelu', 'gelu_tanh', .*'relu', .*'swiglu'"),
+        (dict(pos="alibi"), r"pos='alibi' .*'learned', 'sinusoidal', 'rope'"),
+        (dict(norm_position="sandwich"), r"norm_position='sandwich' .*'pre', 'post'"),
+        (dict(n_layer=0), r"n_layer=0 must be a positive integer"),
+        (dict(n_head=-2), r"n_head=-2 must be a positive integer"),
+        (dict(vocab_size=0), r"vocab_size=0 must be a positive integer"),
+        (dict(block_size=2.5), r"block_size=2.5 must be an integer"),
+        (dict(bias="yes"), r"bias='yes' must be True or False"),
+    ],
+    ids=[
+        "heads",
+        "rope-odd",
+        "sinusoidal-odd",
+        "norm",
+        "ffn",
+        "pos",
+        "norm_position",
+        "n_layer",
+        "n_head",
+        "vocab",
+        "block-float",
+        "bias",
+    ],
+)
 def test_config_errors(kwargs, message):
     cfg = GPTConfig(**kwargs)
     with pytest.raises(ConfigError, match=message):
         cfg.validate()
-    with pytest.raises(ValueError):          # a ConfigError is a ValueError
+    with pytest.raises(ValueError):  # a ConfigError is a ValueError
         NumpyGPT(cfg)
 
 
@@ -446,7 +480,7 @@ def test_adamw_chunks_match_one_call(monkeypatch, threads):
     rng = np.random.default_rng(5)
     grads = [{k: rng.standard_normal(shape) for k, shape in param_shapes(cfg).items()} for _ in range(3)]
     results = {}
-    for chunk in (10**9, 37):                          # one call per run, then chunks of 37
+    for chunk in (10**9, 37):  # one call per run, then chunks of 37
         monkeypatch.setattr(AdamW, "CHUNK", chunk)
         monkeypatch.setattr(TorchAdamW, "CHUNK", chunk)
         npm = NumpyGPT(cfg, dtype=np.float64, seed=1)
@@ -459,8 +493,11 @@ def test_adamw_chunks_match_one_call(monkeypatch, threads):
             for k, p in named.items():
                 p.grad = torch.as_tensor(g[k])
             topt.step()
-        results[chunk] = ({k: v.copy() for k, v in npm.params.items()}, opt.state_dict(),
-                          {k: p.detach().numpy().copy() for k, p in named.items()})
+        results[chunk] = (
+            {k: v.copy() for k, v in npm.params.items()},
+            opt.state_dict(),
+            {k: p.detach().numpy().copy() for k, p in named.items()},
+        )
     (p1, s1, t1), (p2, s2, t2) = results[10**9], results[37]
     for k in p1:
         np.testing.assert_array_equal(p1[k], p2[k], err_msg=k)
@@ -469,4 +506,4 @@ def test_adamw_chunks_match_one_call(monkeypatch, threads):
     for k in s1:
         if isinstance(s1[k], np.ndarray):
             np.testing.assert_array_equal(s1[k], s2[k], err_msg=k)
-    assert sum(p.size for p in p1.values()) > 37 * 4           # several chunks per run
+    assert sum(p.size for p in p1.values()) > 37 * 4  # several chunks per run

@@ -12,14 +12,15 @@ no backward, no claims, no mutants), printed by codegen into a scratch package
   torch autograd over the specification (`qed.tools.reference.spec_function`);
 * usable in the model: the role its signature fits (an activation, an MLP op).
 """
+
 from __future__ import annotations
 
 import pytest
 import sympy as sp
 import torch
 
-from derivations import registry
 from codegen.analysis import analyse, storage_shape
+from derivations import registry
 from derivations.language.arrays import Array, Assign, MatMul, RowMean, T, size
 from derivations.language.ops import Op, Option, model_role
 from derivations.proof.obligations import claims_for
@@ -40,33 +41,60 @@ def activation(name, formula, **kw) -> Op:
 gx, gy = Array("x", (r, d)), Array("y", (r, d))
 w_gate, w_up, w_down = Array("w_gate", (f, d)), Array("w_up", (f, d)), Array("w_down", (d, f))
 g, u, h = Array("g", (r, f)), Array("u", (r, f)), Array("h", (r, f))
-REGLU = Op(name="reglu_new", module=__name__, inputs=[gx], params=[w_gate, w_up, w_down], outputs=[gy],
-           optional_axes=1,
-           spec=[Assign(g, MatMul(gx, T(w_gate))), Assign(u, MatMul(gx, T(w_up))),
-                 Assign(h, sp.Max(0, g) * u), Assign(gy, MatMul(h, T(w_down)))])
+REGLU = Op(
+    name="reglu_new",
+    module=__name__,
+    inputs=[gx],
+    params=[w_gate, w_up, w_down],
+    outputs=[gy],
+    optional_axes=1,
+    spec=[
+        Assign(g, MatMul(gx, T(w_gate))),
+        Assign(u, MatMul(gx, T(w_up))),
+        Assign(h, sp.Max(0, g) * u),
+        Assign(gy, MatMul(h, T(w_down))),
+    ],
+)
 
 # a norm: RMS normalisation with ε inside the root and a gain, written as the sources write it
 eps = sp.Symbol("eps", positive=True)
 nx, ny, gain = Array("x", (r, n)), Array("y", (r, n)), Array("gain", (1, n))
-RMS_NEW = Op(name="rmsnorm_new", module=__name__, inputs=[nx], params=[gain], outputs=[ny], optional_axes=1,
-             options=[Option(eps, "eps", 1e-5, "ε > 0 inside the root")], sizes={n: (nx, 1)},
-             spec=[Assign(ny, nx / sp.sqrt(RowMean(nx ** 2) + eps) * gain)])
+RMS_NEW = Op(
+    name="rmsnorm_new",
+    module=__name__,
+    inputs=[nx],
+    params=[gain],
+    outputs=[ny],
+    optional_axes=1,
+    options=[Option(eps, "eps", 1e-5, "ε > 0 inside the root")],
+    sizes={n: (nx, 1)},
+    spec=[Assign(ny, nx / sp.sqrt(RowMean(nx**2) + eps) * gain)],
+)
 
 NEW_OPS = [
-    activation("leaky_relu_new", sp.Max(x, x / 100)),                          # max(x, x/100)
-    activation("softsign_new", x / (1 + sp.Abs(x))),                            # x/(1 + |x|)
-    activation("log_sigmoid_new", -sp.log(1 + sp.exp(-x))),                     # log σ(x)
+    activation("leaky_relu_new", sp.Max(x, x / 100)),  # max(x, x/100)
+    activation("softsign_new", x / (1 + sp.Abs(x))),  # x/(1 + |x|)
+    activation("log_sigmoid_new", -sp.log(1 + sp.exp(-x))),  # log σ(x)
     activation("quick_gelu_new", x / (1 + sp.exp(-sp.Rational(1702, 1000) * x))),  # x σ(1.702x)
-    activation("elu_new", sp.Max(x, 0) + sp.exp(sp.Min(x, 0)) - 1),            # ELU, α = 1
+    activation("elu_new", sp.Max(x, 0) + sp.exp(sp.Min(x, 0)) - 1),  # ELU, α = 1
     activation("tanh_new", sp.tanh(x)),
-    activation("shifted_tanh_new", sp.tanh(x / 2 + 1)),                         # a linear argument
+    activation("shifted_tanh_new", sp.tanh(x / 2 + 1)),  # a linear argument
     activation("shifted_softplus_new", sp.log(1 + sp.exp(2 * x + 1))),
     activation("hardtanh_new", sp.Max(-1, sp.Min(1, x))),
     activation("hardswish_new", x * sp.Min(sp.Max(x + 3, 0), 6) / 6),
-    activation("selu_new", sp.Rational(10507, 10000) * (sp.Max(x, 0)                 # SELU's λ, α
-                                                        + sp.Rational(16733, 10000) * (sp.exp(sp.Min(x, 0)) - 1))),
-    activation("swish_beta_new", x / (1 + sp.exp(-beta * x)),                   # x σ(βx), β an option
-               options=[Option(beta, "beta", 1.0, "the slope β > 0")]),
+    activation(
+        "selu_new",
+        sp.Rational(10507, 10000)
+        * (
+            sp.Max(x, 0)  # SELU's λ, α
+            + sp.Rational(16733, 10000) * (sp.exp(sp.Min(x, 0)) - 1)
+        ),
+    ),
+    activation(
+        "swish_beta_new",
+        x / (1 + sp.exp(-beta * x)),  # x σ(βx), β an option
+        options=[Option(beta, "beta", 1.0, "the slope β > 0")],
+    ),
     REGLU,
     RMS_NEW,
 ]
@@ -85,12 +113,13 @@ def registered(scratch, monkeypatch):
     """The edges harness pointed at the new ops, as if they were in the registry and generated/
     (patched on the objects the harness itself reads, for this test only)."""
     by_name = {o.name for o in NEW_OPS}
-    known = edges.units()                 # the registry's units (cached by the harness)
+    known = edges.units()  # the registry's units (cached by the harness)
     added = tuple(edges._op_unit(o) for o in NEW_OPS)
     monkeypatch.setattr(edges, "units", lambda: known + added)
     original = edges._module
-    monkeypatch.setattr(edges, "_module", lambda backend, name: scratch[(name, backend)] if name in by_name
-                        else original(backend, name))
+    monkeypatch.setattr(
+        edges, "_module", lambda backend, name: scratch[(name, backend)] if name in by_name else original(backend, name)
+    )
     return scratch
 
 
@@ -103,7 +132,7 @@ def test_declared_by_the_forward_alone_the_op_is_proved(op):
         cert = claim.run()
         assert cert.status == "proved-general", (claim.id, cert.method, str(cert.residual)[:300])
         assert cert.mutants and all(m.refuted for m in cert.mutants), claim.id
-    assert set(op.stability) <= {c.id for c in registry.claims()}    # every rewrite cites a proved lemma
+    assert set(op.stability) <= {c.id for c in registry.claims()}  # every rewrite cites a proved lemma
 
 
 @pytest.mark.parametrize("op", NEW_OPS, ids=IDS)
@@ -130,8 +159,9 @@ def test_the_printed_torch_kernel_agrees_with_autograd_over_the_specification(sc
     (want * dy).sum().backward()
     for a, b in zip(ours, ref):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-10, atol=1e-12)
-    assert torch.autograd.gradcheck(getattr(scratch[(op.name, "torch")], op.name),
-                                    [a.detach().requires_grad_() for a in args])
+    assert torch.autograd.gradcheck(
+        getattr(scratch[(op.name, "torch")], op.name), [a.detach().requires_grad_() for a in args]
+    )
 
 
 @pytest.mark.parametrize("op", NEW_OPS, ids=IDS)

@@ -1,4 +1,5 @@
 """The normaliser's rules, one at a time, on small identities with known answers."""
+
 import pytest
 import sympy as sp
 
@@ -62,8 +63,9 @@ def test_sigmoid_is_the_documents_formula():
     that formula; the numeric evaluator evaluates it exactly."""
     import mpmath
 
-    from derivations.proof import numeric
     from derivations.language.arrays import Sigmoid, document_form
+    from derivations.proof import numeric
+
     u = sp.Symbol("u", real=True)
     nz = Normaliser()
     assert nz.is_zero(Sigmoid(u), 1 / (1 + sp.exp(-u)))

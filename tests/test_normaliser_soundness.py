@@ -7,6 +7,7 @@ reach a residual of 0, and the gate must never prove them.
 (c) Random off-by-one families (Hypothesis): a residual of 0 only where brute force agrees at
 every small size and index, and a proof wherever the side condition holds.
 """
+
 import mpmath
 import pytest
 import sympy as sp
@@ -23,8 +24,8 @@ r_ = sp.Symbol("r", integer=True, nonnegative=True)
 x, y = sp.IndexedBase("x", real=True), sp.IndexedBase("y", real=True)
 A, B = sp.IndexedBase("A", real=True), sp.IndexedBase("B", real=True)
 ids = sp.IndexedBase("ids")
-user_k0 = sp.Symbol("_k0", integer=True)        # the name the old normaliser gave its bound indices
-user_sum0 = sp.Symbol("_sum0")                   # ... and its hidden sums
+user_k0 = sp.Symbol("_k0", integer=True)  # the name the old normaliser gave its bound indices
+user_sum0 = sp.Symbol("_sum0")  # ... and its hidden sums
 user_exp0 = sp.Symbol("_exp0")
 half = sp.Rational(1, 2)
 D = sp.KroneckerDelta
@@ -38,8 +39,13 @@ def S(body, *limits):
 
 
 def setting(indices=None, arrays=None, scalars=None, domain=None):
-    return Setting(sizes=SIZES, indices=dict(IN_RANGE if indices is None else indices),
-                   scalars=scalars or {}, integer_arrays=arrays or {}, domain=domain or {})
+    return Setting(
+        sizes=SIZES,
+        indices=dict(IN_RANGE if indices is None else indices),
+        scalars=scalars or {},
+        integer_arrays=arrays or {},
+        domain=domain or {},
+    )
 
 
 # ------------------------------------------------------------------ (a) unequal pairs
@@ -58,38 +64,66 @@ UNEQUAL = [
     ("delta-empty-range", S(D(i, k) * x[k], (k, n, n - 1)), x[i], setting()),
     ("delta-half-integer", S(D(k, i * half) * x[k], (k, 0, n - 1)), x[i * half], setting()),
     ("delta-id-no-declared-range", S(D(ids[i], k) * x[k], (k, 0, n - 1)), x[ids[i]], setting()),
-    ("delta-id-declared-too-wide", S(D(ids[i], k) * x[k], (k, 0, n - 1)), x[ids[i]],
-     setting(arrays={"ids": (0, n)})),
-    ("delta-block-index-too-big", S(D(b * u + w, k) * x[k], (k, 0, h * b - 1)), x[b * u + w],
-     setting({u: (0, h), w: (0, b - 1)})),
-    ("delta-block-offset-too-big", S(D(b * u + w, k) * x[k], (k, 0, h * b - 1)), x[b * u + w],
-     setting({u: (0, h - 1), w: (0, b)})),
-    ("delta-causal-position-unbounded", S(D(k, i + 1 + r_) * x[k], (k, 0, n - 1)), x[i + 1 + r_],
-     setting({i: (0, n - 1)}, scalars={r_: 1})),
+    ("delta-id-declared-too-wide", S(D(ids[i], k) * x[k], (k, 0, n - 1)), x[ids[i]], setting(arrays={"ids": (0, n)})),
+    (
+        "delta-block-index-too-big",
+        S(D(b * u + w, k) * x[k], (k, 0, h * b - 1)),
+        x[b * u + w],
+        setting({u: (0, h), w: (0, b - 1)}),
+    ),
+    (
+        "delta-block-offset-too-big",
+        S(D(b * u + w, k) * x[k], (k, 0, h * b - 1)),
+        x[b * u + w],
+        setting({u: (0, h - 1), w: (0, b)}),
+    ),
+    (
+        "delta-causal-position-unbounded",
+        S(D(k, i + 1 + r_) * x[k], (k, 0, n - 1)),
+        x[i + 1 + r_],
+        setting({i: (0, n - 1)}, scalars={r_: 1}),
+    ),
     # deltas with a summed index whose range excludes the value
-    ("delta-summed-excluded-top", S(S(D(k, l) * x[l] * y[k], (k, 0, n - 2)), (l, 0, n - 1)),
-     S(x[l] * y[l], (l, 0, n - 1)), setting()),
-    ("delta-summed-shifted-range", S(S(D(k, l) * x[k], (k, 0, n - 1)), (l, 1, n)),
-     S(x[l], (l, 1, n)), setting()),
-    ("delta-summed-strictly-below", S(S(D(k, l) * x[k], (k, 0, l - 1)), (l, 0, n - 1)),
-     S(x[l], (l, 0, n - 1)), setting()),
-    ("delta-into-dependent-range", S(S(D(k, i) * x[l], (k, 0, l)), (l, 0, n - 1)),
-     S(x[l], (l, 0, n - 1)), setting()),
-    ("delta-inside-atom-excluded", S(sp.exp(S(D(k, l) * x[k], (k, 0, n - 2))), (l, 0, n - 1)),
-     S(sp.exp(x[l]), (l, 0, n - 1)), setting()),
+    (
+        "delta-summed-excluded-top",
+        S(S(D(k, l) * x[l] * y[k], (k, 0, n - 2)), (l, 0, n - 1)),
+        S(x[l] * y[l], (l, 0, n - 1)),
+        setting(),
+    ),
+    ("delta-summed-shifted-range", S(S(D(k, l) * x[k], (k, 0, n - 1)), (l, 1, n)), S(x[l], (l, 1, n)), setting()),
+    (
+        "delta-summed-strictly-below",
+        S(S(D(k, l) * x[k], (k, 0, l - 1)), (l, 0, n - 1)),
+        S(x[l], (l, 0, n - 1)),
+        setting(),
+    ),
+    ("delta-into-dependent-range", S(S(D(k, i) * x[l], (k, 0, l)), (l, 0, n - 1)), S(x[l], (l, 0, n - 1)), setting()),
+    (
+        "delta-inside-atom-excluded",
+        S(sp.exp(S(D(k, l) * x[k], (k, 0, n - 2))), (l, 0, n - 1)),
+        S(sp.exp(x[l]), (l, 0, n - 1)),
+        setting(),
+    ),
     # a delta between two free indices is not 1, and a product of deltas is not one delta
     ("delta-two-free-indices", D(i, j) * x[i], x[i], setting()),
     ("delta-two-free-indices-sum", S(D(i, k) * D(j, k) * x[k], (k, 0, n - 1)), x[i], setting()),
     # capture: a free user symbol named like a canonical index or a hidden symbol
-    ("capture-user-_k0", S(x[k] * y[user_k0], (k, 0, n - 1)), S(x[k] * y[k], (k, 0, n - 1)),
-     setting({user_k0: (0, n - 1)})),
-    ("capture-user-_k0-combined", y[user_k0] * S(x[k], (k, 0, n - 1)) + S(x[k] * y[k], (k, 0, n - 1)),
-     2 * S(x[k] * y[k], (k, 0, n - 1)), setting({user_k0: (0, n - 1)})),
+    (
+        "capture-user-_k0",
+        S(x[k] * y[user_k0], (k, 0, n - 1)),
+        S(x[k] * y[k], (k, 0, n - 1)),
+        setting({user_k0: (0, n - 1)}),
+    ),
+    (
+        "capture-user-_k0-combined",
+        y[user_k0] * S(x[k], (k, 0, n - 1)) + S(x[k] * y[k], (k, 0, n - 1)),
+        2 * S(x[k] * y[k], (k, 0, n - 1)),
+        setting({user_k0: (0, n - 1)}),
+    ),
     ("capture-user-_sum0", S(x[k], (k, 0, n - 1)), user_sum0, setting(scalars={user_sum0: 1})),
     ("capture-user-_exp0", sp.exp(x[i]), user_exp0, setting(scalars={user_exp0: 1})),
     # sums that are not the same sum
-    ("sum-x-times-sum-y", S(x[k], (k, 0, n - 1)) * S(y[k], (k, 0, n - 1)), S(x[k] * y[k], (k, 0, n - 1)),
-     setting()),
+    ("sum-x-times-sum-y", S(x[k], (k, 0, n - 1)) * S(y[k], (k, 0, n - 1)), S(x[k] * y[k], (k, 0, n - 1)), setting()),
     ("square-of-sum", S(x[k], (k, 0, n - 1)) ** 2, S(x[k] ** 2, (k, 0, n - 1)), setting()),
     ("range-shifted", S(x[k], (k, 0, n - 1)), S(x[k], (k, 1, n)), setting()),
     ("range-one-longer", S(x[k], (k, 0, n - 1)), S(x[k], (k, 0, n)), setting()),
@@ -100,22 +134,40 @@ UNEQUAL = [
     # swapped indices
     ("swapped-matrix-entry", A[i, j], A[j, i], setting()),
     ("swapped-matmul", S(A[i, k] * B[k, j], (k, 0, n - 1)), S(A[k, i] * B[j, k], (k, 0, n - 1)), setting()),
-    ("swapped-transpose-order", S(A[i, k] * B[k, j], (k, 0, n - 1)), S(B[i, k] * A[k, j], (k, 0, n - 1)),
-     setting()),
+    ("swapped-transpose-order", S(A[i, k] * B[k, j], (k, 0, n - 1)), S(B[i, k] * A[k, j], (k, 0, n - 1)), setting()),
     # range splits at their edges
-    ("split-at-beyond-hi", S(sp.Piecewise((x[k], k <= i), (0, True)), (k, 0, n - 1)), S(x[k], (k, 0, i)),
-     setting({i: (0, n)})),
-    ("split-at-below-lo", S(sp.Piecewise((x[k], k >= i), (0, True)), (k, 0, n - 1)), S(x[k], (k, i, n - 1)),
-     setting({i: (-1, n - 1)})),
-    ("split-strict-off-by-one", S(sp.Piecewise((x[k], k < i), (0, True)), (k, 0, n - 1)), S(x[k], (k, 0, i)),
-     setting()),
-    ("split-condition-dropped", S(sp.Piecewise((x[k], k <= i), (0, True)), (k, 0, n - 1)),
-     S(x[k], (k, 0, n - 1)), setting()),
-    ("split-half-integer-threshold", S(sp.Piecewise((x[k], k < i * half), (0, True)), (k, 0, n - 1)),
-     S(sp.Piecewise((x[k], k <= i * half - 1), (0, True)), (k, 0, n - 1)), setting()),
+    (
+        "split-at-beyond-hi",
+        S(sp.Piecewise((x[k], k <= i), (0, True)), (k, 0, n - 1)),
+        S(x[k], (k, 0, i)),
+        setting({i: (0, n)}),
+    ),
+    (
+        "split-at-below-lo",
+        S(sp.Piecewise((x[k], k >= i), (0, True)), (k, 0, n - 1)),
+        S(x[k], (k, i, n - 1)),
+        setting({i: (-1, n - 1)}),
+    ),
+    (
+        "split-strict-off-by-one",
+        S(sp.Piecewise((x[k], k < i), (0, True)), (k, 0, n - 1)),
+        S(x[k], (k, 0, i)),
+        setting(),
+    ),
+    (
+        "split-condition-dropped",
+        S(sp.Piecewise((x[k], k <= i), (0, True)), (k, 0, n - 1)),
+        S(x[k], (k, 0, n - 1)),
+        setting(),
+    ),
+    (
+        "split-half-integer-threshold",
+        S(sp.Piecewise((x[k], k < i * half), (0, True)), (k, 0, n - 1)),
+        S(sp.Piecewise((x[k], k <= i * half - 1), (0, True)), (k, 0, n - 1)),
+        setting(),
+    ),
     # block reindexing (mha's concatenation), off by one
-    ("block-reindex-off-by-one", S(S(x[b * u + w], (w, 0, b - 1)), (u, 0, h - 1)), S(x[c], (c, 0, h * b)),
-     setting()),
+    ("block-reindex-off-by-one", S(S(x[b * u + w], (w, 0, b - 1)), (u, 0, h - 1)), S(x[c], (c, 0, h * b)), setting()),
     # exps and denominators
     ("exp-product-is-not-exp-of-product", sp.exp(x[i]) * sp.exp(y[i]), sp.exp(x[i] * y[i]), setting()),
     ("softmax-denominator-range", S(sp.exp(x[j]), (j, 0, n - 1)) / S(sp.exp(x[k]), (k, 1, n)), 1, setting({})),
@@ -132,8 +184,18 @@ def test_unequal_pair_has_no_zero_residual_and_is_not_proved(name, lhs, rhs, whe
 def test_unequal_pairs_are_many_and_the_categories_are_covered():
     names = [u[0] for u in UNEQUAL]
     assert len(names) >= 30 and len(set(names)) == len(names)
-    for kind in ("delta-", "capture-", "sum-x-times-sum-y", "range-", "count-", "swapped-", "split-",
-                 "empty", "delta-two-free-indices", "delta-summed-"):
+    for kind in (
+        "delta-",
+        "capture-",
+        "sum-x-times-sum-y",
+        "range-",
+        "count-",
+        "swapped-",
+        "split-",
+        "empty",
+        "delta-two-free-indices",
+        "delta-summed-",
+    ):
         assert any(kind in nm for nm in names), kind
 
 
@@ -150,34 +212,65 @@ TRUE = [
     ("delta-sift-edge", S(D(k, n - 1) * x[k], (k, 0, n - 1)), x[n - 1], setting()),
     ("delta-sift-shift-in-range", S(D(i + 1, k) * x[k], (k, 1, n)), x[i + 1], setting()),
     ("delta-token-id", S(D(ids[i], k) * x[k], (k, 0, n - 1)), x[ids[i]], setting(arrays={"ids": (0, n - 1)})),
-    ("delta-block-index", S(D(b * u + w, k) * x[k], (k, 0, h * b - 1)), x[b * u + w],
-     setting({u: (0, h - 1), w: (0, b - 1)})),
+    (
+        "delta-block-index",
+        S(D(b * u + w, k) * x[k], (k, 0, h * b - 1)),
+        x[b * u + w],
+        setting({u: (0, h - 1), w: (0, b - 1)}),
+    ),
     ("delta-pairs-2i+1", S(D(2 * i + 1, k) * x[k], (k, 0, 2 * h - 1)), x[2 * i + 1], setting({i: (0, h - 1)})),
-    ("delta-causal-later", S(D(k, i + 1 + r_) * x[k], (k, 0, n - 1)), x[i + 1 + r_],
-     setting({i: (0, 1)}, scalars={r_: 0}, domain={i: (0, n - 1), r_: (0, n - 2 - i)})),
-    ("delta-both-summed", S(S(D(k, l) * x[k] * y[l], (k, 0, n - 1)), (l, 0, n - 1)),
-     S(x[l] * y[l], (l, 0, n - 1)), setting()),
+    (
+        "delta-causal-later",
+        S(D(k, i + 1 + r_) * x[k], (k, 0, n - 1)),
+        x[i + 1 + r_],
+        setting({i: (0, 1)}, scalars={r_: 0}, domain={i: (0, n - 1), r_: (0, n - 2 - i)}),
+    ),
+    (
+        "delta-both-summed",
+        S(S(D(k, l) * x[k] * y[l], (k, 0, n - 1)), (l, 0, n - 1)),
+        S(x[l] * y[l], (l, 0, n - 1)),
+        setting(),
+    ),
     ("delta-dependent-range", S(S(D(k, l) * x[k], (k, 0, l)), (l, 0, n - 1)), S(x[l], (l, 0, n - 1)), setting()),
     ("delta-outer-dependent", S(S(D(k, l) * x[k], (l, 0, k)), (k, 0, n - 1)), S(x[k], (k, 0, n - 1)), setting()),
-    ("delta-inside-atom", S(sp.exp(S(D(k, l) * x[k], (k, 0, n - 1))), (l, 0, n - 1)),
-     S(sp.exp(x[l]), (l, 0, n - 1)), setting()),
+    (
+        "delta-inside-atom",
+        S(sp.exp(S(D(k, l) * x[k], (k, 0, n - 1))), (l, 0, n - 1)),
+        S(sp.exp(x[l]), (l, 0, n - 1)),
+        setting(),
+    ),
     ("two-deltas", S(D(i, k) * D(j, k) * x[k], (k, 0, n - 1)), D(i, j) * x[i], setting()),
     ("causal-split", S(sp.Piecewise((x[k], k <= i), (0, True)), (k, 0, n - 1)), S(x[k], (k, 0, i)), setting()),
-    ("causal-split-ge", S(sp.Piecewise((x[k], k >= i), (0, True)), (k, 0, n - 1)), S(x[k], (k, i, n - 1)),
-     setting()),
-    ("causal-split-strict", S(sp.Piecewise((x[k], k < i), (0, True)), (k, 0, n - 1)), S(x[k], (k, 0, i - 1)),
-     setting()),
+    ("causal-split-ge", S(sp.Piecewise((x[k], k >= i), (0, True)), (k, 0, n - 1)), S(x[k], (k, i, n - 1)), setting()),
+    (
+        "causal-split-strict",
+        S(sp.Piecewise((x[k], k < i), (0, True)), (k, 0, n - 1)),
+        S(x[k], (k, 0, i - 1)),
+        setting(),
+    ),
     ("constant-summand", S(x[i], (k, 0, n - 1)), n * x[i], setting()),
     ("count-dependent-range", S(1, (k, 0, i)), i + 1, setting()),
     ("alpha-equivalence", S(A[i, k] * B[k, j], (k, 0, n - 1)), S(A[i, l] * B[l, j], (l, 0, n - 1)), setting()),
-    ("product-of-sums", S(x[k], (k, 0, n - 1)) * S(y[l], (l, 0, m - 1)),
-     S(S(x[k] * y[l], (l, 0, m - 1)), (k, 0, n - 1)), setting()),
-    ("user-_k0-outside-the-sum", S(x[k] * y[user_k0], (k, 0, n - 1)), y[user_k0] * S(x[k], (k, 0, n - 1)),
-     setting({user_k0: (0, n - 1)})),
+    (
+        "product-of-sums",
+        S(x[k], (k, 0, n - 1)) * S(y[l], (l, 0, m - 1)),
+        S(S(x[k] * y[l], (l, 0, m - 1)), (k, 0, n - 1)),
+        setting(),
+    ),
+    (
+        "user-_k0-outside-the-sum",
+        S(x[k] * y[user_k0], (k, 0, n - 1)),
+        y[user_k0] * S(x[k], (k, 0, n - 1)),
+        setting({user_k0: (0, n - 1)}),
+    ),
     ("block-reindex", S(S(x[b * u + w], (w, 0, b - 1)), (u, 0, h - 1)), S(x[c], (c, 0, h * b - 1)), setting({})),
     ("softmax-rows-sum-to-one", S(sp.exp(x[j]), (j, 0, n - 1)) / S(sp.exp(x[k]), (k, 0, n - 1)), 1, setting({})),
-    ("softmax-shift", sp.exp(x[i] - y[0]) / S(sp.exp(x[k] - y[0]), (k, 0, n - 1)),
-     sp.exp(x[i]) / S(sp.exp(x[k]), (k, 0, n - 1)), setting()),
+    (
+        "softmax-shift",
+        sp.exp(x[i] - y[0]) / S(sp.exp(x[k] - y[0]), (k, 0, n - 1)),
+        sp.exp(x[i]) / S(sp.exp(x[k]), (k, 0, n - 1)),
+        setting(),
+    ),
     ("exp-of-sum-splits", sp.exp(x[i] + y[i]), sp.exp(x[i]) * sp.exp(y[i]), setting()),
 ]
 
@@ -212,7 +305,7 @@ def test_out_of_range_guard_evaluates_to_zero():
 
 def test_without_a_domain_goals_are_assumed_and_listed_undischarged():
     norm = Normaliser()
-    assert norm.residual(S(D(n, k) * x[k], (k, 0, n - 1)), x[n]) == 0   # assumed, not proved
+    assert norm.residual(S(D(n, k) * x[k], (k, 0, n - 1)), x[n]) == 0  # assumed, not proved
     assert norm.undischarged == ["n ∈ [0, n - 1]"]
 
 
@@ -256,12 +349,12 @@ def test_refute_identity_raises_when_a_refuted_mutant_normalises_to_zero(monkeyp
 def test_denominators_are_discharged_where_positivity_decides():
     norm = Normaliser(ranges={})
     eps = sp.Symbol("eps", positive=True)
-    rms = sp.sqrt(S(x[k] ** 2, (k, 0, n - 1)) / n + eps)               # √(mean x² + ε), ε > 0
+    rms = sp.sqrt(S(x[k] ** 2, (k, 0, n - 1)) / n + eps)  # √(mean x² + ε), ε > 0
     norm.canon(1 / S(sp.exp(x[k]), (k, 0, n - 1)) + 1 / n + 1 / rms)
     assert not norm.hypotheses and len(norm.discharged) == 3
     mask = sp.IndexedBase("mask")
     norm = Normaliser(ranges={}, integer_arrays={"mask": (0, 1)})
-    norm.canon(1 / S(mask[k], (k, 0, n - 1)))                        # Σ mask may be 0: a hypothesis
+    norm.canon(1 / S(mask[k], (k, 0, n - 1)))  # Σ mask may be 0: a hypothesis
     assert norm.hypotheses == ["Sum(mask[_k0], (_k0, 0, n - 1)) ≠ 0"]
     assert norm.hypotheses[0] in norm.assumptions
 
@@ -280,7 +373,7 @@ def test_goal_arithmetic():
     assert norm.in_range(b * u + w, 0, h * b - 1, ctx) and not norm.in_range(b * u + w + 1, 0, h * b - 1, ctx)
     assert norm.in_range(i + 1 + r_, 0, n - 1, ctx) and not norm.in_range(i + 2 + r_, 0, n - 1, ctx)
     assert not norm.nonnegative(n - 2) and norm.nonnegative(n * h - 1) and norm.nonnegative(n - 1)
-    assert not norm.nonnegative(i * u)          # not linear: not decided, so not proved
+    assert not norm.nonnegative(i * u)  # not linear: not decided, so not proved
 
 
 # ------------------------------------------------------------------ (c) random off-by-one families
@@ -289,8 +382,10 @@ def _differs_somewhere(lhs, rhs, where: Setting, sizes: dict) -> bool:
     `sizes`, the setting's other sizes and scalars) where lhs ≠ rhs, array entries random."""
     symbols = {**where.sizes, **sizes, **where.scalars}
     ranges = list(where.indices.items())
-    ints = {name: (int(sp.sympify(lo).subs(symbols)), int(sp.sympify(hi).subs(symbols)))
-            for name, (lo, hi) in where.integer_arrays.items()}
+    ints = {
+        name: (int(sp.sympify(lo).subs(symbols)), int(sp.sympify(hi).subs(symbols)))
+        for name, (lo, hi) in where.integer_arrays.items()
+    }
 
     def values(pos, env):
         if pos == len(ranges):
@@ -345,7 +440,7 @@ def test_random_causal_splits(lo, hi, at, strict):
     zero = where.normaliser().residual(lhs, rhs) == 0
     if zero:
         assert _equal_everywhere(lhs, rhs, where)
-    if lo - 1 <= at <= hi:          # the split's goal holds: the normaliser must prove it
+    if lo - 1 <= at <= hi:  # the split's goal holds: the normaliser must prove it
         assert zero
 
 

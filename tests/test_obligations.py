@@ -3,6 +3,7 @@
 These tests edit the printed lines of ops (never generated/ itself) and check that a proof —
 not a numeric test — refutes each wrong edit.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,9 +14,9 @@ import sys
 import pytest
 
 from derivations import registry
-from derivations.proof import coverage, mutation, obligations
 from derivations.language.arrays import Array, ArrayError, Assign, ColSum
 from derivations.language.ops import Op, grad_of
+from derivations.proof import coverage, mutation, obligations
 
 OPS = [o for o in registry.ops() if o.spec]
 
@@ -54,26 +55,45 @@ def test_a_backward_that_reads_outside_its_cache_is_rejected():
     x, y = Array("x", (2, 3)), Array("y", (2, 3))
     h = Array("h", (2, 3))
     with pytest.raises(ArrayError, match="not in the cache"):
-        Op(name="leaky", module="derivations.t", title="t", claims=[], inputs=[x],
-           forward=[Assign(h, 2 * x), Assign(y, h)], outputs=[y], saved=[x],
-           backward=[Assign(grad_of(x), 2 * grad_of(y) * h)], grads=[grad_of(x)],
-           spec=[Assign(y, 2 * x)])
+        Op(
+            name="leaky",
+            module="derivations.t",
+            title="t",
+            claims=[],
+            inputs=[x],
+            forward=[Assign(h, 2 * x), Assign(y, h)],
+            outputs=[y],
+            saved=[x],
+            backward=[Assign(grad_of(x), 2 * grad_of(y) * h)],
+            grads=[grad_of(x)],
+            spec=[Assign(y, 2 * x)],
+        )
 
 
 def test_the_spec_must_define_every_output():
     x, y, z = Array("x", (2, 3)), Array("y", (2, 3)), Array("z", (2, 3))
     with pytest.raises(ArrayError, match="does not define"):
-        Op(name="nospec", module="derivations.t", title="t", claims=[], inputs=[x],
-           forward=[Assign(y, 2 * x)], outputs=[y], saved=[],
-           backward=[Assign(grad_of(x), 2 * grad_of(y))], grads=[grad_of(x)],
-           spec=[Assign(z, 2 * x)])
+        Op(
+            name="nospec",
+            module="derivations.t",
+            title="t",
+            claims=[],
+            inputs=[x],
+            forward=[Assign(y, 2 * x)],
+            outputs=[y],
+            saved=[],
+            backward=[Assign(grad_of(x), 2 * grad_of(y))],
+            grads=[grad_of(x)],
+            spec=[Assign(z, 2 * x)],
+        )
 
 
 def test_an_unknown_claim_id_is_an_error():
     op = registry.op("layernorm")
     with pytest.raises(ValueError, match="unknown claims"):
-        registry.check_claim_ids([dataclasses.replace(op, claims=["layernorm.nope"])],
-                                 {c.id for c in registry.claims()})
+        registry.check_claim_ids(
+            [dataclasses.replace(op, claims=["layernorm.nope"])], {c.id for c in registry.claims()}
+        )
 
 
 def test_a_dead_printed_line_is_uncovered():
@@ -131,20 +151,22 @@ def test_an_equivalent_mutant_is_not_counted_as_killed_or_survived(monkeypatch):
     op = registry.op("layernorm")
     dy = grad_of(op.outputs[0])
     pos = next(k for k, a in enumerate(op.backward) if a.target.name == "dbeta")
-    same = mutation.PrintedMutant("same", "ColSum(dy) written as 2·ColSum(dy/2)", "backward", pos,
-                                  2 * ColSum(dy / 2))
+    same = mutation.PrintedMutant("same", "ColSum(dy) written as 2·ColSum(dy/2)", "backward", pos, 2 * ColSum(dy / 2))
     ob = next(o for o in obligations.obligations(op) if o.id == "layernorm.backward.dbeta")
     assert ob.refute(same.apply(op)) is None
-    assert prove_index_identity(ob.printed(same.apply(op)), ob.required(), ob.setting).status == \
-        "proved-general"
+    assert prove_index_identity(ob.printed(same.apply(op)), ob.required(), ob.setting).status == "proved-general"
     monkeypatch.setattr(mutation, "op_mutants", lambda o: [same])
     (result,) = mutation.audit_op(op)
     assert result.outcome == "equivalent"
 
 
 def test_qed_audit_cli_json():
-    out = subprocess.run([sys.executable, "-m", "qed", "audit", "rmsnorm", "--limit", "4", "--json",
-                          "-j", "1"], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "qed", "audit", "rmsnorm", "--limit", "4", "--json", "-j", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
     assert len(rows) == 4
@@ -152,7 +174,8 @@ def test_qed_audit_cli_json():
 
 
 def test_qed_audit_rejects_a_bad_limit():
-    out = subprocess.run([sys.executable, "-m", "qed", "audit", "--limit", "0"], capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "qed", "audit", "--limit", "0"], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 2 and "positive integer" in out.stderr
     assert "Traceback" not in out.stderr

@@ -33,6 +33,7 @@ attention with 3 queries and 6 keys, and q (4, 3, 8) broadcast against k, v (4, 
 Importing op_db takes about 7 s on these machines (torch itself about 2.5 s more): it is imported
 once per session, in the fixture.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -46,7 +47,7 @@ import torch
 from codegen.analysis import analyse
 from derivations import registry
 
-pytest.importorskip("expecttest")          # op_db's test utilities import it
+pytest.importorskip("expecttest")  # op_db's test utilities import it
 
 OPS = {o.name: o for o in registry.ops()}
 
@@ -64,9 +65,9 @@ class Call:
     op: str
     args: list
     options: dict = field(default_factory=dict)
-    leaves: list = field(default_factory=list)     # per arg: (leaf tensor or None, back(g))
-    out_back: object = None                        # qed output -> torch output layout
-    up_to: object = None                           # torch upstream gradient -> qed layout
+    leaves: list = field(default_factory=list)  # per arg: (leaf tensor or None, back(g))
+    out_back: object = None  # qed output -> torch output layout
+    up_to: object = None  # torch upstream gradient -> qed layout
 
 
 def _same(t):
@@ -96,20 +97,21 @@ def _norm(op, s, has_bias):
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     eps = s.kwargs.get("eps", 1e-5 if has_bias else None)
     if eps is None:
-        eps = torch.finfo(torch.float64).eps          # rms_norm's default
+        eps = torch.finfo(torch.float64).eps  # rms_norm's default
     if eps <= 0:
         raise Skip(f"eps <= 0 ({op}: qed's eps > 0, the proofs' domain)")
     k = len(shape)
-    lead = tuple(x.shape[:x.dim() - k])
+    lead = tuple(x.shape[: x.dim() - k])
     n = int(np.prod(shape))
 
-    def flat(t):                                      # the k normalized axes as one
+    def flat(t):  # the k normalized axes as one
         return t.detach().reshape(lead + (n,)), lambda g: g.reshape(t.shape)
 
     def flat_param(t, fill):
         if t is None:
             return torch.full((n,), fill, dtype=x.dtype), None, None
         return t.detach().reshape(-1), t, (lambda g: g.reshape(t.shape))
+
     xq, xb = flat(x)
     weight = rest[0] if rest else s.kwargs.get("weight")
     w, wl, wb = flat_param(weight, 1.0)
@@ -119,8 +121,14 @@ def _norm(op, s, has_bias):
         b, bl, bb = flat_param(bias, 0.0)
         args.append(b)
         leaves.append((bl, bb))
-    return Call(op, args, {"eps": float(eps)}, leaves, out_back=lambda y: y.reshape(x.shape),
-                up_to=lambda g: g.reshape(xq.shape))
+    return Call(
+        op,
+        args,
+        {"eps": float(eps)},
+        leaves,
+        out_back=lambda y: y.reshape(x.shape),
+        up_to=lambda g: g.reshape(xq.shape),
+    )
 
 
 def _layer_norm(s):
@@ -146,13 +154,18 @@ def _elementwise(name):
         if s.args or s.kwargs.get("inplace"):
             raise Skip(f"inplace ({name})")
         return Call(name, [s.input.detach()], leaves=[(s.input, _same(s.input))], out_back=_same(s.input))
+
     return adapt
 
 
 def _gelu(s):
     approximate = s.kwargs.get("approximate", "none")
-    return Call({"none": "gelu", "tanh": "gelu_tanh"}[approximate], [s.input.detach()],
-                leaves=[(s.input, _same(s.input))], out_back=_same(s.input))
+    return Call(
+        {"none": "gelu", "tanh": "gelu_tanh"}[approximate],
+        [s.input.detach()],
+        leaves=[(s.input, _same(s.input))],
+        out_back=_same(s.input),
+    )
 
 
 def _sdpa(s):
@@ -166,8 +179,13 @@ def _sdpa(s):
         raise Skip("scale (scaled_dot_product_attention)")
     if kw.get("enable_gqa"):
         raise Skip("enable_gqa (scaled_dot_product_attention)")
-    return Call("attention", [q.detach(), k.detach(), v.detach()], {"causal": bool(kw.get("is_causal", False))},
-                leaves=[(q, _same(q)), (k, _same(k)), (v, _same(v))], out_back=_same(q))
+    return Call(
+        "attention",
+        [q.detach(), k.detach(), v.detach()],
+        {"causal": bool(kw.get("is_causal", False))},
+        leaves=[(q, _same(q)), (k, _same(k)), (v, _same(v))],
+        out_back=_same(q),
+    )
 
 
 def _cross_entropy(s):
@@ -184,9 +202,13 @@ def _cross_entropy(s):
     ignore = kw.get("ignore_index", -100)
     z, _, back = _moved(logits, 1) if logits.dim() > 1 else (logits.detach(), None, _same(logits))
     mask = (target != ignore).long()
-    return Call("cross_entropy", [z, torch.where(mask.bool(), target, 0), mask],
-                leaves=[(logits, back), (None, None), (None, None)], out_back=lambda y: y.reshape(()),
-                up_to=lambda g: g.reshape(1))
+    return Call(
+        "cross_entropy",
+        [z, torch.where(mask.bool(), target, 0), mask],
+        leaves=[(logits, back), (None, None), (None, None)],
+        out_back=lambda y: y.reshape(()),
+        up_to=lambda g: g.reshape(1),
+    )
 
 
 def _embedding(s):
@@ -194,8 +216,9 @@ def _embedding(s):
     unsupported = [k for k in ("padding_idx", "max_norm", "scale_grad_by_freq", "sparse") if s.kwargs.get(k)]
     if unsupported:
         raise Skip(f"{', '.join(unsupported)} (embedding)")
-    return Call("embedding", [ids, weight.detach()], leaves=[(None, None), (weight, _same(weight))],
-                out_back=lambda y: y)
+    return Call(
+        "embedding", [ids, weight.detach()], leaves=[(None, None), (weight, _same(weight))], out_back=lambda y: y
+    )
 
 
 ADAPTERS = {
@@ -236,8 +259,7 @@ def _grad_order(op_name: str) -> list[int]:
 def _reference(opinfo, s, upstream_seed: int):
     """torch's output and the gradients of its leaves for one random upstream gradient."""
     out = opinfo(s.input, *s.args, **s.kwargs)
-    leaves = [t for t in [s.input, *s.args, *s.kwargs.values()]
-              if isinstance(t, torch.Tensor) and t.requires_grad]
+    leaves = [t for t in [s.input, *s.args, *s.kwargs.values()] if isinstance(t, torch.Tensor) and t.requires_grad]
     g = torch.randn(out.shape, dtype=out.dtype, generator=torch.Generator().manual_seed(upstream_seed))
     grads = torch.autograd.grad(out, leaves, g, allow_unused=True) if leaves else ()
     return out.detach(), g, dict(zip(map(id, leaves), grads))
@@ -263,27 +285,32 @@ def _run_numpy(call: Call, g):
     return call.out_back(torch.from_numpy(np.asarray(out))), [torch.from_numpy(np.asarray(x)) for x in grads]
 
 
-
 def _run_torch(call: Call, g):
     mod = importlib.import_module(f"generated.torch.{call.op}")
     order = _grad_order(call.op)
     args = [a.clone().requires_grad_(i in order) for i, a in enumerate(call.args)]
     out = getattr(mod, call.op)(*args, **call.options)
     grads = torch.autograd.grad(out, [args[i] for i in order], (call.up_to or _same(g))(g), allow_unused=True)
-    return call.out_back(out.detach()), [x if x is not None else torch.zeros_like(args[i])
-                                         for i, x in zip(order, grads)]
+    return call.out_back(out.detach()), [
+        x if x is not None else torch.zeros_like(args[i]) for i, x in zip(order, grads)
+    ]
 
 
 def _close(a, b) -> bool:
-    return a.shape == b.shape and torch.allclose(a.to(torch.float64), b.to(torch.float64),
-                                                 rtol=1e-7, atol=1e-9, equal_nan=False)
+    return a.shape == b.shape and torch.allclose(
+        a.to(torch.float64), b.to(torch.float64), rtol=1e-7, atol=1e-9, equal_nan=False
+    )
 
 
 @pytest.fixture(scope="module")
 def opinfos():
     from torch.testing._internal.common_methods_invocations import op_db
-    found = [o for o in op_db if o.name in ADAPTERS and torch.float64 in o.supported_dtypes("cpu")
-             and o.variant_test_name not in ("complex",)]
+
+    found = [
+        o
+        for o in op_db
+        if o.name in ADAPTERS and torch.float64 in o.supported_dtypes("cpu") and o.variant_test_name not in ("complex",)
+    ]
     assert {o.name for o in found} == set(ADAPTERS), "an OpInfo qed has an op for is gone"
     return found
 
@@ -303,7 +330,7 @@ def run(opinfos, backend: str) -> tuple[int, list, Counter]:
             ref, g, ref_grads = _reference(info, s, k)
             try:
                 out, grads = runner(call, g)
-            except Exception as exc:   # noqa: BLE001 - a refused sample is a failure, reported
+            except Exception as exc:  # noqa: BLE001 - a refused sample is a failure, reported
                 failures.append(f"{label}: refused: {type(exc).__name__}: {exc}")
                 continue
             bad = [] if _close(out, ref) else ["output"]
@@ -314,8 +341,10 @@ def run(opinfos, backend: str) -> tuple[int, list, Counter]:
                 if lid not in got or not _close(got[lid], rg):
                     bad.append("gradient")
             if bad:
-                failures.append(f"{label}: {', '.join(sorted(set(bad)))} differ (shapes "
-                                f"{tuple(s.input.shape)}, {[tuple(a.shape) for a in s.args if isinstance(a, torch.Tensor)]})")
+                failures.append(
+                    f"{label}: {', '.join(sorted(set(bad)))} differ (shapes "
+                    f"{tuple(s.input.shape)}, {[tuple(a.shape) for a in s.args if isinstance(a, torch.Tensor)]})"
+                )
             else:
                 agree += 1
     return agree, failures, skips

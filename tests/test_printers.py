@@ -1,4 +1,5 @@
 """Exact-string tests of every print rule, both backends, and of the printers' strictness."""
+
 from __future__ import annotations
 
 import math
@@ -12,8 +13,23 @@ from codegen.lowering import Lowering
 from codegen.printers import NumpyPrinter, PrinterError, TorchPrinter
 from codegen.support import numpy_support as np_support
 from codegen.support import torch_support
-from derivations.language.arrays import (Array, CausalMask, ColSum, Contract, Gather, MatMul, NormalCDF,
-                                OneHot, RowMax, RowMean, RowSum, Sigmoid, T, Take, size)
+from derivations.language.arrays import (
+    Array,
+    CausalMask,
+    ColSum,
+    Contract,
+    Gather,
+    MatMul,
+    NormalCDF,
+    OneHot,
+    RowMax,
+    RowMean,
+    RowSum,
+    Sigmoid,
+    T,
+    Take,
+    size,
+)
 
 r, n, d_k, V = size("r"), size("n"), size("d_k"), size("V")
 x, y, a, b, c = (Array(s, (r, n)) for s in ("x", "y", "a", "b", "c"))
@@ -40,8 +56,12 @@ CASES = [
     ("sub", x - y, "x - y", "x - y"),
     ("neg-first", -x - y, "-x - y", "-x - y"),
     ("neg-sum", unevaluated_neg(a + b), "-(a + b)", "-(a + b)"),
-    ("sub-of-sub", sp.Add(a, unevaluated_neg(sp.Add(b, unevaluated_neg(c), evaluate=False)),
-                          evaluate=False), "a - (b - c)", "a - (b - c)"),
+    (
+        "sub-of-sub",
+        sp.Add(a, unevaluated_neg(sp.Add(b, unevaluated_neg(c), evaluate=False)), evaluate=False),
+        "a - (b - c)",
+        "a - (b - c)",
+    ),
     ("div-of-product", a / (b * c), "a/(b*c)", "a/(b*c)"),
     ("square-of-product", sp.Pow(a * b, 2, evaluate=False), "(a*b)*(a*b)", "(a*b)*(a*b)"),
     ("product-of-sum", a * (b + c), "a*(b + c)", "a*(b + c)"),
@@ -50,29 +70,33 @@ CASES = [
     ("neg-product", -x * y, "-x*y", "-x*y"),
     ("one-minus", 1 - x, "1 - x", "1 - x"),
     # powers
-    ("square", x ** 2, "x*x", "x*x"),
-    ("cube", x ** 3, "x*x*x", "x*x*x"),
-    ("fourth", x ** 4, "x*x*x*x", "x*x*x*x"),
-    ("fifth", x ** 5, "x**5", "x**5"),
+    ("square", x**2, "x*x", "x*x"),
+    ("cube", x**3, "x*x*x", "x*x*x"),
+    ("fourth", x**4, "x*x*x*x", "x*x*x*x"),
+    ("fifth", x**5, "x**5", "x**5"),
     ("sqrt", sp.sqrt(x), "np.sqrt(x)", "torch.sqrt(x)"),
     ("rsqrt", 1 / sp.sqrt(x), "1/np.sqrt(x)", "torch.rsqrt(x)"),
     ("reciprocal", 1 / x, "1/x", "1/x"),
-    ("inverse-square", x ** -2, "1/(x*x)", "1/(x*x)"),
+    ("inverse-square", x**-2, "1/(x*x)", "1/(x*x)"),
     ("three-halves", x ** sp.Rational(3, 2), "x*np.sqrt(x)", "x*torch.sqrt(x)"),
     ("minus-three-halves", x ** sp.Rational(-3, 2), "1/(x*np.sqrt(x))", "1/(x*torch.sqrt(x))"),
     ("cube-root", x ** sp.Rational(1, 3), "x**(1/3)", "x**(1/3)"),
-    ("symbolic-exponent", x ** d_k, "x**d_k", "x**d_k"),
+    ("symbolic-exponent", x**d_k, "x**d_k", "x**d_k"),
     ("rsqrt-of-sum", 1 / sp.sqrt(col + eps), "1/np.sqrt(mean + eps)", "torch.rsqrt(mean + eps)"),
     # scalars: Python's math and plain numbers
     ("scale", x / sp.sqrt(d_k), "x/math.sqrt(d_k)", "x/math.sqrt(d_k)"),
     ("scalar-sqrt", sp.sqrt(d_k), "math.sqrt(d_k)", "math.sqrt(d_k)"),
     ("scalar-rsqrt", 1 / sp.sqrt(d_k), "1/math.sqrt(d_k)", "1/math.sqrt(d_k)"),
     # scalar factors are combined into one number before the array: one pass over x, not two
-    ("sqrt-2-over-pi", sp.sqrt(2 / sp.pi) * x, "math.sqrt(2)/math.sqrt(math.pi)*x",
-     "math.sqrt(2)/math.sqrt(math.pi)*x"),
+    (
+        "sqrt-2-over-pi",
+        sp.sqrt(2 / sp.pi) * x,
+        "math.sqrt(2)/math.sqrt(math.pi)*x",
+        "math.sqrt(2)/math.sqrt(math.pi)*x",
+    ),
     ("pi", sp.pi * x, "math.pi*x", "math.pi*x"),
     ("e", sp.E * x, "math.e*x", "math.e*x"),
-    ("decimal-rational", sp.Rational(44715, 10 ** 6) * x ** 3, "0.044715*x*x*x", "0.044715*x*x*x"),
+    ("decimal-rational", sp.Rational(44715, 10**6) * x**3, "0.044715*x*x*x", "0.044715*x*x*x"),
     ("half-constant", x + sp.Rational(1, 2), "x + (1/2)", "x + (1/2)"),
     ("standalone-rational", sp.Rational(1, 3), "(1/3)", "(1/3)"),
     ("standalone-decimal", sp.Rational(1, 10), "0.1", "0.1"),
@@ -88,8 +112,7 @@ CASES = [
     ("exp", sp.exp(-x), "np.exp(-x)", "torch.exp(-x)"),
     ("log", sp.log(x), "np.log(x)", "torch.log(x)"),
     ("tanh", sp.tanh(x), "np.tanh(x)", "torch.tanh(x)"),
-    ("erf", sp.erf(x / sp.sqrt(2)), "_special.erf(math.sqrt(2)/2*x)",
-     "torch.erf(math.sqrt(2)/2*x)"),
+    ("erf", sp.erf(x / sp.sqrt(2)), "_special.erf(math.sqrt(2)/2*x)", "torch.erf(math.sqrt(2)/2*x)"),
     ("sin", sp.sin(x), "np.sin(x)", "torch.sin(x)"),
     ("cos", sp.cos(x), "np.cos(x)", "torch.cos(x)"),
     ("abs", sp.Abs(x), "np.abs(x)", "torch.abs(x)"),
@@ -102,19 +125,30 @@ CASES = [
     ("sigmoid-as-exp", 1 / (1 + sp.exp(-x)), "1/(1 + np.exp(-x))", "1/(1 + torch.exp(-x))"),
     ("sigmoid-node", Sigmoid(x), "scipy.special.expit(x)", "torch.sigmoid(x)"),
     ("silu", x * Sigmoid(x), "x*scipy.special.expit(x)", "x*torch.sigmoid(x)"),
-    ("sigmoid-of-sum", Sigmoid(x + y) * (1 - Sigmoid(x + y)),
-     "(1 - scipy.special.expit(x + y))*scipy.special.expit(x + y)",
-     "(1 - torch.sigmoid(x + y))*torch.sigmoid(x + y)"),
+    (
+        "sigmoid-of-sum",
+        Sigmoid(x + y) * (1 - Sigmoid(x + y)),
+        "(1 - scipy.special.expit(x + y))*scipy.special.expit(x + y)",
+        "(1 - torch.sigmoid(x + y))*torch.sigmoid(x + y)",
+    ),
     ("sigmoid-of-negation", Sigmoid(-x), "scipy.special.expit(-x)", "torch.sigmoid(-x)"),
     # Φ: one library call (NumPy: the float32 erf's blocks do the scaling and the affine map);
     # torch: the formula (torch.special.ndtr is slower than erf here)
     ("normal-cdf", NormalCDF(x), "_special.ndtr(x)", "torch.erf(math.sqrt(2)/2*x)/2 + (1/2)"),
-    ("scalar-normal-cdf", NormalCDF(eps), "math.erf(math.sqrt(2)*eps/2)/2 + (1/2)",
-     "math.erf(math.sqrt(2)*eps/2)/2 + (1/2)"),
+    (
+        "scalar-normal-cdf",
+        NormalCDF(eps),
+        "math.erf(math.sqrt(2)*eps/2)/2 + (1/2)",
+        "math.erf(math.sqrt(2)*eps/2)/2 + (1/2)",
+    ),
     # array-language nodes
     ("matmul", MatMul(a, y), "(a @ y)", "(a @ y)"),
-    ("matmul-transpose-scaled", MatMul(q, T(k)) / sp.sqrt(d_k), "(q @ k.mT)/math.sqrt(d_k)",
-     "(q @ k.mT)/math.sqrt(d_k)"),
+    (
+        "matmul-transpose-scaled",
+        MatMul(q, T(k)) / sp.sqrt(d_k),
+        "(q @ k.mT)/math.sqrt(d_k)",
+        "(q @ k.mT)/math.sqrt(d_k)",
+    ),
     ("matmul-of-sum", MatMul(a + b, T(c)), "((a + b) @ c.mT)", "((a + b) @ c.mT)"),
     ("transpose", T(x), "x.mT", "x.mT"),
     ("transpose-of-sum", T(a + b), "(a + b).mT", "(a + b).mT"),
@@ -124,28 +158,35 @@ CASES = [
     ("rowsum-of-expression", RowSum(x * y), "_support.rowsum(x*y)", "_support.rowsum(x*y)"),
     ("rowmax", RowMax(x), "np.max(x, axis=-1, keepdims=True)", "torch.amax(x, dim=-1, keepdim=True)"),
     ("rowmean", RowMean(x), "_support.rowmean(x)", "_support.rowmean(x)"),
-    ("shift", x - RowMax(x), "x - np.max(x, axis=-1, keepdims=True)",
-     "x - torch.amax(x, dim=-1, keepdim=True)"),
+    ("shift", x - RowMax(x), "x - np.max(x, axis=-1, keepdims=True)", "x - torch.amax(x, dim=-1, keepdim=True)"),
     ("colsum", ColSum(x), "_support.colsum(x)", "_support.colsum(x)"),
     ("colsum-of-product", ColSum(x * y), "_support.colsum(x*y)", "_support.colsum(x*y)"),
     ("contract", Contract(x, y), "_support.contract(x, y)", "_support.contract(x, y)"),
-    ("causal-mask", CausalMask(s_),
-     "np.where(np.tri(s.shape[-2], s.shape[-1], dtype=bool), s, -math.inf)",
-     "s.masked_fill(torch.ones(s.shape[-2], s.shape[-1], dtype=torch.bool, device=s.device)"
-     ".triu(1), -math.inf)"),
+    (
+        "causal-mask",
+        CausalMask(s_),
+        "np.where(np.tri(s.shape[-2], s.shape[-1], dtype=bool), s, -math.inf)",
+        "s.masked_fill(torch.ones(s.shape[-2], s.shape[-1], dtype=torch.bool, device=s.device).triu(1), -math.inf)",
+    ),
     ("gather", Gather(E, ids), "E[ids]", "E[ids]"),
-    ("one-hot", OneHot(ids, V), "(ids[..., None] == np.arange(V)).astype(dtype)",
-     "torch.nn.functional.one_hot(ids.long(), V).to(dtype)"),
-    ("take", Take(x, ids), "np.take_along_axis(x, ids[..., None], axis=-1)",
-     "torch.take_along_dim(x, ids[..., None].long(), dim=-1)"),
-    ("integer-as-value", col * ids, "ids[..., None].astype(dtype)*mean",
-     "ids[..., None].to(dtype)*mean"),
+    (
+        "one-hot",
+        OneHot(ids, V),
+        "(ids[..., None] == np.arange(V)).astype(dtype)",
+        "torch.nn.functional.one_hot(ids.long(), V).to(dtype)",
+    ),
+    (
+        "take",
+        Take(x, ids),
+        "np.take_along_axis(x, ids[..., None], axis=-1)",
+        "torch.take_along_dim(x, ids[..., None].long(), dim=-1)",
+    ),
+    ("integer-as-value", col * ids, "ids[..., None].astype(dtype)*mean", "ids[..., None].to(dtype)*mean"),
     ("row-vector-broadcast", g * x + g, "gamma*x + gamma", "gamma*x + gamma"),
 ]
 
 
-@pytest.mark.parametrize("expr, numpy_text, torch_text", [c[1:] for c in CASES],
-                         ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("expr, numpy_text, torch_text", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_print_rule(expr, numpy_text, torch_text):
     assert NumpyPrinter().doprint(expr) == numpy_text
     assert TorchPrinter().doprint(expr) == torch_text
@@ -154,32 +195,49 @@ def test_print_rule(expr, numpy_text, torch_text):
 # statement mode: repeated arguments are computed once, into temporaries named after what they
 # hold (or after the target); a support helper takes any argument (computed once by the call)
 ASSIGN_CASES = [
-    ("square-hoisted", sp.Pow(a * b, 2, evaluate=False), ["a_b = a*b", "z = a_b*a_b"],
-     ["a_b = a*b", "z = a_b*a_b"]),
+    ("square-hoisted", sp.Pow(a * b, 2, evaluate=False), ["a_b = a*b", "z = a_b*a_b"], ["a_b = a*b", "z = a_b*a_b"]),
     ("colsum-of-expression", ColSum(x * y), ["z = _support.colsum(x*y)"], ["z = _support.colsum(x*y)"]),
-    ("softmax-shares-exp", sp.exp(x - RowMax(x)) / RowSum(sp.exp(x - RowMax(x))),
-     ["z_exp = np.exp(x - np.max(x, axis=-1, keepdims=True))", "z = z_exp/_support.rowsum(z_exp)"],
-     ["z_exp = torch.exp(x - torch.amax(x, dim=-1, keepdim=True))", "z = z_exp/_support.rowsum(z_exp)"]),
-    ("shared-reciprocal", x * (1 - 1 / (1 + sp.exp(-x))) / (1 + sp.exp(-x)),
-     ["z_recip = 1/(1 + np.exp(-x))", "z = x*(1 - z_recip)*z_recip"],
-     ["z_recip = 1/(1 + torch.exp(-x))", "z = x*(1 - z_recip)*z_recip"]),
-    ("causal-of-expression", CausalMask(MatMul(q, T(q))),
-     ["z_mm = (q @ q.mT)", "z = np.where(np.tri(z_mm.shape[-2], z_mm.shape[-1], dtype=bool), z_mm, "
-      "-math.inf)"],
-     ["z_mm = (q @ q.mT)", "z = z_mm.masked_fill(torch.ones(z_mm.shape[-2], z_mm.shape[-1], "
-      "dtype=torch.bool, device=z_mm.device).triu(1), -math.inf)"]),
-    ("contract-one-hot", Contract(OneHot(ids, V), x),
-     ["z = _support.contract((ids[..., None] == np.arange(V)).astype(dtype), x)"],
-     ["z = _support.contract(torch.nn.functional.one_hot(ids.long(), V).to(dtype), x)"]),
+    (
+        "softmax-shares-exp",
+        sp.exp(x - RowMax(x)) / RowSum(sp.exp(x - RowMax(x))),
+        ["z_exp = np.exp(x - np.max(x, axis=-1, keepdims=True))", "z = z_exp/_support.rowsum(z_exp)"],
+        ["z_exp = torch.exp(x - torch.amax(x, dim=-1, keepdim=True))", "z = z_exp/_support.rowsum(z_exp)"],
+    ),
+    (
+        "shared-reciprocal",
+        x * (1 - 1 / (1 + sp.exp(-x))) / (1 + sp.exp(-x)),
+        ["z_recip = 1/(1 + np.exp(-x))", "z = x*(1 - z_recip)*z_recip"],
+        ["z_recip = 1/(1 + torch.exp(-x))", "z = x*(1 - z_recip)*z_recip"],
+    ),
+    (
+        "causal-of-expression",
+        CausalMask(MatMul(q, T(q))),
+        ["z_mm = (q @ q.mT)", "z = np.where(np.tri(z_mm.shape[-2], z_mm.shape[-1], dtype=bool), z_mm, -math.inf)"],
+        [
+            "z_mm = (q @ q.mT)",
+            "z = z_mm.masked_fill(torch.ones(z_mm.shape[-2], z_mm.shape[-1], "
+            "dtype=torch.bool, device=z_mm.device).triu(1), -math.inf)",
+        ],
+    ),
+    (
+        "contract-one-hot",
+        Contract(OneHot(ids, V), x),
+        ["z = _support.contract((ids[..., None] == np.arange(V)).astype(dtype), x)"],
+        ["z = _support.contract(torch.nn.functional.one_hot(ids.long(), V).to(dtype), x)"],
+    ),
     ("no-temporary-needed", x * y, ["z = x*y"], ["z = x*y"]),
-    ("silu-grad-shares-sigmoid", Sigmoid(x) * (1 + x * (1 - Sigmoid(x))),
-     ["sigmoid_x = scipy.special.expit(x)", "z = (x*(1 - sigmoid_x) + 1)*sigmoid_x"],
-     ["sigmoid_x = torch.sigmoid(x)", "z = (x*(1 - sigmoid_x) + 1)*sigmoid_x"]),
+    (
+        "silu-grad-shares-sigmoid",
+        Sigmoid(x) * (1 + x * (1 - Sigmoid(x))),
+        ["sigmoid_x = scipy.special.expit(x)", "z = (x*(1 - sigmoid_x) + 1)*sigmoid_x"],
+        ["sigmoid_x = torch.sigmoid(x)", "z = (x*(1 - sigmoid_x) + 1)*sigmoid_x"],
+    ),
 ]
 
 
-@pytest.mark.parametrize("expr, numpy_lines, torch_lines", [c[1:] for c in ASSIGN_CASES],
-                         ids=[c[0] for c in ASSIGN_CASES])
+@pytest.mark.parametrize(
+    "expr, numpy_lines, torch_lines", [c[1:] for c in ASSIGN_CASES], ids=[c[0] for c in ASSIGN_CASES]
+)
 def test_print_assign(expr, numpy_lines, torch_lines):
     assert Lowering(NumpyPrinter()).assign("z", expr) == numpy_lines
     assert Lowering(TorchPrinter()).assign("z", expr) == torch_lines
@@ -244,10 +302,19 @@ def test_unsupported_raises(printer, expr, message):
 
 
 # the printed scalars are Python numbers: float32 stays float32 (no NumPy float64 scalars)
-FLOAT32_EXPRS = [x / sp.sqrt(d_k), sp.sqrt(2 / sp.pi) * x, sp.Rational(44715, 10 ** 6) * x ** 3,
-                 x + sp.Rational(1, 3), sp.Max(0, x), sp.Heaviside(x, 0) * x, sp.erf(x) + sp.pi,
-                 CausalMask(s_), x / (eps + RowMean(x * x)), sp.exp(-x) * sp.E,
-                 x * Sigmoid(x) * (1 + x * (1 - Sigmoid(x)))]
+FLOAT32_EXPRS = [
+    x / sp.sqrt(d_k),
+    sp.sqrt(2 / sp.pi) * x,
+    sp.Rational(44715, 10**6) * x**3,
+    x + sp.Rational(1, 3),
+    sp.Max(0, x),
+    sp.Heaviside(x, 0) * x,
+    sp.erf(x) + sp.pi,
+    CausalMask(s_),
+    x / (eps + RowMean(x * x)),
+    sp.exp(-x) * sp.E,
+    x * Sigmoid(x) * (1 + x * (1 - Sigmoid(x))),
+]
 
 
 @pytest.mark.parametrize("expr", FLOAT32_EXPRS, ids=[str(t) for t in range(len(FLOAT32_EXPRS))])
@@ -255,14 +322,20 @@ def test_printed_code_keeps_float32(expr):
     import scipy.special
 
     from generated.numpy import _special
+
     rng = np.random.default_rng(0)
     arrays = {"x": rng.standard_normal((2, 3, 3)).astype(np.float32)}
     arrays["s"] = arrays["x"]
     scalars = {"d_k": 4, "eps": 1e-5, "math": math, "scipy": scipy, "_special": _special}
     np_env = {"np": np, "dtype": np.float32, "_support": np_support, **scalars, **arrays}
     assert eval(NumpyPrinter().doprint(expr), np_env).dtype == np.float32
-    t_env = {"torch": torch, "dtype": torch.float32, "_support": torch_support, **scalars,
-             **{k: torch.tensor(v) for k, v in arrays.items()}}
+    t_env = {
+        "torch": torch,
+        "dtype": torch.float32,
+        "_support": torch_support,
+        **scalars,
+        **{k: torch.tensor(v) for k, v in arrays.items()},
+    }
     assert eval(TorchPrinter().doprint(expr), t_env).dtype == torch.float32
 
 
@@ -275,25 +348,25 @@ base = sp.Symbol("base", positive=True)
 n_d = size("d")
 
 GRID_CASES = [
-    ("delta", sp.KroneckerDelta(col_i, row_i + 1), "(col == row + 1).astype(dtype)",
-     "(col == row + 1).to(dtype)"),
+    ("delta", sp.KroneckerDelta(col_i, row_i + 1), "(col == row + 1).astype(dtype)", "(col == row + 1).to(dtype)"),
     ("parity", (-1) ** col_i, "(1 - 2*(col % 2))", "(1 - 2*(col % 2))"),
-    ("parity-of-sum", (-1) ** (row_i + col_i), "(1 - 2*((col + row) % 2))",
-     "(1 - 2*((col + row) % 2))"),
-    ("even-indicator", (1 + (-1) ** col_i) / 2, "(1 - 2*(col % 2))/2 + (1/2)",
-     "(1 - 2*(col % 2))/2 + (1/2)"),
+    ("parity-of-sum", (-1) ** (row_i + col_i), "(1 - 2*((col + row) % 2))", "(1 - 2*((col + row) % 2))"),
+    ("even-indicator", (1 + (-1) ** col_i) / 2, "(1 - 2*(col % 2))/2 + (1/2)", "(1 - 2*(col % 2))/2 + (1/2)"),
     ("floor-half", sp.floor(col_i / 2), "(col // 2)", "(col // 2)"),
     ("floor-of-sum", sp.floor((col_i + 1) / 3), "((col + 1) // 3)", "((col + 1) // 3)"),
     ("mod", sp.Mod(col_i, 2), "(col % 2)", "(col % 2)"),
     ("mod-of-sum", sp.Mod(row_i + col_i, 3), "((col + row) % 3)", "((col + row) % 3)"),
-    ("grid-is-an-array", sp.cos(row_i * base ** (-col_i / n_d)), "np.cos(base**(-col/d)*row)",
-     "torch.cos(base**(-col/d)*row)"),
+    (
+        "grid-is-an-array",
+        sp.cos(row_i * base ** (-col_i / n_d)),
+        "np.cos(base**(-col/d)*row)",
+        "torch.cos(base**(-col/d)*row)",
+    ),
     ("scalar-parity-stays-python", (-1) ** n_d * row_i, "(-1)**d*row", "(-1)**d*row"),
 ]
 
 
-@pytest.mark.parametrize("expr, numpy_text, torch_text", [c[1:] for c in GRID_CASES],
-                         ids=[c[0] for c in GRID_CASES])
+@pytest.mark.parametrize("expr, numpy_text, torch_text", [c[1:] for c in GRID_CASES], ids=[c[0] for c in GRID_CASES])
 def test_grid_print_rule(expr, numpy_text, torch_text):
     assert NumpyPrinter(GRID).doprint(expr) == numpy_text
     assert TorchPrinter(GRID).doprint(expr) == torch_text
@@ -301,6 +374,7 @@ def test_grid_print_rule(expr, numpy_text, torch_text):
 
 def test_grid_and_table_array():
     from codegen.contexts.table import table_array_lines
+
     p, t = NumpyPrinter(GRID), TorchPrinter(GRID)
     assert p.grid(n_d, 0) == "np.arange(d, dtype=np.float64)[:, None]"
     assert p.grid(n_d, 1) == "np.arange(d, dtype=np.float64)[None, :]"
@@ -308,13 +382,18 @@ def test_grid_and_table_array():
     entry = sp.KroneckerDelta(col_i, row_i + 1) * (1 + (-1) ** row_i) / 2
     assert table_array_lines(Lowering(p), "rot", entry, (n_d, n_d)) == [
         "rot = ((1 - 2*(row % 2)) + 1)*(col == row + 1).astype(dtype)/2",
-        "rot = np.broadcast_to(rot, (d, d)).astype(dtype)"]
+        "rot = np.broadcast_to(rot, (d, d)).astype(dtype)",
+    ]
     assert table_array_lines(Lowering(t), "rot", entry, (n_d, n_d)) == [
         "rot = ((1 - 2*(row % 2)) + 1)*(col == row + 1).to(dtype)/2",
-        "rot = rot.expand(d, d).to(dtype).contiguous()"]
-    assert table_array_lines(Lowering(p), "c", sp.Rational(1, 2), (V, n_d)) == ["c = np.full((V, d), (1/2), dtype=dtype)"]
+        "rot = rot.expand(d, d).to(dtype).contiguous()",
+    ]
+    assert table_array_lines(Lowering(p), "c", sp.Rational(1, 2), (V, n_d)) == [
+        "c = np.full((V, d), (1/2), dtype=dtype)"
+    ]
     assert table_array_lines(Lowering(t), "c", sp.Integer(3), (V, n_d)) == [
-        "c = torch.full((V, d), 3, dtype=dtype, device=device)"]
+        "c = torch.full((V, d), 3, dtype=dtype, device=device)"
+    ]
     assert p.modules == {"np"} and t.modules == {"torch"} and p.uses_dtype and t.uses_dtype
 
 
@@ -322,10 +401,13 @@ def test_grid_printed_code_runs():
     """The printed grid code, evaluated: float64 grids, exact integer arithmetic, and the
     requested dtype at the end."""
     from codegen.contexts.table import table_array_lines
+
     entry = sp.KroneckerDelta(col_i, row_i + 1) * (-1) ** row_i + sp.floor(col_i / 2) + sp.Mod(row_i, 3)
     want = np.array([[(c == r + 1) * (-1) ** r + c // 2 + r % 3 for c in range(5)] for r in range(4)])
-    for printer, env in ((NumpyPrinter(GRID), {"np": np, "dtype": np.float32}),
-                         (TorchPrinter(GRID), {"torch": torch, "dtype": torch.float32, "device": None})):
+    for printer, env in (
+        (NumpyPrinter(GRID), {"np": np, "dtype": np.float32}),
+        (TorchPrinter(GRID), {"torch": torch, "dtype": torch.float32, "device": None}),
+    ):
         env["row"] = eval(printer.grid(4, 0), env)
         env["col"] = eval(printer.grid(5, 1), env)
         for line in table_array_lines(Lowering(printer), "z", entry, (4, 5)):
@@ -358,39 +440,84 @@ def test_grid_unsupported_raises(printer, expr, message):
 def _full(e):
     """Stored shape for the in-place rule: every array here is batched; scalars have none."""
     from derivations.language.arrays import is_scalar, shape_of
+
     return None if is_scalar(e) else shape_of(e)
 
 
 INPLACE = [
     # GELU's backward: one allocation, the scalar factors folded into one multiply
-    ("gelu-backward", y * (c + sp.sqrt(2) * x * sp.exp(-x ** 2 / 2) / (2 * sp.sqrt(sp.pi))),
-     ["out = x*x", "out *= -(1/2)", "np.exp(out, out=out)", "out *= math.sqrt(2)/(2*math.sqrt(math.pi))",
-      "out *= x", "out += c", "out *= y"]),
-    ("layernorm-backward", col * (a - b * RowMean(a * b) - RowMean(a)),
-     ["out = b*_support.rowmean(a*b)", "np.subtract(a, out, out=out)",
-      "out -= _support.rowmean(a)", "out *= mean"]),
+    (
+        "gelu-backward",
+        y * (c + sp.sqrt(2) * x * sp.exp(-(x**2) / 2) / (2 * sp.sqrt(sp.pi))),
+        [
+            "out = x*x",
+            "out *= -(1/2)",
+            "np.exp(out, out=out)",
+            "out *= math.sqrt(2)/(2*math.sqrt(math.pi))",
+            "out *= x",
+            "out += c",
+            "out *= y",
+        ],
+    ),
+    (
+        "layernorm-backward",
+        col * (a - b * RowMean(a * b) - RowMean(a)),
+        ["out = b*_support.rowmean(a*b)", "np.subtract(a, out, out=out)", "out -= _support.rowmean(a)", "out *= mean"],
+    ),
     # −a − b: nothing to subtract from, a negated in place
-    ("negated-first", col * (-(a * b) - RowMean(a)),
-     ["out = a*b", "np.negative(out, out=out)", "out -= _support.rowmean(a)", "out *= mean"]),
+    (
+        "negated-first",
+        col * (-(a * b) - RowMean(a)),
+        ["out = a*b", "np.negative(out, out=out)", "out -= _support.rowmean(a)", "out *= mean"],
+    ),
     ("scaled-scores", MatMul(q, T(k)) / sp.sqrt(d_k), ["out = (q @ k.mT)", "out /= math.sqrt(d_k)"]),
-    ("softmax-backward", y * (x - RowSum(x * y)),
-     ["out = x - _support.rowsum(x*y)", "out *= y"]),
+    ("softmax-backward", y * (x - RowSum(x * y)), ["out = x - _support.rowsum(x*y)", "out *= y"]),
     # a temporary that is read again is never the in-place start (SiLU's backward)
-    ("read-twice", x * (y * (1 - Sigmoid(y)) + 1) * Sigmoid(y),
-     ["sigmoid_y = scipy.special.expit(y)", "out = 1 - sigmoid_y", "out *= y", "out += 1", "out *= x",
-      "out *= sigmoid_y"]),
+    (
+        "read-twice",
+        x * (y * (1 - Sigmoid(y)) + 1) * Sigmoid(y),
+        [
+            "sigmoid_y = scipy.special.expit(y)",
+            "out = 1 - sigmoid_y",
+            "out *= y",
+            "out += 1",
+            "out *= x",
+            "out *= sigmoid_y",
+        ],
+    ),
     # a temporary read twice is itself computed in place: one new array for exp(x − max x); the
     # value takes it over, so it is computed as `out` from the start (no `out = <temporary>`)
-    ("softmax-temporary", sp.exp(x - RowMax(x)) / RowSum(sp.exp(x - RowMax(x))),
-     ["out = x - np.max(x, axis=-1, keepdims=True)", "np.exp(out, out=out)", "out /= _support.rowsum(out)"]),
+    (
+        "softmax-temporary",
+        sp.exp(x - RowMax(x)) / RowSum(sp.exp(x - RowMax(x))),
+        ["out = x - np.max(x, axis=-1, keepdims=True)", "np.exp(out, out=out)", "out /= _support.rowsum(out)"],
+    ),
     # a temporary that two in-place operations would read after the first write: not taken over
-    ("temporary-read-after-write", 2 * sp.exp(x) * (x + RowSum(sp.exp(x))) / RowSum(sp.exp(x)),
-     ["exp_x = np.exp(x)", "out_rowsum = _support.rowsum(exp_x)",
-      "out = x + out_rowsum", "out *= 2", "out *= exp_x", "out /= out_rowsum"]),
+    (
+        "temporary-read-after-write",
+        2 * sp.exp(x) * (x + RowSum(sp.exp(x))) / RowSum(sp.exp(x)),
+        [
+            "exp_x = np.exp(x)",
+            "out_rowsum = _support.rowsum(exp_x)",
+            "out = x + out_rowsum",
+            "out *= 2",
+            "out *= exp_x",
+            "out /= out_rowsum",
+        ],
+    ),
     # a / (computed denominator): the denominator in place (√ too), then one divide into it (AdamW)
-    ("divide-into-denominator", x / (d_k * (1 + sp.sqrt(sp.exp(a) + 1))),
-     ["out = np.exp(a)", "out += 1", "np.sqrt(out, out=out)", "out += 1", "out *= d_k",
-      "np.divide(x, out, out=out)"]),
+    (
+        "divide-into-denominator",
+        x / (d_k * (1 + sp.sqrt(sp.exp(a) + 1))),
+        [
+            "out = np.exp(a)",
+            "out += 1",
+            "np.sqrt(out, out=out)",
+            "out += 1",
+            "out *= d_k",
+            "np.divide(x, out, out=out)",
+        ],
+    ),
     # nothing computed has the full shape: one plain statement
     ("plain", x + RowSum(y), ["out = x + _support.rowsum(y)"]),
 ]
@@ -398,8 +525,13 @@ INPLACE = [
 
 # PyTorch folds a run t *= c, t *= a, t += b of the plan into one multiply-add
 TORCH_FUSED = {
-    "gelu-backward": ["out = x*x", "out *= -(1/2)", "out.exp_()",
-                      "torch.addcmul(c, out, x, value=math.sqrt(2)/(2*math.sqrt(math.pi)), out=out)", "out *= y"],
+    "gelu-backward": [
+        "out = x*x",
+        "out *= -(1/2)",
+        "out.exp_()",
+        "torch.addcmul(c, out, x, value=math.sqrt(2)/(2*math.sqrt(math.pi)), out=out)",
+        "out *= y",
+    ],
 }
 
 
@@ -412,29 +544,34 @@ def test_inplace_statements(name, expr, lines):
         return
     # the same in-place program in torch's spelling
     import re
+
     in_place = {"numpy": r"[-+*/]= |out=", "torch": r"[-+*/]= |\w_\(\)$|out="}
-    assert len([t for t in lines if re.search(in_place["numpy"], t)]) == \
-        len([t for t in torch_lines if re.search(in_place["torch"], t)])
+    assert len([t for t in lines if re.search(in_place["numpy"], t)]) == len(
+        [t for t in torch_lines if re.search(in_place["torch"], t)]
+    )
     assert torch_lines[-1].startswith("out") or torch_lines[-1].endswith("out=out)")
 
 
-@pytest.mark.parametrize("updates, fused", [
-    # t *= c; t *= a; t += b  →  t = b + c·t·a
-    ([("=", "x"), ("*=", 3), ("*=", "a"), ("+=", "b")], [("=", "x"), ("muladd", (3, "a", "b"))]),
-    # t *= a; t += b  →  t = b + t·a;  t *= c; t += b  →  t = b + c·t
-    ([("=", "x"), ("*=", "a"), ("+=", "b")], [("=", "x"), ("muladd", (1, "a", "b"))]),
-    ([("=", "x"), ("*=", 2), ("+=", "b")], [("=", "x"), ("muladd", (2, None, "b"))]),
-    # a negation before the += (b − t·a, which cancels) keeps the plan's order
-    ([("=", "x"), ("*=", "a"), ("call", "negative"), ("+=", "b")], None),
-    # a run not ended by += stays; a scalar b stays (no tensor to add into); t −= b stays
-    ([("=", "x"), ("*=", "a"), ("*=", "b")], None),
-    ([("=", "x"), ("*=", "a"), ("+=", 1)], None),
-    ([("=", "x"), ("*=", "a"), ("-=", "b")], None),
-    # b already a scaled product (printed as one add_(b, alpha)): left as it is
-    ([("=", "x"), ("*=", "a"), ("+=", sp.Rational(1, 2) * sp.Symbol("b"))], None),
-    # a division by a scalar is not folded into c (t·(1/d) rounds apart from t/d)
-    ([("=", "x"), ("/=", 3), ("+=", "b")], None),
-])
+@pytest.mark.parametrize(
+    "updates, fused",
+    [
+        # t *= c; t *= a; t += b  →  t = b + c·t·a
+        ([("=", "x"), ("*=", 3), ("*=", "a"), ("+=", "b")], [("=", "x"), ("muladd", (3, "a", "b"))]),
+        # t *= a; t += b  →  t = b + t·a;  t *= c; t += b  →  t = b + c·t
+        ([("=", "x"), ("*=", "a"), ("+=", "b")], [("=", "x"), ("muladd", (1, "a", "b"))]),
+        ([("=", "x"), ("*=", 2), ("+=", "b")], [("=", "x"), ("muladd", (2, None, "b"))]),
+        # a negation before the += (b − t·a, which cancels) keeps the plan's order
+        ([("=", "x"), ("*=", "a"), ("call", "negative"), ("+=", "b")], None),
+        # a run not ended by += stays; a scalar b stays (no tensor to add into); t −= b stays
+        ([("=", "x"), ("*=", "a"), ("*=", "b")], None),
+        ([("=", "x"), ("*=", "a"), ("+=", 1)], None),
+        ([("=", "x"), ("*=", "a"), ("-=", "b")], None),
+        # b already a scaled product (printed as one add_(b, alpha)): left as it is
+        ([("=", "x"), ("*=", "a"), ("+=", sp.Rational(1, 2) * sp.Symbol("b"))], None),
+        # a division by a scalar is not folded into c (t·(1/d) rounds apart from t/d)
+        ([("=", "x"), ("/=", 3), ("+=", "b")], None),
+    ],
+)
 def test_fuse_multiply_add_folds_exactly_the_runs_it_names(updates, fused):
     from codegen.lowering.inplace import Update, fuse_multiply_add
 
@@ -445,8 +582,10 @@ def test_fuse_multiply_add_folds_exactly_the_runs_it_names(updates, fused):
             if isinstance(v, tuple):
                 return tuple(sp.Symbol(x) if isinstance(x, str) else sp.sympify(x) for x in v)
             return sp.Symbol(v) if isinstance(v, str) else sp.sympify(v)
+
         return [Update(op, value(op, v)) for op, v in pairs]
-    scalar = lambda e: not isinstance(e, sp.Symbol) or e.name not in ("x", "a", "b")   # noqa: E731
+
+    scalar = lambda e: not isinstance(e, sp.Symbol) or e.name not in ("x", "a", "b")  # noqa: E731
     got = fuse_multiply_add(upd(updates), scalar)
     assert got == upd(fused if fused is not None else updates)
 
@@ -454,17 +593,35 @@ def test_fuse_multiply_add_folds_exactly_the_runs_it_names(updates, fused):
 def test_inplace_values_match_expression():
     """Every in-place program computes what the one-line expression computes."""
     import scipy.special
+
     rng = np.random.default_rng(0)
     env = {k: rng.standard_normal((2, 3, 4)) for k in ("x", "y", "a", "b", "c")}
-    env.update(q=rng.standard_normal((2, 3, 5)), k=rng.standard_normal((2, 4, 5)), d_k=5,
-               mean=rng.standard_normal((2, 3, 1)), np=np, math=math, scipy=scipy)
+    env.update(
+        q=rng.standard_normal((2, 3, 5)),
+        k=rng.standard_normal((2, 4, 5)),
+        d_k=5,
+        mean=rng.standard_normal((2, 3, 1)),
+        np=np,
+        math=math,
+        scipy=scipy,
+    )
     before = {k: v.copy() for k, v in env.items() if isinstance(v, np.ndarray)}
     tenv = {k: (torch.tensor(v) if isinstance(v, np.ndarray) else v) for k, v in env.items()}
     env["_support"], tenv["torch"], tenv["_support"] = np_support, torch, torch_support
-    backends = [(NumpyPrinter, env, np.asarray,
-                 lambda got, want, name: np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13, err_msg=name)),
-                (TorchPrinter, tenv, lambda t: t.numpy(),
-                 lambda got, want, name: torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-13, msg=name))]
+    backends = [
+        (
+            NumpyPrinter,
+            env,
+            np.asarray,
+            lambda got, want, name: np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13, err_msg=name),
+        ),
+        (
+            TorchPrinter,
+            tenv,
+            lambda t: t.numpy(),
+            lambda got, want, name: torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-13, msg=name),
+        ),
+    ]
     for printer, scope0, as_numpy, assert_close in backends:
         for name, expr, _ in INPLACE:
             ref = eval(printer().doprint(expr), dict(scope0))
@@ -479,18 +636,23 @@ def test_inplace_values_match_expression():
 W = Array("weight", (n, n))
 
 
-@pytest.mark.parametrize("expr, numpy_text", [
-    # a batched operand times a weight matrix (or its transpose): one 2-D product over all rows
-    (MatMul(x, T(W)), "_support.matmul_rows(x, weight.mT)"),
-    (MatMul(x, W), "_support.matmul_rows(x, weight)"),
-    # two batched operands (attention's scores), or a matrix on the left: as written
-    (MatMul(q, T(k)), "(q @ k.mT)"),
-    (MatMul(W, T(x)), "(weight @ x.mT)"),
-])
+@pytest.mark.parametrize(
+    "expr, numpy_text",
+    [
+        # a batched operand times a weight matrix (or its transpose): one 2-D product over all rows
+        (MatMul(x, T(W)), "_support.matmul_rows(x, weight.mT)"),
+        (MatMul(x, W), "_support.matmul_rows(x, weight)"),
+        # two batched operands (attention's scores), or a matrix on the left: as written
+        (MatMul(q, T(k)), "(q @ k.mT)"),
+        (MatMul(W, T(x)), "(weight @ x.mT)"),
+    ],
+)
 def test_matmul_folds_leading_axes_onto_weight_matrices(expr, numpy_text):
     assert NumpyPrinter({"matrices": frozenset({W})}).doprint(expr) == numpy_text
-    assert NumpyPrinter().doprint(expr) == f"({NumpyPrinter().doprint(expr.args[0])} @ " \
-        f"{NumpyPrinter().doprint(expr.args[1])})"                  # not a known matrix: as written
+    assert (
+        NumpyPrinter().doprint(expr) == f"({NumpyPrinter().doprint(expr.args[0])} @ "
+        f"{NumpyPrinter().doprint(expr.args[1])})"
+    )  # not a known matrix: as written
     assert TorchPrinter({"matrices": frozenset({W})}).doprint(expr).startswith("(")  # torch.matmul folds itself
 
 
@@ -499,8 +661,12 @@ def test_folded_matmul_values():
     rng = np.random.default_rng(1)
     w = rng.standard_normal((4, 4))
     scope = {"weight": w, "math": math, "_support": np_support}
-    for xv in (rng.standard_normal((2, 3, 5, 4)), rng.standard_normal((2, 5, 3, 4)).transpose(0, 2, 1, 3),
-               rng.standard_normal((5, 4)), np.zeros((2, 0, 4))):
+    for xv in (
+        rng.standard_normal((2, 3, 5, 4)),
+        rng.standard_normal((2, 5, 3, 4)).transpose(0, 2, 1, 3),
+        rng.standard_normal((5, 4)),
+        np.zeros((2, 0, 4)),
+    ):
         scope["x"] = xv
         got = eval(NumpyPrinter({"matrices": frozenset({W})}).doprint(MatMul(x, T(W))), dict(scope))
         np.testing.assert_allclose(got, xv @ w.T, rtol=1e-14, atol=1e-14)
@@ -513,9 +679,11 @@ k_sq = Array("k", (r, d_k))
 def _causal_body(assigns):
     from codegen.lowering import lower_body
     from derivations.language.arrays import Assign
-    lines = lower_body([Assign(t, e) for t, e in assigns], NumpyPrinter(),
-                  {a: True for a in (s_, q, k_sq, Array("v", (r, r)))})
-    return [ln for ln in lines if not ln.lstrip().startswith("# ")]    # the code, not the formulas
+
+    lines = lower_body(
+        [Assign(t, e) for t, e in assigns], NumpyPrinter(), {a: True for a in (s_, q, k_sq, Array("v", (r, r)))}
+    )
+    return [ln for ln in lines if not ln.lstrip().startswith("# ")]  # the code, not the formulas
 
 
 def test_cached_causal_mask():
@@ -528,8 +696,14 @@ def test_cached_causal_mask():
     from generated.numpy import _special
 
     _special._CAUSAL_MASKS.clear()
-    for m, n, dtype in [(4, 4, np.float32), (1, 1, np.float32), (9, 9, np.float64), (3, 5, np.float64),
-                        (16, 16, np.float32), (6, 6, np.float32)]:
+    for m, n, dtype in [
+        (4, 4, np.float32),
+        (1, 1, np.float32),
+        (9, 9, np.float64),
+        (3, 5, np.float64),
+        (16, 16, np.float32),
+        (6, 6, np.float32),
+    ]:
         b = _special.causal_mask(m, n, dtype)
         i, j = np.indices((m, n))
         expected = np.where(j > i, -math.inf, 0.0).astype(dtype)
@@ -564,9 +738,14 @@ def test_causal_mask_in_place_only_on_a_fresh_array():
 def _keep_body(assigns, keep):
     from codegen.lowering import lower_body
     from derivations.language.arrays import Assign
-    lines = lower_body([Assign(t, e) for t, e in assigns], NumpyPrinter(),
-                  {a: True for a in (s_, q, k_sq, Array("z", (r, r)))}, keep=set(keep))
-    return [ln for ln in lines if not ln.lstrip().startswith("# ")]    # the code, not the formulas
+
+    lines = lower_body(
+        [Assign(t, e) for t, e in assigns],
+        NumpyPrinter(),
+        {a: True for a in (s_, q, k_sq, Array("z", (r, r)))},
+        keep=set(keep),
+    )
+    return [ln for ln in lines if not ln.lstrip().startswith("# ")]  # the code, not the formulas
 
 
 def test_dead_array_taken_over_only_when_safe():
@@ -576,10 +755,14 @@ def test_dead_array_taken_over_only_when_safe():
     scores = (s_, MatMul(q, T(k_sq)))
     shifted = _keep_body([scores, (z, sp.exp(s_ - RowMax(s_)))], keep=[z])
     taken = "  # in place: s's array, dead after this statement"
-    assert shifted[1:4] == ["z = s" + taken, "z -= np.max(s, axis=-1, keepdims=True)", "np.exp(z, out=z)  # (..., r, r)"]
+    assert shifted[1:4] == [
+        "z = s" + taken,
+        "z -= np.max(s, axis=-1, keepdims=True)",
+        "np.exp(z, out=z)  # (..., r, r)",
+    ]
     kept = _keep_body([scores, (z, sp.exp(s_ - RowMax(s_)))], keep=[z, s_])
-    assert kept[1] == "z = s - np.max(s, axis=-1, keepdims=True)"          # s is saved: untouched
-    row = Array("m", (r, 1))                      # m·s: the dead s is taken over, whichever factor leads
+    assert kept[1] == "z = s - np.max(s, axis=-1, keepdims=True)"  # s is saved: untouched
+    row = Array("m", (r, 1))  # m·s: the dead s is taken over, whichever factor leads
     assert _keep_body([scores, (z, row * s_)], keep=[z])[1:3] == ["z = s" + taken, "z *= m  # (..., r, r)"]
     read_after = _keep_body([scores, (z, (s_ - RowMax(s_)) * s_)], keep=[z])
     assert read_after[1:3] == ["z = s - np.max(s, axis=-1, keepdims=True)", "z *= s  # (..., r, r)"]
@@ -587,8 +770,10 @@ def test_dead_array_taken_over_only_when_safe():
     rng = np.random.default_rng(3)
     qv, kv = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 3, 4))
     sv = qv @ kv.swapaxes(-1, -2)
-    for body, want in ((shifted, np.exp(sv - sv.max(-1, keepdims=True))),
-                       (read_after, (sv - sv.max(-1, keepdims=True)) * sv)):
+    for body, want in (
+        (shifted, np.exp(sv - sv.max(-1, keepdims=True))),
+        (read_after, (sv - sv.max(-1, keepdims=True)) * sv),
+    ):
         scope = {"np": np, "math": math, "q": qv.copy(), "k": kv.copy()}
         exec("\n".join(body), scope)
         np.testing.assert_allclose(scope["z"], want, rtol=1e-13)
@@ -603,11 +788,17 @@ def test_torch_bias_matmul_is_one_addmm():
     lines = Lowering(TorchPrinter({"matrices": frozenset({W})})).assign("y", expr, full=_full)
     assert lines == ["y = _support.addmm_rows(bias, x, weight.mT)"]
     assert Lowering(NumpyPrinter({"matrices": frozenset({W})})).assign("y", expr, full=_full)[-1] == "y += bias"
-    assert Lowering(TorchPrinter()).assign("y", expr, full=_full)[-1] == "y += bias"   # W not a known matrix
+    assert Lowering(TorchPrinter()).assign("y", expr, full=_full)[-1] == "y += bias"  # W not a known matrix
     rng = np.random.default_rng(4)
     for xv in (rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 3, 2)).transpose(2, 1, 0), np.zeros((2, 0, 4))):
-        scope = {"torch": torch, "math": math, "_support": torch_support, "x": torch.tensor(xv), "weight": torch.tensor(rng.standard_normal((4, 4))),
-                 "bias": torch.tensor(rng.standard_normal(4))}
+        scope = {
+            "torch": torch,
+            "math": math,
+            "_support": torch_support,
+            "x": torch.tensor(xv),
+            "weight": torch.tensor(rng.standard_normal((4, 4))),
+            "bias": torch.tensor(rng.standard_normal(4)),
+        }
         want = scope["x"] @ scope["weight"].mT + scope["bias"]
         exec("\n".join(lines), scope)
         torch.testing.assert_close(scope["y"], want, rtol=1e-13, atol=1e-13)
@@ -616,6 +807,7 @@ def test_torch_bias_matmul_is_one_addmm():
 # ------------------------------------------------------------------ the formula comments
 def test_formula_printer_texts():
     from codegen.printers import formula, formula_comment
+
     xhat, dxhat = Array("xhat", (r, n)), Array("dxhat", (r, n))
     rstd = Array("rstd", (r, 1))
     dx = rstd * (dxhat - RowMean(dxhat) - xhat * RowMean(dxhat * xhat))
@@ -623,7 +815,7 @@ def test_formula_printer_texts():
     e = sp.exp(x - RowMax(x))
     assert formula(e / RowSum(e)) == "exp(x − rowmax(x)) / rowsum(exp(x − rowmax(x)))"
     assert formula(MatMul(q, T(k)) / sp.sqrt(d_k)) == "q @ kᵀ / √d_k"
-    assert formula(1 / sp.sqrt(RowMean(x ** 2) + eps)) == "1 / √(mean(x²) + eps)"
+    assert formula(1 / sp.sqrt(RowMean(x**2) + eps)) == "1 / √(mean(x²) + eps)"
     assert formula(ColSum(a * b)) == "colsum(a ⊙ b)"
     long = formula_comment("y", sum((Array(f"a{i}", (r, n)) for i in range(40)), sp.S.Zero))
     assert len(long) <= 100 and long.endswith("…")
@@ -636,6 +828,7 @@ def test_every_generated_assignment_has_its_formula():
 
     from codegen.printers import formula_comment
     from derivations.registry import ops, steps
+
     root = Path(__file__).resolve().parents[1] / "generated"
     checked = 0
     for backend in ("numpy", "torch"):
@@ -644,8 +837,7 @@ def test_every_generated_assignment_has_its_formula():
         every = set().union(*lines.values())
         for op in ops():
             for asg in list(op.forward or ()) + list(op.backward or ()):
-                want = formula_comment(asg.target.name, asg.expr,
-                                       indent=8 if asg.when is not None else 4)
+                want = formula_comment(asg.target.name, asg.expr, indent=8 if asg.when is not None else 4)
                 assert want in lines.get(op.name, every), (backend, op.name, want)
                 checked += 1
         for step in steps():
@@ -653,9 +845,13 @@ def test_every_generated_assignment_has_its_formula():
                 want = formula_comment(asg.target.name, asg.expr, indent=4)
                 assert want in lines.get(step.name, every), (backend, step.name, want)
                 checked += 1
-        for stem, ls in lines.items():
-            assert all(len(ln) <= 100 for t in [texts[stem]] for ln in t.splitlines()
-                       if ln.lstrip().startswith("# ") and " = " in ln), stem
+        for stem, _ls in lines.items():
+            assert all(
+                len(ln) <= 100
+                for t in [texts[stem]]
+                for ln in t.splitlines()
+                if ln.lstrip().startswith("# ") and " = " in ln
+            ), stem
     assert checked > 100
 
 
@@ -666,7 +862,7 @@ FUSED_CASES = [
     ("product", "+=", x * y, "t.addcmul_(x, y)"),
     ("scaled-product", "-=", 2 * x * y, "t.addcmul_(x, y, value=-2)"),
     ("quotient", "+=", eps * x / y, "t.addcdiv_(x, y, value=eps)"),
-    ("plain-add", "+=", x, None),          # one pass already
+    ("plain-add", "+=", x, None),  # one pass already
     ("unit-scale", "-=", -x, None),
     ("three-arrays", "+=", x * y * a, None),
     ("multiply", "*=", eps * x, None),
@@ -684,8 +880,12 @@ def test_a_fused_update_computes_the_update():
     """Each fused call leaves in t what `t op= value` leaves (float64, broadcast operands)."""
     import torch
 
-    env = {"x": torch.randn(3, 4, dtype=torch.float64), "y": torch.rand(3, 4, dtype=torch.float64) + 1,
-           "a": torch.randn(3, 4, dtype=torch.float64), "eps": 0.3}
+    env = {
+        "x": torch.randn(3, 4, dtype=torch.float64),
+        "y": torch.rand(3, 4, dtype=torch.float64) + 1,
+        "a": torch.randn(3, 4, dtype=torch.float64),
+        "eps": 0.3,
+    }
     for _, op, value, text in FUSED_CASES:
         if text is None:
             continue

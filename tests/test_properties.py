@@ -1,14 +1,15 @@
 """Property tests over shapes: every generated op, any small sizes (1 and odd included), any
 number of leading batch axes — NumPy and PyTorch agree, gradients have their arguments' shapes."""
+
 import numpy as np
 import pytest
 import sympy as sp
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_kernels import OPS, as_tuple, float_positions, modules
 
 from codegen.analysis import analyse, storage_shape
-from test_kernels import OPS, as_tuple, float_positions, modules
 
 
 def arguments(op, sizes: dict, batch: tuple, seed: int) -> list:
@@ -20,7 +21,7 @@ def arguments(op, sizes: dict, batch: tuple, seed: int) -> list:
     args = []
     for a in an.args:
         shape = storage_shape(a.array, a.integer, a.batched, sizes, batch)
-        if a.name == "mask":                       # at least one scored token: all ones
+        if a.name == "mask":  # at least one scored token: all ones
             args.append(np.ones(shape, dtype=np.int64))
         elif a.integer:
             args.append(rng.integers(0, bounds.get(a.name, 5), size=shape))

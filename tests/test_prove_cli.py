@@ -1,4 +1,5 @@
 """`qed prove`: the JSON schema of certificates, the table, and the exit status."""
+
 import json
 import os
 import subprocess
@@ -9,17 +10,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def run(*args):
     env = dict(os.environ, PYTHONPATH=ROOT)
-    return subprocess.run([sys.executable, "-m", "qed", "prove", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "qed", "prove", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_prove_json_schema():
     out = run("softmax", "attention.dQ", "--json", "-j", "1")
     assert out.returncode == 0, out.stderr
     certs = json.loads(out.stdout)
-    assert {c["id"] for c in certs} == {"softmax.normalised", "softmax.shift", "softmax.jacobian",
-                                        "softmax.vjp", "softmax.forward", "softmax.backward.dx",
-                                        "softmax.backward_derived.dx", "attention.dQ"}
+    assert {c["id"] for c in certs} == {
+        "softmax.normalised",
+        "softmax.shift",
+        "softmax.jacobian",
+        "softmax.vjp",
+        "softmax.forward",
+        "softmax.backward.dx",
+        "softmax.backward_derived.dx",
+        "attention.dQ",
+    }
     for c in certs:
         assert c["status"] == "proved-general" and c["scope"] == "all sizes"
         assert isinstance(c["method"], str) and isinstance(c["seconds"], float)
@@ -37,8 +46,8 @@ def test_prove_table_and_unknown_selector():
     bad = run("no.such.claim")
     assert bad.returncode == 1
     assert bad.stderr.strip().splitlines() == [
-        "qed: error: no claim matches no.such.claim (claim ids or their prefixes, e.g. attention or "
-        "softmax.forward)"]
+        "qed: error: no claim matches no.such.claim (claim ids or their prefixes, e.g. attention or softmax.forward)"
+    ]
 
 
 def test_a_claim_fails_when_unproven_or_a_mutant_survives():
@@ -63,7 +72,7 @@ def test_prove_op_is_the_whole_check_of_its_files():
     assert any(line.startswith("judge edges: numpy ") for line in lines), out.stdout
     executed = next(line for line in lines if line.startswith("printed lines executed by the judges"))
     assert "(100.0 %)" in executed and "numpy" in executed and "torch" in executed
-    assert "relu.forward  proved-general" in out.stderr                       # piped: a line per claim
+    assert "relu.forward  proved-general" in out.stderr  # piped: a line per claim
     assert "judge edges torch" in out.stderr
 
 

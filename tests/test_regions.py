@@ -1,6 +1,7 @@
 """Region reasoning in the normaliser (derivations/proof/rewriting.py): case splits on a sign,
 logarithms by exponentiating, tanh by its exponentials, log1p/expm1, separable double sums —
 what it decides, and what it must refuse."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,16 +22,19 @@ def decided(lhs, rhs):
     return norm.residual(lhs, rhs) == 0, norm
 
 
-@pytest.mark.parametrize("lhs,rhs", [
-    (sp.Max(x, 0) + sp.log(1 + sp.exp(-sp.Abs(x))), sp.log(1 + sp.exp(x))),           # softplus
-    (sp.Min(x, 0) - log1p(sp.exp(-sp.Abs(x))), -sp.log(1 + sp.exp(-x))),               # log σ
-    (sp.Max(x, y) + sp.Min(x, y), x + y),                                               # a compound subject
-    (sp.Abs(x - y), sp.Max(x, y) - sp.Min(x, y)),
-    (sp.Abs(x) * sp.sign(x), x),                                                         # three branches
-    ((1 + sp.sign(x)) / 2 * sp.Max(x, 0), sp.Max(x, 0)),
-    (sp.Abs(sp.Abs(x) - 1), sp.Max(sp.Abs(x) - 1, 1 - sp.Abs(x))),                      # nested splits
-    (expm1(2 * x) / (expm1(2 * x) + 2), sp.tanh(x)),                                     # tanh, expm1
-])
+@pytest.mark.parametrize(
+    "lhs,rhs",
+    [
+        (sp.Max(x, 0) + sp.log(1 + sp.exp(-sp.Abs(x))), sp.log(1 + sp.exp(x))),  # softplus
+        (sp.Min(x, 0) - log1p(sp.exp(-sp.Abs(x))), -sp.log(1 + sp.exp(-x))),  # log σ
+        (sp.Max(x, y) + sp.Min(x, y), x + y),  # a compound subject
+        (sp.Abs(x - y), sp.Max(x, y) - sp.Min(x, y)),
+        (sp.Abs(x) * sp.sign(x), x),  # three branches
+        ((1 + sp.sign(x)) / 2 * sp.Max(x, 0), sp.Max(x, 0)),
+        (sp.Abs(sp.Abs(x) - 1), sp.Max(sp.Abs(x) - 1, 1 - sp.Abs(x))),  # nested splits
+        (expm1(2 * x) / (expm1(2 * x) + 2), sp.tanh(x)),  # tanh, expm1
+    ],
+)
 def test_region_identities_are_proved(lhs, rhs):
     ok, norm = decided(lhs, rhs)
     assert ok, norm.assumptions
@@ -45,13 +49,16 @@ def test_the_branches_are_recorded():
     assert split and "x[0, 0] > 0" in split[0] and "< 0" in split[0] and "= 0" in split[0]
 
 
-@pytest.mark.parametrize("lhs,rhs", [
-    (sp.Abs(x), x),                                          # false for x < 0
-    (sp.Max(x, 0) + log1p(sp.exp(-x)), sp.log(1 + sp.exp(x))),   # |x| dropped: false for x < 0
-    (sp.sign(x) ** 2, sp.Integer(1)),                        # false at the boundary x = 0 only
-    (sp.log(1 + sp.exp(x)), x + sp.log(1 + sp.exp(x))),
-    (sp.Max(x, y), x),
-])
+@pytest.mark.parametrize(
+    "lhs,rhs",
+    [
+        (sp.Abs(x), x),  # false for x < 0
+        (sp.Max(x, 0) + log1p(sp.exp(-x)), sp.log(1 + sp.exp(x))),  # |x| dropped: false for x < 0
+        (sp.sign(x) ** 2, sp.Integer(1)),  # false at the boundary x = 0 only
+        (sp.log(1 + sp.exp(x)), x + sp.log(1 + sp.exp(x))),
+        (sp.Max(x, y), x),
+    ],
+)
 def test_false_identities_are_not_proved(lhs, rhs):
     ok, norm = decided(lhs, rhs)
     assert not ok
@@ -76,9 +83,9 @@ def test_a_split_inside_a_sum_is_per_summand():
 def test_a_nonlinear_subject_is_not_split():
     """What it cannot decide: a sign of x² − 1 (not linear in an entry) is never split on, so
     this true identity stays unproven; x³ is decided, within a split on x, by the assumptions."""
-    ok, _ = decided(sp.Abs(x ** 2 - 1), sp.Max(x ** 2 - 1, 1 - x ** 2))
+    ok, _ = decided(sp.Abs(x**2 - 1), sp.Max(x**2 - 1, 1 - x**2))
     assert not ok
-    ok, _ = decided(sp.Max(x ** 3, 0), x ** 2 * sp.Max(x, 0))
+    ok, _ = decided(sp.Max(x**3, 0), x**2 * sp.Max(x, 0))
     assert ok
 
 
@@ -90,7 +97,7 @@ def test_logs_are_compared_by_exponentiating():
 
 
 def test_a_log_of_a_possibly_negative_argument_is_not_exponentiated():
-    ok, _ = decided(sp.log(x) + sp.log(y), sp.log(x * y))     # false for x, y < 0 (complex logs)
+    ok, _ = decided(sp.log(x) + sp.log(y), sp.log(x * y))  # false for x, y < 0 (complex logs)
     assert not ok
 
 
@@ -124,7 +131,9 @@ def test_two_printed_conventions_at_a_kink_are_not_identified():
 def test_a_kink_with_a_scaled_subject_is_a_hypothesis_not_a_mistake():
     """(1 + sign x)/2 (the derived midpoint) against H(99x/100, 0) (the specification's
     subgradient): equal off the kink, the same kink (x = 0) though the subjects differ by a factor."""
-    ok, norm = decided((99 * sp.sign(x) + 101) / 200, sp.Heaviside(99 * x / 100, 0) + sp.Heaviside(-99 * x / 100, 0) / 100)
+    ok, norm = decided(
+        (99 * sp.sign(x) + 101) / 200, sp.Heaviside(99 * x / 100, 0) + sp.Heaviside(-99 * x / 100, 0) / 100
+    )
     assert ok and norm.hypotheses
     # a kink elsewhere (x = 1) is no such hypothesis: refused
     assert not decided((1 + sp.sign(x)) / 2, sp.Heaviside(x - 1, 0))[0]
@@ -136,5 +145,5 @@ def test_a_whole_sum_is_split_as_one_number():
     ok, norm = decided(sp.Max(s, 0) + sp.Min(s, 0), s)
     assert ok and any("case split" in a for a in norm.discharged)
     assert decided(sp.Abs(s) * sp.sign(s), s)[0]
-    assert not decided(sp.Abs(s), s)[0]                         # false where s < 0
+    assert not decided(sp.Abs(s), s)[0]  # false where s < 0
     assert not decided(sp.Max(s, 0), sp.Max(s, 0) + sp.Min(s, 0))[0]

@@ -1,6 +1,7 @@
 """What a user of the trainer can rely on, run as a user runs it: the README's commands as written,
 checkpoints verified before use, one line for every bad input, no run directory after a failed
 start, validated sampling options, interrupts that never lose the save, and the best checkpoint."""
+
 import json
 import re
 import shutil
@@ -10,8 +11,8 @@ import sys
 import time
 
 import pytest
-
 from cli_helpers import ROOT, SORT_TINY, TINY, assert_one_line_error, env, qed
+
 from qed import checkpoint as ckpt
 
 
@@ -34,7 +35,7 @@ def shape(line: str) -> str:
     line = re.sub(r"runs/[\w.-]+", "RUN", line)
     line = re.sub(r"\d[\d,]*(\.\d+)?(e[+-]\d+)?", "N", line)
     line = line.replace("✓", "MARK").replace("✗", "MARK")
-    return " ".join(line.split())                       # column padding depends on the numbers
+    return " ".join(line.split())  # column padding depends on the numbers
 
 
 def test_readme_commands_run_as_written(tmp_path):
@@ -52,13 +53,14 @@ def test_readme_commands_run_as_written(tmp_path):
     assert (tmp_path / "runs" / "latest").resolve() == (tmp_path / run).resolve()
     for command, lines in commands.items():
         if command in ("qed train", "qed prove"):
-            continue                           # qed prove: test_readme_prove_lines (slow)
+            continue  # qed prove: test_readme_prove_lines (slow)
         argv = command.split()
         if argv[0] == "qed":
             r = qed(*argv[1:], cwd=tmp_path)
         else:
-            r = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, cwd=ROOT,
-                               env=env(), timeout=300)
+            r = subprocess.run(
+                [sys.executable, *argv[1:]], capture_output=True, text=True, cwd=ROOT, env=env(), timeout=300
+            )
         assert r.returncode == 0, (command, r.stderr)
         got = r.stdout.strip().splitlines()
         assert [shape(g) for g in got] == [shape(ln) for ln in lines], (command, got, lines)
@@ -109,17 +111,20 @@ def test_a_config_key_removed_is_refused_not_defaulted(run, tmp_path, command):
     _edit_state(path, resign=False, edit=lambda s: s["config"].pop("n_head"))
     args = {"eval": ["eval", bad], "sample": ["sample", bad], "resume": ["train", "--resume", bad, "--steps", 20]}
     assert_one_line_error(qed(*args[command]), "changed after it was written")
-    _edit_state(path, resign=True, edit=lambda s: None)                # even with the checksum made to match
+    _edit_state(path, resign=True, edit=lambda s: None)  # even with the checksum made to match
     assert_one_line_error(qed(*args[command]), "lacks key(s) 'n_head'")
 
 
-@pytest.mark.parametrize("edit, fragment", [
-    (lambda s: s["train"].pop("dtype"), "training settings lack 'dtype'"),
-    (lambda s: s["train"].update(seed=-3), "--seed must lie in"),
-    (lambda s: s["task"].update(num_digits=4), "vocab_size is 3"),
-    (lambda s: s["config"].update(n_head="2"), "n_head='2' must be an integer"),
-    (lambda s: s["train"].update(dtype="float64"), "weights are float32 but the run's dtype is float64"),
-])
+@pytest.mark.parametrize(
+    "edit, fragment",
+    [
+        (lambda s: s["train"].pop("dtype"), "training settings lack 'dtype'"),
+        (lambda s: s["train"].update(seed=-3), "--seed must lie in"),
+        (lambda s: s["task"].update(num_digits=4), "vocab_size is 3"),
+        (lambda s: s["config"].update(n_head="2"), "n_head='2' must be an integer"),
+        (lambda s: s["train"].update(dtype="float64"), "weights are float32 but the run's dtype is float64"),
+    ],
+)
 def test_an_inconsistent_state_is_refused(run, tmp_path, edit, fragment):
     bad, path = _copy(run, tmp_path)
     _edit_state(path, edit=edit)
@@ -130,8 +135,9 @@ def test_config_json_is_a_marked_copy(run, tmp_path):
     bad, _ = _copy(run, tmp_path)
     cfg = json.loads((bad / "config.json").read_text())
     assert "qed never reads this file" in cfg["about"]
-    cfg["config"]["n_head"] = 1                                       # editing it changes nothing
+    cfg["config"]["n_head"] = 1  # editing it changes nothing
     (bad / "config.json").write_text(json.dumps(cfg))
+
     def result(d):
         return {k: v for k, v in json.loads(qed("eval", d, "--json").stdout).items() if k != "checkpoint"}
 
@@ -156,32 +162,48 @@ def test_resume_below_or_at_the_checkpoint_step_says_so(run, tmp_path):
 
 
 # --------------------------------------------------------------------------- one line, no run dir left
-@pytest.mark.parametrize("args, fragment", [
-    (["train", "--seed", "-1"], "--seed"),
-    (["train", "--n-embd", str(2**20)], "needs an estimated"),
-    (["train", "--block-size", str(10**9)], "needs an estimated"),
-    (["train", "--batch-size", str(10**9)], "needs an estimated"),
-    (["train", "--steps", "0"], "--steps"),
-    (["train", "--lr", "nan"], "--lr"),
-    (["train", "--betas", "0.9", "inf"], "--betas"),
-    (["train", "--n-head", "0"], "n_head"),
-    (["prove", "-j", "-1"], "-j"),
-    (["docs", "-j", "0"], "-j"),
-    (["audit", "--limit", "0"], "--limit"),
-    (["audit", "nope"], "no op, table or step matches nope"),
-    (["bench", "--steps", "0"], "--steps"),
-    (["bench", "--config", f"n_embd={2**20}", "--no-proofs", "--no-codegen"], "needs an estimated"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["train", "--seed", "-1"], "--seed"),
+        (["train", "--n-embd", str(2**20)], "needs an estimated"),
+        (["train", "--block-size", str(10**9)], "needs an estimated"),
+        (["train", "--batch-size", str(10**9)], "needs an estimated"),
+        (["train", "--steps", "0"], "--steps"),
+        (["train", "--lr", "nan"], "--lr"),
+        (["train", "--betas", "0.9", "inf"], "--betas"),
+        (["train", "--n-head", "0"], "n_head"),
+        (["prove", "-j", "-1"], "-j"),
+        (["docs", "-j", "0"], "-j"),
+        (["audit", "--limit", "0"], "--limit"),
+        (["audit", "nope"], "no op, table or step matches nope"),
+        (["bench", "--steps", "0"], "--steps"),
+        (["bench", "--config", f"n_embd={2**20}", "--no-proofs", "--no-codegen"], "needs an estimated"),
+    ],
+)
 def test_bad_start_is_one_line_and_leaves_no_run_directory(tmp_path, args, fragment):
     assert_one_line_error(qed(*args, cwd=tmp_path), fragment)
     assert not (tmp_path / "runs").exists()
 
 
 def test_a_run_that_diverges_before_its_first_checkpoint_removes_its_directory(tmp_path):
-    r = qed("train", "--lr", "1e12", "--min-lr", "0", "--warmup", "0", "--grad-clip", "0", "--steps", 50,
-            *SORT_TINY, cwd=tmp_path)
+    r = qed(
+        "train",
+        "--lr",
+        "1e12",
+        "--min-lr",
+        "0",
+        "--warmup",
+        "0",
+        "--grad-clip",
+        "0",
+        "--steps",
+        50,
+        *SORT_TINY,
+        cwd=tmp_path,
+    )
     assert_one_line_error(r, "loss became", "removed runs/sort-")
-    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == []   # and runs/latest went with it
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == []  # and runs/latest went with it
 
 
 def test_bad_certificates_file_is_one_line(tmp_path):
@@ -193,12 +215,19 @@ def test_bad_certificates_file_is_one_line(tmp_path):
 
 
 # --------------------------------------------------------------------------- sampling options
-@pytest.mark.parametrize("args, fragment", [
-    (["--temperature", "nan"], "--temperature"), (["--temperature", "-0.5"], "--temperature"),
-    (["--temperature", "inf"], "--temperature"), (["--top-k", "0"], "--top-k"),
-    (["--num-samples", "0"], "--num-samples"), (["--seed", "-1"], "--seed"),
-    (["--max-new-tokens", "-1"], "--max-new-tokens"), (["--num-samples", str(10**12)], "needs an estimated"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--temperature", "nan"], "--temperature"),
+        (["--temperature", "-0.5"], "--temperature"),
+        (["--temperature", "inf"], "--temperature"),
+        (["--top-k", "0"], "--top-k"),
+        (["--num-samples", "0"], "--num-samples"),
+        (["--seed", "-1"], "--seed"),
+        (["--max-new-tokens", "-1"], "--max-new-tokens"),
+        (["--num-samples", str(10**12)], "needs an estimated"),
+    ],
+)
 def test_bad_sampling_options_are_refused(run, args, fragment):
     assert_one_line_error(qed("sample", run, *args), fragment)
 
@@ -209,7 +238,7 @@ def test_temperature_zero_is_greedy_and_tiny_temperatures_stay_finite(tmp_path):
     r = qed("train", "--data", f, "--steps", 4, "--eval-every", 4, "--block-size", 16, "--out", tmp_path / "r", *TINY)
     assert r.returncode == 0, r.stderr
     greedy = qed("sample", tmp_path / "r", "--prompt", "Sh", "--greedy", "--max-new-tokens", 30).stdout
-    for t in ("0", "1e-300"):      # 1e-300: (z - max z)/τ, never ∞ − ∞
+    for t in ("0", "1e-300"):  # 1e-300: (z - max z)/τ, never ∞ − ∞
         r = qed("sample", tmp_path / "r", "--prompt", "Sh", "--temperature", t, "--max-new-tokens", 30)
         assert r.returncode == 0 and not r.stderr, r.stderr
         assert r.stdout == greedy
@@ -218,11 +247,29 @@ def test_temperature_zero_is_greedy_and_tiny_temperatures_stay_finite(tmp_path):
 
 # --------------------------------------------------------------------------- interrupts
 def _start(out, *extra):
-    p = subprocess.Popen([sys.executable, "-m", "qed", "train", "--steps", "100000", "--eval-every", "100000",
-                          "--out", str(out), *SORT_TINY, *extra], cwd=ROOT, env=env(), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    assert p.stdout.readline().startswith("qed train:")                 # the model is built
-    time.sleep(1.5)                                                     # some steps, no checkpoint yet
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "qed",
+            "train",
+            "--steps",
+            "100000",
+            "--eval-every",
+            "100000",
+            "--out",
+            str(out),
+            *SORT_TINY,
+            *extra,
+        ],
+        cwd=ROOT,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert p.stdout.readline().startswith("qed train:")  # the model is built
+    time.sleep(1.5)  # some steps, no checkpoint yet
     return p
 
 
@@ -241,7 +288,7 @@ def test_repeated_interrupts_never_lose_the_save(tmp_path, signals):
     assert p.returncode == 130 and "Traceback" not in stderr, stderr
     m = re.search(r"interrupted at step (\d+) of 100000: checkpoint saved to (\S+)", stderr)
     assert m, stderr
-    assert ckpt.load_checkpoint(out).step == int(m.group(1)) > 0         # the interval since the start is kept
+    assert ckpt.load_checkpoint(out).step == int(m.group(1)) > 0  # the interval since the start is kept
     if len(signals) > 1:
         n = len(signals) - 1
         assert f"{n} further interrupt{'s' * (n != 1)} ignored while saving" in stderr, stderr
@@ -256,11 +303,11 @@ def test_memory_estimate_refuses_only_what_cannot_fit():
 
     cfg = GPTConfig(n_layer=2, n_head=4, n_embd=48, block_size=11, vocab_size=10)
     args = dict(batch_size=64, seq_len=11, itemsize=4, backend="numpy")
-    est = check_fits(cfg, available=1 << 30, **args)                    # the default run: fits in 1 GiB
+    est = check_fits(cfg, available=1 << 30, **args)  # the default run: fits in 1 GiB
     assert est["params"] == 57_648 and est["parameter state"] == 57_648 * 4 * 5
     with pytest.raises(MemoryEstimateError, match=r"needs an estimated .* has 1 KiB available"):
         check_fits(cfg, available=1024, **args)
     huge = GPTConfig(n_layer=2, n_head=4, n_embd=2**40, block_size=11, vocab_size=10)
-    assert estimate(huge, **args)["params"] > 2**80                     # Python integers: no overflow
+    assert estimate(huge, **args)["params"] > 2**80  # Python integers: no overflow
     bigger = estimate(cfg, **dict(args, batch_size=128))
     assert bigger["activations"] == 2 * estimate(cfg, **args)["activations"]

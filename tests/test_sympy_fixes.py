@@ -1,4 +1,5 @@
 """The SymPy repair of derivations/_sympy_fixes.py: a Sum keeps a nested sum's Piecewise inside."""
+
 import sympy as sp
 
 import derivations  # noqa: F401  (applies the repair)
@@ -21,6 +22,7 @@ def test_without_the_repair_sympy_leaks_the_bound_index():
     x = sp.IndexedBase("x")
     inner = sp.Sum(sp.Piecewise((sp.exp(x[c, p]), p <= c), (0, True)), (p, 0, n - 1))
     import sympy.concrete.expr_with_limits as ewl
+
     saved, ewl._common_new = ewl._common_new, _sympy_fixes._original
     try:
         outer = sp.Sum(x[c, 0] / inner, (c, 0, n - 1))

@@ -2,6 +2,7 @@
 
 The NumPy backend's BLAS is held at one thread (OMP_NUM_THREADS=1, OPENBLAS_NUM_THREADS=1, set
 before numpy and torch load); that setting must not leave the PyTorch backend on one core."""
+
 import os
 import subprocess
 import sys
@@ -11,20 +12,24 @@ import pytest
 from qed.cpu import cpu_count
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROBE = ("from qed.cpu import one_library_thread, use_threads; one_library_thread(); import torch; "
-         "print(use_threads('torch')); print(torch.get_num_threads())")
+PROBE = (
+    "from qed.cpu import one_library_thread, use_threads; one_library_thread(); import torch; "
+    "print(use_threads('torch')); print(torch.get_num_threads())"
+)
 
 
 def _env(**extra):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "QED_TORCH_THREADS")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "QED_TORCH_THREADS")
+    }
     env.update(extra)
     return env
 
 
 def _probe(**extra) -> tuple[str, int]:
-    out = subprocess.run([sys.executable, "-c", PROBE], env=_env(**extra), cwd=ROOT, capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], env=_env(**extra), cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     words, n = out.stdout.strip().splitlines()
     return words, int(n)
@@ -53,9 +58,29 @@ def test_a_bad_thread_count_is_one_line(bad, monkeypatch):
 
 
 def test_the_train_header_states_the_threads(tmp_path):
-    cmd = [sys.executable, "-m", "qed", "train", "--backend", "torch", "--steps", "1", "--eval-every", "1",
-           "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--batch-size", "8", "--no-progress",
-           "--out", str(tmp_path / "run")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "qed",
+        "train",
+        "--backend",
+        "torch",
+        "--steps",
+        "1",
+        "--eval-every",
+        "1",
+        "--n-layer",
+        "1",
+        "--n-head",
+        "2",
+        "--n-embd",
+        "16",
+        "--batch-size",
+        "8",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "run"),
+    ]
     out = subprocess.run(cmd, env=_env(), cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     header = out.stdout.splitlines()[0]
@@ -69,6 +94,8 @@ def test_the_numpy_backend_states_its_split():
     words = use_threads("numpy", "processes")
     if default_threads() > 1:
         assert words == f"{default_threads()} batch slices (this process + 1 worker process), BLAS 1 thread each"
-        assert use_threads("numpy", "threads").startswith(f"{default_threads()} batch slices ({default_threads()} Python")
+        assert use_threads("numpy", "threads").startswith(
+            f"{default_threads()} batch slices ({default_threads()} Python"
+        )
     else:
         assert words == "1 thread, BLAS 1"

@@ -1,4 +1,5 @@
 """Training: a short run learns, resume is bit-exact, Ctrl-C saves, numpy checkpoints load in torch."""
+
 import json
 
 import numpy as np
@@ -12,7 +13,7 @@ from qed.train import Trainer, TrainSettings, generate, load_for_inference, make
 TASK = SortTask(length=4, num_digits=3)
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")   # tests/conftest.py
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 def tiny_config(task=TASK, **kw):
@@ -22,8 +23,17 @@ def tiny_config(task=TASK, **kw):
 
 
 def settings(**kw):
-    d = dict(steps=6, batch_size=8, lr=1e-2, warmup=2, min_lr=1e-3, eval_every=2, seed=3, dtype="float64",
-             max_eval_examples=32)
+    d = dict(
+        steps=6,
+        batch_size=8,
+        lr=1e-2,
+        warmup=2,
+        min_lr=1e-3,
+        eval_every=2,
+        seed=3,
+        dtype="float64",
+        max_eval_examples=32,
+    )
     d.update(kw)
     return TrainSettings(**d)
 
@@ -50,8 +60,14 @@ def test_resume_gives_identical_losses(tmp_path, backend, interrupt_at):
     assert a.run() == 0
     assert sorted(a.losses) == [1, 2, 3, 4, 5, 6]
 
-    b = Trainer.new(tiny_config(), settings(backend=backend), TASK, out=str(tmp_path / "b"), progress=False,
-                    on_step=Interrupt(interrupt_at))
+    b = Trainer.new(
+        tiny_config(),
+        settings(backend=backend),
+        TASK,
+        out=str(tmp_path / "b"),
+        progress=False,
+        on_step=Interrupt(interrupt_at),
+    )
     assert b.run() == 130  # Ctrl-C: checkpoint saved, exit status 130
     assert sorted(b.losses) == list(range(1, interrupt_at + 1))
     c = Trainer.resume(tmp_path / "b", progress=False)
@@ -73,7 +89,7 @@ def test_resume_can_extend_a_finished_run(tmp_path):
     t = Trainer.new(tiny_config(), settings(steps=4), TASK, out=str(tmp_path / "r"), progress=False)
     assert t.run() == 0
     with pytest.raises(QedError, match=r"complete \(step 4 of 4\); pass --steps N with N > 4"):
-        Trainer.resume(tmp_path / "r", progress=False)            # nothing left to do: said, not exit 0
+        Trainer.resume(tmp_path / "r", progress=False)  # nothing left to do: said, not exit 0
     for below in (2, 4):
         with pytest.raises(QedError, match=f"--steps {below}: the run is already at step 4"):
             Trainer.resume(tmp_path / "r", steps=below, progress=False)
@@ -116,8 +132,10 @@ def test_numpy_checkpoint_loads_in_torch_with_same_logits(tmp_path):
         np.testing.assert_array_equal(torch_runner.params()[k], v)
     # and greedy generation agrees
     prompts = TASK.examples("val")[:8]
-    np.testing.assert_array_equal(generate(np_runner, prompts, 4, TASK.block_size, greedy=True),
-                                  generate(torch_runner, prompts, 4, TASK.block_size, greedy=True))
+    np.testing.assert_array_equal(
+        generate(np_runner, prompts, 4, TASK.block_size, greedy=True),
+        generate(torch_runner, prompts, 4, TASK.block_size, greedy=True),
+    )
 
 
 def test_checkpoint_of_other_model_is_refused(tmp_path):
@@ -138,8 +156,9 @@ def test_text_run(tmp_path):
     f.write_text("the quick brown fox jumps over the lazy dog. " * 30)
     task = load_text(str(f))
     cfg = GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=16, vocab_size=task.vocab_size)
-    t = Trainer.new(cfg, settings(steps=4, eval_every=2, eval_batches=2), task, out=str(tmp_path / "run"),
-                    progress=False)
+    t = Trainer.new(
+        cfg, settings(steps=4, eval_every=2, eval_batches=2), task, out=str(tmp_path / "run"), progress=False
+    )
     assert t.run() == 0
     recs = read_metrics(tmp_path / "run")
     assert len(recs) == 2 and "accuracy" not in recs[-1]
@@ -177,8 +196,12 @@ def test_default_train_reaches_99_percent(tmp_path):
     import time
 
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "qed", "train", "--out", str(tmp_path / "run"), "--no-progress"],
-                       capture_output=True, text=True, timeout=900)
+    r = subprocess.run(
+        [sys.executable, "-m", "qed", "train", "--out", str(tmp_path / "run"), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     wall = time.perf_counter() - t0
     assert r.returncode == 0, r.stderr
     last = read_metrics(tmp_path / "run")[-1]

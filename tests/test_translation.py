@@ -5,6 +5,7 @@ One test per op (forward outputs and every gradient, for every flag combination)
 per table; and negative tests: an edited copy of a generated file's text (one character of one
 printed line changed) must be reported as a mismatch.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -75,8 +76,9 @@ WRONG_LINES = [
 ]
 
 
-@pytest.mark.parametrize("name,kind,line,wrong", WRONG_LINES,
-                         ids=[f"{n}:{w.strip()[:24]}" for n, _, _, w in WRONG_LINES])
+@pytest.mark.parametrize(
+    "name,kind,line,wrong", WRONG_LINES, ids=[f"{n}:{w.strip()[:24]}" for n, _, _, w in WRONG_LINES]
+)
 def test_a_wrong_printed_line_is_reported(name, kind, line, wrong):
     text = (GENERATED / f"{name}.py").read_text()
     assert text.count(line) == 1, f"the printed line {line!r} is not in generated/numpy/{name}.py"
@@ -107,9 +109,9 @@ def test_a_swapped_mask_axis_is_reported():
 
 def test_an_unmodelled_numpy_function_is_an_error():
     with pytest.raises(tv.ShimError, match="np.einsum"):
-        tv.NUMPY.einsum
+        _ = tv.NUMPY.einsum
     with pytest.raises(tv.ShimError, match="math.fsum"):
-        tv.MATH.fsum
+        _ = tv.MATH.fsum
 
 
 def test_the_real_modules_are_untouched():
@@ -145,13 +147,20 @@ def test_mha_layout_equals_the_head_index_map():
     assert len(checks) == 12 and all(c.ok for c in checks), [str(c) for c in checks if not c.ok]
 
 
-@pytest.mark.parametrize("line, wrong", [
-    ("q, k, v = (_split_heads(t, n_head)", "k, q, v = (_split_heads(t, n_head)"),
-    ("return np.swapaxes(t.reshape(*lead, T, n_head, C // n_head), -2, -3)",
-     "return t.reshape(*lead, n_head, T, C // n_head)"),
-    ("dqkv = np.concatenate([_merge_heads(t) for t in (dq, dk, dv)], axis=-1)",
-     "dqkv = np.concatenate([_merge_heads(t) for t in (dq, dv, dk)], axis=-1)"),
-])
+@pytest.mark.parametrize(
+    "line, wrong",
+    [
+        ("q, k, v = (_split_heads(t, n_head)", "k, q, v = (_split_heads(t, n_head)"),
+        (
+            "return np.swapaxes(t.reshape(*lead, T, n_head, C // n_head), -2, -3)",
+            "return t.reshape(*lead, n_head, T, C // n_head)",
+        ),
+        (
+            "dqkv = np.concatenate([_merge_heads(t) for t in (dq, dk, dv)], axis=-1)",
+            "dqkv = np.concatenate([_merge_heads(t) for t in (dq, dv, dk)], axis=-1)",
+        ),
+    ],
+)
 def test_a_wrong_mha_layout_is_reported(line, wrong):
     text = (tv.GENERATED / "mha.py").read_text()
     assert line in text

@@ -7,6 +7,7 @@ One test per op (forward outputs and every gradient, for every flag combination)
 table and for the mha template; and negative tests: an edited copy of a generated torch file's
 text (one printed line changed; generated/ on disk is never touched) must be reported.
 """
+
 from __future__ import annotations
 
 import ast
@@ -14,13 +15,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_translation import _failures  # noqa: E402 - the NumPy run's report of failed checks
 
 from derivations import registry
 from derivations.proof.obligations import flag_sets
 from qed.tools import torch_shim as ts
 from qed.tools import translation as tv
-
-from test_translation import _failures  # noqa: E402 - the NumPy run's report of failed checks
 
 GENERATED = Path(__file__).resolve().parent.parent / "generated" / "torch"
 
@@ -88,14 +88,26 @@ def _reported(checks, mismatch=True):
 # (file, validation, flags, printed text, the same with one wrong edit, a mismatch (not a failed run))
 WRONG_LINES = [
     # the causal mask's diagonal: query i would not see key i
-    ("attention", "op", [frozenset({"causal"})],
-     "device=s.device).triu(1), -math.inf)", "device=s.device).triu(0), -math.inf)", True),
+    (
+        "attention",
+        "op",
+        [frozenset({"causal"})],
+        "device=s.device).triu(1), -math.inf)",
+        "device=s.device).triu(0), -math.inf)",
+        True,
+    ),
     # a clamp bound swapped: min(x, 0) for max(x, 0)
     ("relu", "op", None, "y = torch.clamp(x, min=0)", "y = torch.clamp(x, max=0)", True),
     ("squared_relu", "op", None, "y_max = torch.clamp(x, min=0)", "y_max = torch.clamp(x, max=0)", True),
     # addcmul's value= dropped: Φ + g·G(g) for Φ + g·G(g)/√(2π)
-    ("gelu", "op", None, "torch.addcmul(cdf, dx, x, value=math.sqrt(2)/(2*math.sqrt(math.pi)), out=dx)",
-     "torch.addcmul(cdf, dx, x, out=dx)", True),
+    (
+        "gelu",
+        "op",
+        None,
+        "torch.addcmul(cdf, dx, x, value=math.sqrt(2)/(2*math.sqrt(math.pi)), out=dx)",
+        "torch.addcmul(cdf, dx, x, out=dx)",
+        True,
+    ),
     # the sign of a fused update: m ← (1−β₁)g − β₁m
     ("adam", "step", None, "m_new.add_(m, alpha=beta1)", "m_new.add_(m, alpha=-beta1)", True),
     # the sign of an in-place subtraction
@@ -111,26 +123,47 @@ WRONG_LINES = [
     # the table's parity
     ("sinusoidal", "table", None, "    sign_col = (1 - 2*(col % 2))", "    sign_col = (1 - 2*(row % 2))", True),
     # the autograd.Function's backward returns two gradients in the wrong order
-    ("swiglu", "op", None, "\n        return dx, dw_gate, dw_up, dw_down",
-     "\n        return dx, dw_up, dw_gate, dw_down", True),
+    (
+        "swiglu",
+        "op",
+        None,
+        "\n        return dx, dw_gate, dw_up, dw_down",
+        "\n        return dx, dw_up, dw_gate, dw_down",
+        True,
+    ),
     # the functional form passes the parameters to Function.apply in the wrong order
-    ("layernorm", "op", None, "LayernormFunction.apply(x, gamma, beta, eps)",
-     "LayernormFunction.apply(x, beta, gamma, eps)", True),
+    (
+        "layernorm",
+        "op",
+        None,
+        "LayernormFunction.apply(x, gamma, beta, eps)",
+        "LayernormFunction.apply(x, beta, gamma, eps)",
+        True,
+    ),
     # the ctx keeps one array too few: the backward unpacks a cache of the wrong length
     ("linear", "op", None, "ctx.save_for_backward(*cache[:2])", "ctx.save_for_backward(*cache[:1])", False),
     # the Function's backward returns a gradient for an option
     ("layernorm", "op", None, "return dx, dgamma, dbeta, None", "return dx, dgamma, dbeta, dbeta", False),
     # the module's parameter created with its axes swapped
-    ("linear", "op", None, "torch.empty((n_out, n_in), device=device, dtype=dtype)",
-     "torch.empty((n_in, n_out), device=device, dtype=dtype)", False),
+    (
+        "linear",
+        "op",
+        None,
+        "torch.empty((n_out, n_in), device=device, dtype=dtype)",
+        "torch.empty((n_in, n_out), device=device, dtype=dtype)",
+        False,
+    ),
     # a function the shim does not model: an error of the run, never a pass
     ("relu", "op", None, "y = torch.clamp(x, min=0)", "y = torch.relu(x)", False),
     ("softmax", "op", None, "    y.exp_()", "    y.exp2_()", False),
 ]
 
 
-@pytest.mark.parametrize("name,kind,flags,line,wrong,mismatch", WRONG_LINES,
-                         ids=[f"{n}:{w.strip()[:30]}" for n, _, _, _, w, _ in WRONG_LINES])
+@pytest.mark.parametrize(
+    "name,kind,flags,line,wrong,mismatch",
+    WRONG_LINES,
+    ids=[f"{n}:{w.strip()[:30]}" for n, _, _, _, w, _ in WRONG_LINES],
+)
 def test_a_wrong_printed_torch_line_is_reported(name, kind, flags, line, wrong, mismatch):
     edited = _edited(name, line, wrong)
     if kind == "op":
@@ -145,30 +178,46 @@ def test_a_wrong_printed_torch_line_is_reported(name, kind, flags, line, wrong, 
 def test_the_unedited_torch_texts_pass():
     """The edits above, not the harness, make the difference: the same validations of the
     unedited files pass."""
-    checks = (tv.validate_op("attention", flags=[frozenset({"causal"})], backend="torch")
-              + tv.validate_op("layernorm", backend="torch") + tv.validate_op("linear", backend="torch")
-              + tv.validate_step("adam", backend="torch")
-              + tv.validate_table("sinusoidal_table", backend="torch"))
+    checks = (
+        tv.validate_op("attention", flags=[frozenset({"causal"})], backend="torch")
+        + tv.validate_op("layernorm", backend="torch")
+        + tv.validate_op("linear", backend="torch")
+        + tv.validate_step("adam", backend="torch")
+        + tv.validate_table("sinusoidal_table", backend="torch")
+    )
     assert not _failures(checks), _failures(checks)
 
 
 def test_a_wrong_function_backward_is_the_wrappers_finding():
     """The gradients in the wrong order: the kernels still pass, the Function's backward fails."""
-    edited = _edited("swiglu", "\n        return dx, dw_gate, dw_up, dw_down",
-                     "\n        return dx, dw_up, dw_gate, dw_down")
+    edited = _edited(
+        "swiglu", "\n        return dx, dw_gate, dw_up, dw_down", "\n        return dx, dw_up, dw_gate, dw_down"
+    )
     bad = _reported(tv.validate_op("swiglu", source=edited, backend="torch"))
     assert {c.what for c in bad} == {"Function.backward dw_gate", "Function.backward dw_up"}
 
 
-@pytest.mark.parametrize("op,line,wrong", [
-    ("gelu", "    g.mul_(-0.5)", "    g.mul_(-0.25)"),                       # the Gaussian's −1/2
-    ("layernorm", "return torch.mean(a, dim=-1, keepdim=True)",
-     "return torch.sum(a, dim=-1, keepdim=True)"),                            # rowmean as rowsum
-    ("rmsnorm", "return torch.mean(a, dim=-1, keepdim=True)",
-     "return torch.mean(a, dim=-2, keepdim=True)"),                           # rowmean's axis
-    ("linear", "return torch.addmm(b, rows(x), w).reshape(*x.shape[:-1], w.shape[-1])",
-     "return torch.addmm(b, rows(x), w, alpha=2).reshape(*x.shape[:-1], w.shape[-1])"),
-])
+@pytest.mark.parametrize(
+    "op,line,wrong",
+    [
+        ("gelu", "    g.mul_(-0.5)", "    g.mul_(-0.25)"),  # the Gaussian's −1/2
+        (
+            "layernorm",
+            "return torch.mean(a, dim=-1, keepdim=True)",
+            "return torch.sum(a, dim=-1, keepdim=True)",
+        ),  # rowmean as rowsum
+        (
+            "rmsnorm",
+            "return torch.mean(a, dim=-1, keepdim=True)",
+            "return torch.mean(a, dim=-2, keepdim=True)",
+        ),  # rowmean's axis
+        (
+            "linear",
+            "return torch.addmm(b, rows(x), w).reshape(*x.shape[:-1], w.shape[-1])",
+            "return torch.addmm(b, rows(x), w, alpha=2).reshape(*x.shape[:-1], w.shape[-1])",
+        ),
+    ],
+)
 def test_a_wrong_support_helper_is_reported(op, line, wrong):
     """generated/torch/_support.py is run as printed too: an edit of a helper fails the kernels
     that call it."""
@@ -183,12 +232,12 @@ def test_a_wrong_mha_torch_layout_is_reported():
     checks = tv.validate_mha(backend="torch", source=text.replace(line, line.replace("dq, dk, dv", "dq, dv, dk")))
     assert any(not c.ok for c in checks)
     line = "q, k, v = (_split_heads(t, n_head) for t in qkv.chunk(3, dim=-1))"
-    assert text.count(line) == 2                  # mha_forward and the functional mha
+    assert text.count(line) == 2  # mha_forward and the functional mha
     edited = text.replace("    " + line + "    # (..., h, T, d)", "    k, q, v" + line[7:] + "    # (..., h, T, d)")
     assert edited != text
     checks = tv.validate_mha(backend="torch", source=edited)
     assert any(not c.ok for c in checks if c.what == "forward out")
-    assert all(c.ok for c in checks if c.what == "functional out")      # the other copy is right
+    assert all(c.ok for c in checks if c.what == "functional out")  # the other copy is right
 
 
 # ------------------------------------------------------------------------------- the shim itself
@@ -214,21 +263,21 @@ def test_every_torch_name_the_printed_code_reads_is_modelled():
     for dotted in sorted(names):
         obj = ts.TORCH
         for part in dotted.split(".")[1:]:
-            obj = getattr(obj, part)                 # a ShimError here names the gap
+            obj = getattr(obj, part)  # a ShimError here names the gap
 
 
 def test_an_unmodelled_torch_function_is_an_error():
     with pytest.raises(tv.ShimError, match="torch.einsum"):
-        ts.TORCH.einsum
+        _ = ts.TORCH.einsum
     with pytest.raises(tv.ShimError, match="torch.nn.functional.gelu"):
-        ts.TORCH.nn.functional.gelu
+        _ = ts.TORCH.nn.functional.gelu
     t = ts.tensor(tv._symbols("x", (2, 3)))
     with pytest.raises(tv.ShimError, match="Tensor.relu_"):
         t.relu_()
     with pytest.raises(tv.ShimError, match="inexact float"):
         t * 0.5
     with pytest.raises(tv.ShimError, match="not decided"):
-        t.masked_fill_(t > 0, 0)                     # a symbolic comparison is no mask
+        t.masked_fill_(t > 0, 0)  # a symbolic comparison is no mask
     with pytest.raises(tv.ShimError, match="rounding_mode"):
         ts.TORCH.div(t, t, rounding_mode="floor")
 
@@ -238,25 +287,25 @@ def test_the_shim_keeps_torch_semantics():
 
     x = tv._symbols("x", (2, 3))
     t = ts.tensor(x)
-    v = t[:, 1:]                                     # a view: in place through it writes t
+    v = t[:, 1:]  # a view: in place through it writes t
     v.mul_(2)
     assert t._a[0, 1] == 2 * x[0, 1] and t._a[0, 0] == x[0, 0]
     out = ts.tensor(tv._symbols("o", (2, 3)))
-    r = ts.TORCH.add(t, t, alpha=3, out=out)         # out= writes in place
+    r = ts.TORCH.add(t, t, alpha=3, out=out)  # out= writes in place
     assert r is out and out._a[0, 0] == 4 * x[0, 0]
     assert t.to(ts.FLOAT) is t and t.contiguous() is t
     ids = ts.tensor(__import__("numpy").array([0, 2]))
     assert ids.dtype is ts.LONG and ids.long() is ids
     assert ((t > 0).to(ts.FLOAT))._a[0, 0] == sp.Heaviside(x[0, 0], 0)
     with pytest.raises(ValueError):
-        t[None].expand(2, 2, 3).add_(1)              # an expanded view is read-only
+        t[None].expand(2, 2, 3).add_(1)  # an expanded view is read-only
     ctx = ts.FunctionCtx()
     ctx.save_for_backward(t)
-    t.exp_()                                         # changed after it was saved
+    t.exp_()  # changed after it was saved
     with pytest.raises(RuntimeError, match="inplace"):
-        ctx.saved_tensors
+        _ = ctx.saved_tensors
     with pytest.raises(tv.ShimError, match="ctx.missing"):
-        ctx.missing
+        _ = ctx.missing
 
 
 def test_the_code_objects_carry_the_generated_files_paths():
@@ -291,11 +340,10 @@ def test_the_real_torch_modules_are_untouched():
 
     tv.load_torch("layernorm")
     assert real.torch is torch
-    f32 = {"dtype": torch.float32}          # explicit: another test module sets the default dtype
+    f32 = {"dtype": torch.float32}  # explicit: another test module sets the default dtype
     y, _ = real.layernorm_forward(torch.ones(2, 3, **f32), torch.ones(3, **f32), torch.zeros(3, **f32))
     assert y.dtype == torch.float32
-    assert "generated.torch._support" not in sys.modules or \
-        sys.modules["generated.torch._support"].torch is torch
+    assert "generated.torch._support" not in sys.modules or sys.modules["generated.torch._support"].torch is torch
 
 
 def test_literals_are_read_exactly():
@@ -324,16 +372,20 @@ def test_tiled_text_equals_attention_lse(backend):
             assert {(w, flags) for w in want} <= whats
 
 
-@pytest.mark.parametrize("line,wrong", [
-    # the running sum not rescaled to the new max
-    ("ell_r = alpha*ell_r + _support.rowsum(p_blk)", "ell_r = ell_r + _support.rowsum(p_blk)"),
-    # dQ of one block only: the accumulation over blocks dropped
-    ("dq_r = dq_r + (ds_blk @ k[..., P:P + B, :])/math.sqrt(d_k)",
-     "dq_r = (ds_blk @ k[..., P:P + B, :])/math.sqrt(d_k)"),
-])
+@pytest.mark.parametrize(
+    "line,wrong",
+    [
+        # the running sum not rescaled to the new max
+        ("ell_r = alpha*ell_r + _support.rowsum(p_blk)", "ell_r = ell_r + _support.rowsum(p_blk)"),
+        # dQ of one block only: the accumulation over blocks dropped
+        (
+            "dq_r = dq_r + (ds_blk @ k[..., P:P + B, :])/math.sqrt(d_k)",
+            "dq_r = (ds_blk @ k[..., P:P + B, :])/math.sqrt(d_k)",
+        ),
+    ],
+)
 def test_a_wrong_tiled_line_is_reported(line, wrong):
-    checks = tv.validate_tiled("torch", source=_edited("attention_tiled", line, wrong),
-                               flags=[frozenset()])
+    checks = tv.validate_tiled("torch", source=_edited("attention_tiled", line, wrong), flags=[frozenset()])
     _reported(checks)
 
 
@@ -344,13 +396,20 @@ def test_validate_all_runs_both_backends_by_default(monkeypatch):
         def f(*args, backend="numpy", **kwargs):
             seen.append((kind, backend))
             return []
+
         return f
+
     for kind in ("validate_op", "validate_step", "validate_table", "validate_mha", "validate_tiled"):
         monkeypatch.setattr(tv, kind, record(kind))
     tv.validate_all()
     assert {b for _, b in seen} == {"numpy", "torch"}
-    assert {k for k, b in seen if b == "torch"} == {"validate_op", "validate_step", "validate_table",
-                                                    "validate_mha", "validate_tiled"}
+    assert {k for k, b in seen if b == "torch"} == {
+        "validate_op",
+        "validate_step",
+        "validate_table",
+        "validate_mha",
+        "validate_tiled",
+    }
     seen.clear()
     tv.validate_all("torch")
     assert {b for _, b in seen} == {"torch"}

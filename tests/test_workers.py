@@ -1,6 +1,7 @@
 """NumpyGPT with parallel="processes": the batch slices run in worker processes (qed/workers.py)
 and give, bit for bit, what the same slices give in threads; failures surface; nothing is left
 behind."""
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,7 @@ def batch(B, cfg, seed=0):
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, cfg.vocab_size, (B, cfg.block_size))
     tgt = rng.integers(0, cfg.vocab_size, (B, cfg.block_size))
-    tgt[0, :3] = -1                                    # slices with different numbers of scored tokens
+    tgt[0, :3] = -1  # slices with different numbers of scored tokens
     return idx, tgt
 
 
@@ -54,7 +55,7 @@ def test_replaced_parameters_reach_the_workers():
     out = []
     for parallel in ("threads", "processes"):
         with NumpyGPT(cfg, threads=2, parallel=parallel) as m:
-            m.forward(idx, tgt)                        # workers started on the old values
+            m.forward(idx, tgt)  # workers started on the old values
             m.backward()
             m.params["h.0.attn.c_attn.weight"] = m.params["h.0.attn.c_attn.weight"] * 3.0
             out.append(m.forward(idx, tgt)[1])
@@ -83,7 +84,7 @@ def test_a_dead_worker_is_reported_and_close_recovers():
         m.parallel.workers.procs[0].wait()
         with pytest.raises(WorkerError, match="exited"):
             m.forward(idx, tgt)
-        m.close()                                      # the next step starts a new worker
+        m.close()  # the next step starts a new worker
         assert m.forward(idx, tgt)[1] == loss0
 
 
@@ -92,24 +93,25 @@ def test_no_shared_memory_left_behind():
     as soon as it is made (the workers inherit its descriptor), which is closed when the model
     goes."""
     import gc
+
     cfg = GPTConfig(**TINY)
     idx, tgt = batch(4, cfg)
     m = NumpyGPT(cfg, threads=2, parallel="processes")
     fd = m.parallel.shared.fd
-    assert m.parallel.shared.path is None and os.fstat(fd).st_nlink == 0   # a file with no name
+    assert m.parallel.shared.path is None and os.fstat(fd).st_nlink == 0  # a file with no name
     m.forward(idx, tgt)
     m.backward()
     workers = m.parallel.workers
     assert all(g.path is None for g in workers._grad_bufs) and all(io[0].path is None for io in workers._io)
     procs = list(workers.procs)
     m.close()
-    assert all(p.poll() is not None for p in procs)    # the workers have exited
-    assert m.forward(idx, tgt)[1] is not None          # new workers map the same descriptor
+    assert all(p.poll() is not None for p in procs)  # the workers have exited
+    assert m.forward(idx, tgt)[1] is not None  # new workers map the same descriptor
     m.close()
     del m, workers
     gc.collect()
     with pytest.raises(OSError):
-        os.fstat(fd)                                   # closed with the model
+        os.fstat(fd)  # closed with the model
 
 
 def test_sigkill_leaves_no_shared_file(tmp_path):
@@ -130,13 +132,14 @@ def test_sigkill_leaves_no_shared_file(tmp_path):
         "idx = rng.integers(0, cfg.vocab_size, (4, cfg.block_size))\n"
         "m.forward(idx, idx); m.backward()\n"
         "print(m.parallel.workers.procs[0].pid, flush=True)\n"
-        "os.kill(os.getpid(), signal.SIGKILL)\n")
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, QED_SHM_DIR=str(tmp_path), PYTHONPATH=root)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     worker = int(proc.stdout.split()[0])
-    for _ in range(100):                               # the worker sees EOF and exits
+    for _ in range(100):  # the worker sees EOF and exits
         try:
             os.kill(worker, 0)
         except ProcessLookupError:
@@ -154,7 +157,7 @@ def test_forward_without_targets_and_one_row_stay_in_this_process():
     ref = NumpyGPT(cfg, threads=2, parallel="threads")
     assert np.array_equal(m.forward(idx)[0], ref.forward(idx)[0])
     assert m.forward(idx[:1], tgt[:1])[1] == ref.forward(idx[:1], tgt[:1])[1]
-    assert m.parallel.workers is None                  # nothing needed a worker
+    assert m.parallel.workers is None  # nothing needed a worker
     m.close()
 
 
@@ -162,13 +165,14 @@ def test_bad_parallel_and_bad_buffer():
     with pytest.raises(ValueError, match="parallel must be"):
         NumpyGPT(GPTConfig(**TINY), parallel="gpu")
     from qed.flat import flat_params
+
     with pytest.raises(ValueError, match="buffer must be"):
         flat_params({"w": np.ones((2, 2))}, np.float32, buffer=np.empty(3, np.float32))
 
 
 def test_shared_array_is_shared_between_mappings():
     a = SharedArray(5, np.float32)
-    b = SharedArray(5, np.float32, a.path)            # a second mapping of the same file
+    b = SharedArray(5, np.float32, a.path)  # a second mapping of the same file
     a.array[:] = np.arange(5)
     assert np.array_equal(b.array, np.arange(5, dtype=np.float32))
     path = a.path

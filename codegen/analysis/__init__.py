@@ -4,10 +4,20 @@
 * `op_analysis.py`: `analyse(op)` -> `Analysis` (arguments, size bindings, checks, cache);
 * `denominators.py`: the denominators of the printed formulas that must not be 0.
 """
+
 from __future__ import annotations
 
 from .op_analysis import Analysis, analyse
 from .storage import Arg, arrays_in, keeps_leading_axes, size_symbols, storage_axis, storage_shape, storage_text
 
-__all__ = ["Analysis", "analyse", "Arg", "storage_axis", "storage_shape", "storage_text",
-           "arrays_in", "keeps_leading_axes", "size_symbols"]
+__all__ = [
+    "Analysis",
+    "analyse",
+    "Arg",
+    "storage_axis",
+    "storage_shape",
+    "storage_text",
+    "arrays_in",
+    "keeps_leading_axes",
+    "size_symbols",
+]

@@ -10,18 +10,21 @@ expressions alone:
 * neither (Σ mask, a count of the inputs): it is computed from the inputs and checked at run
   time (`_v.nonzero`).
 """
+
 from __future__ import annotations
 
 import sympy as sp
 
 from derivations.language.arrays import Array, MatMul, shape_of
-from derivations.language.denominators import SUMS as _SUMS, classified
+from derivations.language.denominators import SUMS as _SUMS
+from derivations.language.denominators import classified
 from derivations.language.ops import Op
 
 from ..names import CodegenError
-from .storage import arrays_in, size_symbols
+from .storage import size_symbols
 
 __all__ = ["denominator_guards"]
+
 
 def _zero_when(den, options: set) -> set:
     """The sizes s such that `den` is 0 when s is 0: a size itself, a sum over an axis of length
@@ -54,10 +57,12 @@ def denominator_guards(op: Op, options: set, where: str):
         for s in sorted(_zero_when(full, options), key=lambda s: s.name):
             zero.setdefault(s, shown)
         if kind == "other":
-            raise CodegenError(f"{where}: the denominator {sp.sstr(den)} of line "
-                               f"{asg.target.name} is not provably nonzero and is not a "
-                               "function of the inputs alone (it cannot be checked before "
-                               "the forward runs)")
+            raise CodegenError(
+                f"{where}: the denominator {sp.sstr(den)} of line "
+                f"{asg.target.name} is not provably nonzero and is not a "
+                "function of the inputs alone (it cannot be checked before "
+                "the forward runs)"
+            )
         if kind == "inputs":
             data.setdefault(sp.sstr(full), (full, shown))
     return sorted(zero.items(), key=lambda kv: kv[0].name), list(data.values())

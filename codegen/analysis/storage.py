@@ -5,6 +5,7 @@
 * row vector, rows == 1: 1-D `(cols,)`; axis 1 is `shape[-1]`;
 * integer ids, declared `(T, 1)`: `(..., T)`; axis 0 is `shape[-1]`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,8 +16,7 @@ from derivations.language.arrays import Array, ColSum, Contract
 
 from ..names import CodegenError
 
-__all__ = ["Arg", "storage_axis", "storage_text", "storage_shape", "size_symbols", "arrays_in",
-           "keeps_leading_axes"]
+__all__ = ["Arg", "storage_axis", "storage_text", "storage_shape", "size_symbols", "arrays_in", "keeps_leading_axes"]
 
 
 @dataclass
@@ -24,10 +24,10 @@ class Arg:
     """One positional argument of `<op>_forward`."""
 
     array: Array
-    role: str                    # "input" or "param"
+    role: str  # "input" or "param"
     integer: bool
-    constant: bool = False       # a float input without a gradient (Op.constant_inputs)
-    optional: int = 0            # leading declared axes that may be absent (Op.optional_axes)
+    constant: bool = False  # a float input without a gradient (Op.constant_inputs)
+    optional: int = 0  # leading declared axes that may be absent (Op.optional_axes)
 
     @property
     def differentiable(self) -> bool:
@@ -90,12 +90,10 @@ def storage_text(arr: Array, integer: bool, batched: bool, printer) -> str:
     return "(" + ", ".join(text) + ("," if len(text) == 1 else "") + ")"
 
 
-def storage_shape(arr: Array, integer: bool, batched: bool, sizes: dict,
-                  batch: tuple = (2,)) -> tuple:
+def storage_shape(arr: Array, integer: bool, batched: bool, sizes: dict, batch: tuple = (2,)) -> tuple:
     """The concrete stored shape of `arr` at `sizes` (Symbol or name -> int): for examples."""
-    subs = {(sp.Symbol(k, integer=True, positive=True) if isinstance(k, str) else k): v
-            for k, v in sizes.items()}
-    row_vector = sp.sympify(arr.shape[0]) == 1          # declared (1, n), whatever n is
+    subs = {(sp.Symbol(k, integer=True, positive=True) if isinstance(k, str) else k): v for k, v in sizes.items()}
+    row_vector = sp.sympify(arr.shape[0]) == 1  # declared (1, n), whatever n is
     rows, cols = (int(sp.sympify(d).xreplace(subs)) for d in arr.shape)
     dims = (rows,) if integer else ((cols,) if row_vector else (rows, cols))
     return (tuple(batch) if batched else ()) + dims
@@ -103,8 +101,7 @@ def storage_shape(arr: Array, integer: bool, batched: bool, sizes: dict,
 
 # what an expression reads ------------------------------------------------------------------
 def size_symbols(expr, option_symbols) -> set:
-    return {s for s in sp.sympify(expr).free_symbols
-            if not isinstance(s, Array) and s not in option_symbols}
+    return {s for s in sp.sympify(expr).free_symbols if not isinstance(s, Array) and s not in option_symbols}
 
 
 def arrays_in(expr) -> set:

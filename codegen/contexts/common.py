@@ -6,6 +6,7 @@ Each builder (op.py, table.py, step.py, special.py, files.py) states what is par
 kind of artefact and calls these for the rest, so that an option is documented, coerced and
 checked the same way in every generated function.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,10 +17,23 @@ import sympy as sp
 from ..names import CodegenError
 from ..printers import MODULE_IMPORTS
 
-__all__ = ["quoted", "wrapped", "tuple_text", "class_name", "exports", "dims_text", "import_lines",
-           "option_default", "option_param", "coercion", "domain_bounds", "option_doc", "docstring_text",
-           "source_path", "backend_title"]
-
+__all__ = [
+    "quoted",
+    "wrapped",
+    "tuple_text",
+    "class_name",
+    "exports",
+    "dims_text",
+    "import_lines",
+    "option_default",
+    "option_param",
+    "coercion",
+    "domain_bounds",
+    "option_doc",
+    "docstring_text",
+    "source_path",
+    "backend_title",
+]
 
 
 # literals, calls, prose ------------------------------------------------------------------------
@@ -117,13 +131,14 @@ def domain_bounds(o):
     dom = o.allowed()
     if dom == sp.S.Reals or dom == sp.S.Integers:
         return None
-    if isinstance(dom, sp.Range):                      # integers lo, lo + 1, ...: [lo, ∞)
+    if isinstance(dom, sp.Range):  # integers lo, lo + 1, ...: [lo, ∞)
         dom = sp.Interval(dom.inf, sp.oo)
     if not isinstance(dom, sp.Interval):
         raise CodegenError(f"option {o.name}: domain {dom} is not an interval")
 
     def end(x):
         return None if x.is_infinite else repr(int(x) if x.is_integer else float(x))
+
     return end(dom.left), end(dom.right), bool(dom.left_open), bool(dom.right_open)
 
 
@@ -144,5 +159,6 @@ def option_doc(o, *, required_shows_default: bool = True) -> list[str]:
     (without the default for a required one, unless `required_shows_default`)."""
     default = "" if o.default is None and not required_shows_default else f", default {option_default(o)}"
     domain = _domain_text(o)
-    return wrapped(f"{o.name}: option{default}" + (f" ({domain})" if domain else "") +
-                   (f"; {o.doc}" if o.doc else ""), 84)
+    return wrapped(
+        f"{o.name}: option{default}" + (f" ({domain})" if domain else "") + (f"; {o.doc}" if o.doc else ""), 84
+    )

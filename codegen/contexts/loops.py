@@ -15,6 +15,7 @@ prints what runs inside it:
 
 Nothing here is a formula: the values are the Assigns' expressions, printed.
 """
+
 from __future__ import annotations
 
 import sympy as sp
@@ -26,7 +27,7 @@ from ..printers import printer_for
 
 __all__ = ["loop_context"]
 
-ROWS_START = sp.Symbol("R", integer=True, nonnegative=True)    # the first query row a block visits
+ROWS_START = sp.Symbol("R", integer=True, nonnegative=True)  # the first query row a block visits
 
 
 def _row_arrays(loop, rows) -> list[Array]:
@@ -47,9 +48,13 @@ def _restricted(loop, rows):
     views = {a: Array(a.name + "_r", a.shape, latex=a.name) for a in _row_arrays(loop, rows)}
     body = []
     for line in loop.body:
-        expr = sp.sympify(line.expr).replace(
-            lambda e: isinstance(e, BlockCausalMask),
-            lambda e: BlockCausalMask(e.args[0], e.args[1] - ROWS_START)).xreplace(views)
+        expr = (
+            sp.sympify(line.expr)
+            .replace(
+                lambda e: isinstance(e, BlockCausalMask), lambda e: BlockCausalMask(e.args[0], e.args[1] - ROWS_START)
+            )
+            .xreplace(views)
+        )
         body.append(type(line)(views.get(line.target, line.target), expr, line.when, line.note))
     return body, views
 
@@ -72,17 +77,21 @@ def loop_context(loop, backend: str, rows) -> dict:
     init_lines = [a for a in loop.init if a not in init]
     for lines in (loop.init, loop.body, body, loop.end):
         mark(lines)
-    full = [(a.target.name, printer.doprint(a.target.shape[0]), printer.doprint(a.target.shape[1]),
-             printer.doprint(a.expr)) for a in init]
+    full = [
+        (a.target.name, printer.doprint(a.target.shape[0]), printer.doprint(a.target.shape[1]), printer.doprint(a.expr))
+        for a in init
+    ]
     names = {a.name for a in batched}
     return {
-        "full": full,                                            # (name, rows, cols, value)
+        "full": full,  # (name, rows, cols, value)
         "init": lower_body(init_lines, printer_for(backend), batched, taken=names),
         "body": lower_body(body, printer, batched, taken=names),
         "views": [(views[a].name, a.name) for a in views],
         "carried": [(views[a].name, a.name) for a in loop.carried if a in views],
-        "rows_out": [(out.name, blk.name, printer.doprint(out.shape[0]), printer.doprint(out.shape[1]))
-                     for out, blk in loop.rows_out.items()],
+        "rows_out": [
+            (out.name, blk.name, printer.doprint(out.shape[0]), printer.doprint(out.shape[1]))
+            for out, blk in loop.rows_out.items()
+        ],
         "end": lower_body(loop.end, printer_for(backend), batched, taken=names),
         "modules": printer.modules,
     }

@@ -6,6 +6,7 @@ From the analysis (codegen/analysis): the argument checks as one `SIGNATURE` con
 lowering: the forward and the backward bodies; from the printers: every shape and size as text.
 The template only lays these out.
 """
+
 from __future__ import annotations
 
 from derivations.language.ops import Op
@@ -14,8 +15,19 @@ from ..analysis import Arg, analyse
 from ..lowering import lower_body, shape_comment
 from ..names import CodegenError, PrinterError
 from ..printers import printer_for
-from .common import (class_name, coercion, docstring_text, exports, import_lines, option_default, option_doc,
-                     option_param, source_path, tuple_text, wrapped)
+from .common import (
+    class_name,
+    coercion,
+    docstring_text,
+    exports,
+    import_lines,
+    option_default,
+    option_doc,
+    option_param,
+    source_path,
+    tuple_text,
+    wrapped,
+)
 from .op_shapes import guard_fields, guard_lines, shape_context
 from .signature import checked_lines, option_fields, signature_lines, size_value
 from .table import table_context
@@ -36,18 +48,20 @@ def op_context(op: Op, backend: str, tables=()) -> dict:
         return (a.name, a.ndim[0], a.ndim[1], a.storage(fwd))
 
     shapes = shape_context(op, an)
-    size_lines = [f"{fwd.doprint(s)} = {an.bindings[s][0].name}.shape[{an.bindings[s][1]}]"
-                  for s in an.forward_sizes]
+    size_lines = [f"{fwd.doprint(s)} = {an.bindings[s][0].name}.shape[{an.bindings[s][1]}]" for s in an.forward_sizes]
     where = f"op {name} ({op.module})"
     fields = {
         "options": option_fields(op.options),
         "floats": tuple(declared(a) for a in an.float_args),
         "integers": tuple(declared(a) for a in an.int_args),
-        "batched": shapes["signature"]["batched"], "leading": shapes["signature"]["leading"],
+        "batched": shapes["signature"]["batched"],
+        "leading": shapes["signature"]["leading"],
         "same_size": tuple((sym.name, *((a.name, ax) for a, ax in occ)) for sym, occ in an.same_size),
-        "layout": shapes["signature"]["layout"], "promoted": shapes["signature"]["promoted"],
+        "layout": shapes["signature"]["layout"],
+        "promoted": shapes["signature"]["promoted"],
         "sizes": tuple((s.name, an.bindings[s][0].name, an.bindings[s][1]) for s in an.forward_sizes)
-        if an.size_is or an.id_bounds else (),                     # what size_is, in_range read
+        if an.size_is or an.id_bounds
+        else (),  # what size_is, in_range read
         "size_is": tuple((a.name, ax, size_value(dim, where), fwd.doprint(dim)) for a, ax, dim in an.size_is),
         "in_range": tuple((a.name, size_value(bound, where), fwd.doprint(bound)) for a, bound in an.id_bounds),
         "outputs": shapes["signature"]["outputs"],
@@ -55,8 +69,7 @@ def op_context(op: Op, backend: str, tables=()) -> dict:
     }
 
     try:
-        forward_lines = lower_body(op.forward, fwd, an.batched, keep=set(op.outputs) | set(op.saved),
-                                   taken=an.names)
+        forward_lines = lower_body(op.forward, fwd, an.batched, keep=set(op.outputs) | set(op.saved), taken=an.names)
         bwd = printer_for(backend, names=an.option_names, matrices=matrices)
         backward_lines = lower_body(op.backward, bwd, an.batched, keep=set(op.grads), taken=an.names)
         guard = printer_for(backend, names=an.option_names, matrices=matrices)
@@ -82,18 +95,19 @@ def op_context(op: Op, backend: str, tables=()) -> dict:
     if backend == "torch" and module and any("math." in p["init"] for p in module["params"]):
         used.add("math")
 
-    cache_names = [a.name for a in an.cache_arrays] + an.cache_scalars + \
-        (["layout"] if shapes["layout"] else [])
+    cache_names = [a.name for a in an.cache_arrays] + an.cache_scalars + (["layout"] if shapes["layout"] else [])
     returns = shapes["promoted"] + (["dtype"] if fwd.uses_dtype else []) + (["layout"] if shapes["layout"] else [])
     outputs = [o.name for o in op.outputs]
     upstream = [u.name for u in op.upstream]
     grads = [g.name for g in op.grads]
-    options = [{"name": o.name, "default": option_default(o), "doc": o.doc,
-                "coerce": coercion(o)} for o in op.options]
+    options = [{"name": o.name, "default": option_default(o), "doc": o.doc, "coerce": coercion(o)} for o in op.options]
     arg_docs = []
     for a in an.args:
-        kind = "integer ids" if a.integer else ("parameter" if a.role == "param" else
-                                                 "constant input (no gradient)" if a.constant else "input")
+        kind = (
+            "integer ids"
+            if a.integer
+            else ("parameter" if a.role == "param" else "constant input (no gradient)" if a.constant else "input")
+        )
         arg_docs.append(f"{a.name}: {a.storage(fwd)} {kind}")
     for o in op.options:
         arg_docs.extend(option_doc(o))
@@ -107,44 +121,58 @@ def op_context(op: Op, backend: str, tables=()) -> dict:
 
     latex = docstring_text(f"op {name}", op.latex, "latex")
     return {
-        "op": op, "name": name, "title": op.title, "latex": wrapped(latex, 96),
+        "op": op,
+        "name": name,
+        "title": op.title,
+        "latex": wrapped(latex, 96),
         "claims": wrapped(", ".join(_op_claims(op)) + f" ({source_path(op.module)})."),
         "cache_doc": wrapped("Cache: " + op.cache_doc),
-        "saved_docs": [f"{a.name} {shape_comment(a, an.batched.get(a, True), fwd)}"
-                       for a in an.cache_arrays],
+        "saved_docs": [f"{a.name} {shape_comment(a, an.batched.get(a, True), fwd)}" for a in an.cache_arrays],
         "cache_scalars": an.cache_scalars,
         "source": source_path(op.module),
         "import_lines": import_lines(used),
-        "signature": ", ".join([a.name for a in an.args] +
-                               (["*"] + [option_param(o) for o in op.options]
-                                if options else [])),
-        "call_kwargs": ", ".join([a.name for a in an.args] +
-                                 [f"{o.name}={o.name}" for o in op.options]),
+        "signature": ", ".join(
+            [a.name for a in an.args] + (["*"] + [option_param(o) for o in op.options] if options else [])
+        ),
+        "call_kwargs": ", ".join([a.name for a in an.args] + [f"{o.name}={o.name}" for o in op.options]),
         "arg_docs": arg_docs,
         "coercions": [o["coerce"] for o in options if o["coerce"]],
-        "signature_lines": signature_lines("SIGNATURE", name, {
-            **fields, "cached": len(cache_names) - 1 if shapes["vacuous"] else 0, "returns": tuple(returns)}),
+        "signature_lines": signature_lines(
+            "SIGNATURE",
+            name,
+            {**fields, "cached": len(cache_names) - 1 if shapes["vacuous"] else 0, "returns": tuple(returns)},
+        ),
         "checked": checked_lines("SIGNATURE", returns, [a.name for a in an.args] + [o.name for o in op.options]),
-        "size_lines": size_lines, "guard_lines": guards, "like": an.float_args[0].name if an.float_args else "",
+        "size_lines": size_lines,
+        "guard_lines": guards,
+        "like": an.float_args[0].name if an.float_args else "",
         **{k: v for k, v in shapes.items() if k != "signature"},
-        "forward_lines": forward_lines, "backward_lines": backward_lines,
+        "forward_lines": forward_lines,
+        "backward_lines": backward_lines,
         "backward_pre": backward_pre,
         "outputs": outputs,
         "outputs_target": outputs[0] if len(outputs) == 1 else tuple_text(outputs),
         "outputs_return": ", ".join(outputs),
         "output_docs": [f"{o.name} {shape_comment(o, an.batched[o], fwd)}" for o in op.outputs],
-        "cache_tuple": tuple_text(cache_names), "n_cache_arrays": len(an.cache_arrays),
+        "cache_tuple": tuple_text(cache_names),
+        "n_cache_arrays": len(an.cache_arrays),
         "upstream": upstream,
-        "grads": grads, "grads_target": ", ".join(grads),
+        "grads": grads,
+        "grads_target": ", ".join(grads),
         "grad_docs": [f"{g.name} {shape_comment(g, an.batched[g], fwd)}" for g in op.grads],
         "camel": class_name(name),
         "apply_args": ", ".join(apply_args),
         "grad_returns": ", ".join(grad_returns),
         "module": module,
-        "exports": exports([f"{name}_forward", f"{name}_backward"] +
-                            ([f"{class_name(name)}Function", name] + ([class_name(name)] if module else [])
-                             if backend == "torch" else []) +
-                            [t["name"] for t in table_ctx]),
+        "exports": exports(
+            [f"{name}_forward", f"{name}_backward"]
+            + (
+                [f"{class_name(name)}Function", name] + ([class_name(name)] if module else [])
+                if backend == "torch"
+                else []
+            )
+            + [t["name"] for t in table_ctx]
+        ),
         "tables": table_ctx,
     }
 

@@ -2,6 +2,7 @@
 generated `_validate` module's helpers do the work): promotion of absent optional axes, the
 empty-output path, broadcasting and its adjoint, the sizes and counts a denominator needs —
 as Signature fields (signature.py) and the few lines that stay in the kernel."""
+
 from __future__ import annotations
 
 import sympy as sp
@@ -29,8 +30,9 @@ def _output_dims(out: Array, an: Analysis):
             arg, idx = an.bindings[d]
             dims.append((arg.name, idx))
         else:
-            raise CodegenError(f"op {an.op.name}: output {out.name} has the axis {d}, neither a "
-                               "number nor a size read off an argument")
+            raise CodegenError(
+                f"op {an.op.name}: output {out.name} has the axis {d}, neither a number nor a size read off an argument"
+            )
     leading = an.batched[out] and out.shape[0] != 1
     if not leading and all(isinstance(x, int) and x != 0 for x in dims):
         return None
@@ -60,8 +62,11 @@ def shape_context(op: Op, an: Analysis) -> dict:
     arg_of_grad = {g.name: n for n, g in an.grad_of_arg.items()}
     restored = [bool(promote and an.batched[o]) for o in op.outputs]
     by_name = {a.name: a for a in an.args}
-    grad_lines = [f"{g.name} = _v.sum_to({g.name}, layout[1][{i}])" for i, g in enumerate(op.grads)
-                  if (promote or op.broadcast) and by_name[arg_of_grad[g.name]].batched]
+    grad_lines = [
+        f"{g.name} = _v.sum_to({g.name}, layout[1][{i}])"
+        for i, g in enumerate(op.grads)
+        if (promote or op.broadcast) and by_name[arg_of_grad[g.name]].batched
+    ]
     one = len(op.grads) == 1
     needs_batched = vacuous or bool(promote) or len(batched) > 1
     return {
@@ -73,13 +78,14 @@ def shape_context(op: Op, an: Analysis) -> dict:
             "leading": ("broadcast" if op.broadcast else "same") if len(batched) > 1 else None,
             "layout": tuple(arg_of_grad[g.name] for g in op.grads) if layout else None,
             "promoted": tuple(a.name for a in promote),
-            "outputs": tuple((leading, r, dims) for (leading, dims), r in zip(out_dims, restored))
-            if vacuous else (),
+            "outputs": tuple((leading, r, dims) for (leading, dims), r in zip(out_dims, restored)) if vacuous else (),
         },
         "restore_lines": [f"{o.name} = _v.restored({o.name}, layout)" for o, r in zip(op.outputs, restored) if r],
-        "upstream_lines": [f"{u.name} = _v.promoted_like({u.name}, layout)"
-                           for u, o in zip(op.upstream, op.outputs)
-                           if promote and an.batched[o] and not _broadcast_restores(op, u)],
+        "upstream_lines": [
+            f"{u.name} = _v.promoted_like({u.name}, layout)"
+            for u, o in zip(op.upstream, op.outputs)
+            if promote and an.batched[o] and not _broadcast_restores(op, u)
+        ],
         "grad_lines": grad_lines,
         "vacuous_return": f"_v.zero_grads(layout, {op.upstream[0].name})" + ("[0]" if one else ""),
         "shape_docs": _shape_docs(op, an, promote, vacuous),
@@ -109,16 +115,20 @@ def _shape_docs(op: Op, an: Analysis, promote: list, vacuous: bool) -> list[str]
     docs = []
     by_dims: dict = {}
     for a in promote:
-        by_dims.setdefault(", ".join(sp.sstr(d) for d in a.storage_dims()[:a.optional]), []).append(a.name)
+        by_dims.setdefault(", ".join(sp.sstr(d) for d in a.storage_dims()[: a.optional]), []).append(a.name)
     outputs = any(an.batched[o] for o in op.outputs)
     for dims, names in by_dims.items():
-        docs.append(f"{', '.join(names)} may lack {'the axes' if ',' in dims else 'the axis'} {dims} "
-                    "(read as length 1, as torch does)" +
-                    (f"; the outputs lack {'them' if ',' in dims else 'it'} too." if outputs else "."))
+        docs.append(
+            f"{', '.join(names)} may lack {'the axes' if ',' in dims else 'the axis'} {dims} "
+            "(read as length 1, as torch does)"
+            + (f"; the outputs lack {'them' if ',' in dims else 'it'} too." if outputs else ".")
+        )
     batched = [a.name for a in an.args if a.batched]
     if op.broadcast and len(batched) > 1:
-        docs.append(f"The leading axes of {', '.join(batched)} broadcast against each other; each "
-                    "gradient is summed back to its argument's shape.")
+        docs.append(
+            f"The leading axes of {', '.join(batched)} broadcast against each other; each "
+            "gradient is summed back to its argument's shape."
+        )
     if vacuous:
         docs.append("Where every output is empty, nothing is computed: empty outputs, zero gradients.")
     for sym, why in an.zero_sizes:
@@ -134,7 +144,7 @@ def guard_lines(an: Analysis, printer, constant: str) -> list[str]:
     path; the sizes that denominators need are the signature's `nonzero_sizes`."""
     lines = []
     lowering = Lowering(printer, an.names)
-    for k, (den, why) in enumerate(an.data_denominators):
+    for k, (den, _why) in enumerate(an.data_denominators):
         name = lowering.fresh(den, "den")
         lines += ["# a denominator computed from the inputs: nowhere 0"]
         lines += lowering.assign(name, den, full=stored_shape(an.batched))
@@ -146,9 +156,12 @@ def guard_lines(an: Analysis, printer, constant: str) -> list[str]:
 def guard_fields(an: Analysis) -> dict:
     """The Signature fields of the denominators' checks: the sizes (≥ 1) and the texts of the
     denominators computed from the inputs."""
-    return {"nonzero_sizes": tuple((sym.name, an.bindings[sym][0].name, an.bindings[sym][1], why)
-                                   for sym, why in an.zero_sizes),
-            "nonzero": tuple((sp.sstr(den), gloss(den), why) for den, why in an.data_denominators)}
+    return {
+        "nonzero_sizes": tuple(
+            (sym.name, an.bindings[sym][0].name, an.bindings[sym][1], why) for sym, why in an.zero_sizes
+        ),
+        "nonzero": tuple((sp.sstr(den), gloss(den), why) for den, why in an.data_denominators),
+    }
 
 
 def gloss(den) -> str:

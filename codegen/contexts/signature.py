@@ -6,6 +6,7 @@ level, from the declaration (the op's analysis, a step's or a table's options an
 generated `_validate` module reads it (validate_shared.py.j2: `Signature`, `checked`). The
 fields are plain tuples of names, axes, numbers and the messages' texts.
 """
+
 from __future__ import annotations
 
 import sympy as sp

@@ -1,5 +1,6 @@
 """The context of generated/numpy/_special.py: erf and Φ for float32 arrays, as
 derivations/special.py defines them, and the cached causal mask."""
+
 from __future__ import annotations
 
 import sympy as sp
@@ -47,10 +48,13 @@ def program_lines(program, names: dict) -> list[str]:
     with its operation's note (formatted with `names`). `names` spells the operands."""
     lines = []
     for op in program:
-        if isinstance(op, Loop):                           # over coefficient columns
+        if isinstance(op, Loop):  # over coefficient columns
             name, start, stop, step = op.columns
-            columns = f"{names[name]}[{'' if start is None else start}:{'' if stop is None else stop}" + \
-                      ("" if step is None else f":{step}") + "]"
+            columns = (
+                f"{names[name]}[{'' if start is None else start}:{'' if stop is None else stop}"
+                + ("" if step is None else f":{step}")
+                + "]"
+            )
             lines.append(f"for {op.var} in {columns}:")
             lines += ["    " + line for line in program_lines(op.body, {**names, op.var: op.var})]
             continue
@@ -81,48 +85,87 @@ def special_context() -> dict:
         name = a.function.__name__
         label, clamp, cols = f"_{name.upper()}", f"_{name.upper()}_CLAMP", f"_{name.upper()}_COLUMNS"
         if a.compute_dtype != a.dtype:
-            raise CodegenError(f"{name}: evaluated in {a.compute_dtype}, stored as {a.dtype}: the "
-                               "blocks write the result straight into the output")
+            raise CodegenError(
+                f"{name}: evaluated in {a.compute_dtype}, stored as {a.dtype}: the "
+                "blocks write the result straight into the output"
+            )
         rows = a.coefficient_rows()
         n = len(rows[0])
         constants = [f"{clamp} = {_float_literal(pr, a.clamp)}", f"{label}_PQ = np.array(["]
-        constants += [f"    [{', '.join(pr.doprint(sp.sympify(c)) for c in row)}],  # {which}"
-                      for row, which in zip(rows, ("P", "Q"))]
-        constants += [f"], dtype=np.{a.compute_dtype})",
-                      f"{cols} = tuple({label}_PQ[:, k:k + 1] for k in range({n}))  # (2, 1) each"]
-        names = {"x": "flat_in[start:start + m]", "clamp": clamp, "C": cols, "scale": "scale",
-                 "outer": "outer", "shift": "shift", "bound": "" if a.bound is None else _float_literal(pr, a.bound)}
-        body = ["z, t, pq = z_buf[:m], t_buf[:m], pq_buf[:, :m]",
-                "r = flat_out[start:start + m]",
-                "if scale is None:",
-                *["    " + line for line in program_lines(ARGUMENT, names)],
-                "else:",
-                *["    " + line for line in program_lines(SCALED_ARGUMENT, names)],
-                *program_lines(RATIONAL + (BOUND if a.bound is not None else ()), names),
-                "if outer is not None:",
-                *["    " + line for line in program_lines(AFFINE, names)]]
-        blocks.append({
-            "name": f"_{name}_blocks", "dtype": a.dtype, "constants": constants, "body": body,
-            "buffers": [f"z_buf, t_buf = (np.empty(size, dtype=np.{a.compute_dtype}) for _ in range(2))",
-                        f"pq_buf = np.empty((2, size), dtype=np.{a.compute_dtype})"]})
-        functions.append({
-            "name": name, "dtype": a.dtype, "fallback": NumpyPrinter.library_funcs[a.function],
-            "summary": f"{name}, elementwise ({a.dtype}: the rational of derivations/special.py).",
-            "doc": wrapped(f"* `{name}`: {a.doc}.", 92), "call": f"_{name}_blocks(x)"})
-    for f in COMPOSED:                               # outer·g(scale·x) + shift inside g's blocks
+        constants += [
+            f"    [{', '.join(pr.doprint(sp.sympify(c)) for c in row)}],  # {which}"
+            for row, which in zip(rows, ("P", "Q"))
+        ]
+        constants += [
+            f"], dtype=np.{a.compute_dtype})",
+            f"{cols} = tuple({label}_PQ[:, k:k + 1] for k in range({n}))  # (2, 1) each",
+        ]
+        names = {
+            "x": "flat_in[start:start + m]",
+            "clamp": clamp,
+            "C": cols,
+            "scale": "scale",
+            "outer": "outer",
+            "shift": "shift",
+            "bound": "" if a.bound is None else _float_literal(pr, a.bound),
+        }
+        body = [
+            "z, t, pq = z_buf[:m], t_buf[:m], pq_buf[:, :m]",
+            "r = flat_out[start:start + m]",
+            "if scale is None:",
+            *["    " + line for line in program_lines(ARGUMENT, names)],
+            "else:",
+            *["    " + line for line in program_lines(SCALED_ARGUMENT, names)],
+            *program_lines(RATIONAL + (BOUND if a.bound is not None else ()), names),
+            "if outer is not None:",
+            *["    " + line for line in program_lines(AFFINE, names)],
+        ]
+        blocks.append(
+            {
+                "name": f"_{name}_blocks",
+                "dtype": a.dtype,
+                "constants": constants,
+                "body": body,
+                "buffers": [
+                    f"z_buf, t_buf = (np.empty(size, dtype=np.{a.compute_dtype}) for _ in range(2))",
+                    f"pq_buf = np.empty((2, size), dtype=np.{a.compute_dtype})",
+                ],
+            }
+        )
+        functions.append(
+            {
+                "name": name,
+                "dtype": a.dtype,
+                "fallback": NumpyPrinter.library_funcs[a.function],
+                "summary": f"{name}, elementwise ({a.dtype}: the rational of derivations/special.py).",
+                "doc": wrapped(f"* `{name}`: {a.doc}.", 92),
+                "call": f"_{name}_blocks(x)",
+            }
+        )
+    for f in COMPOSED:  # outer·g(scale·x) + shift inside g's blocks
         inner, outer, shift = (_float_literal(pr, v) for v in (f.inner_scale, f.outer_scale, f.outer_shift))
-        functions.append({
-            "name": f.name, "dtype": f.approximation.dtype,
-            "fallback": NumpyPrinter.library_funcs[f.function],
-            "summary": f"{f.name}, elementwise ({f.approximation.dtype}: derivations/special.py).",
-            "doc": wrapped(f"* `{f.name}`: {f.doc}.", 92),
-            "call": f"_{f.approximation.function.__name__}_blocks(x, {inner}, {outer}, {shift})"})
+        functions.append(
+            {
+                "name": f.name,
+                "dtype": f.approximation.dtype,
+                "fallback": NumpyPrinter.library_funcs[f.function],
+                "summary": f"{f.name}, elementwise ({f.approximation.dtype}: derivations/special.py).",
+                "doc": wrapped(f"* `{f.name}`: {f.doc}.", 92),
+                "call": f"_{f.approximation.function.__name__}_blocks(x, {inner}, {outer}, {shift})",
+            }
+        )
     # causal_mask's table: the CausalMask node printed on an array z of zeros
     size = sp.Symbol("n", integer=True, positive=True)
     mask_pr = printer_for("numpy")
     causal_mask_of_z = mask_pr.doprint(CausalMask(Array("z", (size, size))))
     needs_math = "math" in mask_pr.modules or any("math." in fn["call"] for fn in functions)
-    return {"functions": functions, "blocks": blocks, "block": SPECIAL_BLOCK, "causal_mask_of_z": causal_mask_of_z,
-            "source": "derivations/special.py",
-            "import_lines": import_lines({"np"} | {fn["fallback"].rsplit(".", 1)[0] for fn in functions} |
-                                         ({"math"} if needs_math else set()))}
+    return {
+        "functions": functions,
+        "blocks": blocks,
+        "block": SPECIAL_BLOCK,
+        "causal_mask_of_z": causal_mask_of_z,
+        "source": "derivations/special.py",
+        "import_lines": import_lines(
+            {"np"} | {fn["fallback"].rsplit(".", 1)[0] for fn in functions} | ({"math"} if needs_math else set())
+        ),
+    }

@@ -2,6 +2,7 @@
 each array its entry formula printed over float64 index grids, then broadcast to its shape and
 cast to dtype. The tables of a file go into the module of the op named `Table.file`, or into a
 module of their own (files.py)."""
+
 from __future__ import annotations
 
 import textwrap
@@ -38,17 +39,18 @@ def table_context(table, backend: str) -> dict:
     option_symbols = {o.symbol: o.name for o in table.options if o.symbol is not None}
     indices = {idx for a in table.arrays for idx in a.index}
     things: dict = {}
-    for kind, names in (("size", [s.name for s in table.sizes]),
-                        ("option", [o.name for o in table.options]),
-                        ("array", [a.name for a in table.arrays]),
-                        ("index", sorted({i.name for i in indices}))):
+    for kind, names in (
+        ("size", [s.name for s in table.sizes]),
+        ("option", [o.name for o in table.options]),
+        ("array", [a.name for a in table.arrays]),
+        ("index", sorted({i.name for i in indices})),
+    ):
         for nm in names:
             things.setdefault(nm, []).append(kind)
     distinct_names(where, things, sep=", ")
     if len({i.name for i in indices}) != len(indices):
         raise CodegenError(f"{where}: two different index symbols share a name")
-    printer = printer_for(backend, names={**option_symbols, **{i: i.name for i in indices}},
-                          arrays=frozenset(indices))
+    printer = printer_for(backend, names={**option_symbols, **{i: i.name for i in indices}}, arrays=frozenset(indices))
     lowering = Lowering(printer, things)
     body: list[str] = []
     bound: dict = {}
@@ -66,34 +68,44 @@ def table_context(table, backend: str) -> dict:
     except PrinterError as e:
         raise CodegenError(f"{where}, {backend}: {e}") from None
     constant = f"{table.name.upper()}_SIGNATURE"
-    returns = [s.name for s in table.sizes] + ["dtype"]       # the sizes as ints, the dtype
-    fields = {"table_sizes": tuple(s.name for s in table.sizes), "options": option_fields(table.options),
-              "table_dtype": True, "returns": tuple(returns)}
+    returns = [s.name for s in table.sizes] + ["dtype"]  # the sizes as ints, the dtype
+    fields = {
+        "table_sizes": tuple(s.name for s in table.sizes),
+        "options": option_fields(table.options),
+        "table_dtype": True,
+        "returns": tuple(returns),
+    }
     checks = [c for c in (coercion(o) for o in table.options) if c]
-    checks += checked_lines(constant, returns, [s.name for s in table.sizes] + [o.name for o in table.options]
-                            + ["dtype"])
+    checks += checked_lines(
+        constant, returns, [s.name for s in table.sizes] + [o.name for o in table.options] + ["dtype"]
+    )
     extra = list(printer.table_params)
     names = [a.name for a in table.arrays]
-    docs = [f"{a.name}[{a.index[0].name}, {a.index[1].name}] = {sp.sstr(a.entry)}"
-            for a in table.arrays]
+    docs = [f"{a.name}[{a.index[0].name}, {a.index[1].name}] = {sp.sstr(a.entry)}" for a in table.arrays]
     for text in docs + [table.title, table.doc]:
         docstring_text(where, text, raw=False)
     return {
-        "name": table.name, "title": table.title,
+        "name": table.name,
+        "title": table.title,
         "doc": wrapped(table.doc) if table.doc else [],
         "source": source_path(table.module),
         "claims": wrapped(", ".join(table.claims) + f" ({source_path(table.module)}).", 88),
-        "signature": ", ".join([s.name for s in table.sizes] + ["*"] +
-                               [option_param(o) for o in table.options] + ["dtype=None"] + extra),
-        "arg_docs": [f"{s.name}: int >= 0 (a size)" for s in table.sizes] +
-                    [line for o in table.options for line in option_doc(o)] +
-                    [f"dtype: the floating dtype of the result (default: {printer.default_dtype_doc})"] +
-                    [f"{e.split('=')[0]}: {printer.table_param_docs[e]}" for e in extra],
-        "entry_docs": [line for d in docs for line in
-                       textwrap.wrap(d, 84, break_long_words=False, break_on_hyphens=False,
-                                     subsequent_indent="    ")],
+        "signature": ", ".join(
+            [s.name for s in table.sizes] + ["*"] + [option_param(o) for o in table.options] + ["dtype=None"] + extra
+        ),
+        "arg_docs": [f"{s.name}: int >= 0 (a size)" for s in table.sizes]
+        + [line for o in table.options for line in option_doc(o)]
+        + [f"dtype: the floating dtype of the result (default: {printer.default_dtype_doc})"]
+        + [f"{e.split('=')[0]}: {printer.table_param_docs[e]}" for e in extra],
+        "entry_docs": [
+            line
+            for d in docs
+            for line in textwrap.wrap(d, 84, break_long_words=False, break_on_hyphens=False, subsequent_indent="    ")
+        ],
         "return_docs": [f"{a.name} {dims_text(a.shape, printer)}" for a in table.arrays],
         "returns": names[0] if len(names) == 1 else ", ".join(names),
-        "signature_lines": signature_lines(constant, table.name, fields), "checks": checks, "body": body,
+        "signature_lines": signature_lines(constant, table.name, fields),
+        "checks": checks,
+        "body": body,
         "modules": set(printer.modules),
     }

@@ -1,5 +1,6 @@
 """The `nn.Module` wrapper of an op with parameters (torch only): parameters by their PyTorch
 names, created from the sizes, initialised by name."""
+
 from __future__ import annotations
 
 import sympy as sp
@@ -27,8 +28,10 @@ def module_context(op: Op, an, printer) -> dict:
     init = dict(getattr(op, "param_init", None) or {})
     unknown = sorted((set(attr) | set(init)) - {p.name for p in op.params})
     if unknown:
-        raise CodegenError(f"op {op.name}: module_params/param_init name {unknown}, which are "
-                           f"not params ({[p.name for p in op.params]})")
+        raise CodegenError(
+            f"op {op.name}: module_params/param_init name {unknown}, which are "
+            f"not params ({[p.name for p in op.params]})"
+        )
     sizes: list = []
     params = []
     for p in op.params:
@@ -43,19 +46,27 @@ def module_context(op: Op, an, printer) -> dict:
         if kind not in INIT:
             raise CodegenError(f"op {op.name}: param_init[{p.name}] = {kind!r}; known: {sorted(INIT)}")
         bound = printer.doprint(1 / sp.sqrt(shape[-1])) if kind == "fan_in" else ""
-        params.append({"array": p.name, "attr": name,
-                       "shape": "(" + ", ".join(printer.doprint(d) for d in shape) +
-                                ("," if len(shape) == 1 else "") + ")",
-                       "init": INIT[kind].format(p=f"self.{name}", bound=bound)})
+        params.append(
+            {
+                "array": p.name,
+                "attr": name,
+                "shape": "(" + ", ".join(printer.doprint(d) for d in shape) + ("," if len(shape) == 1 else "") + ")",
+                "init": INIT[kind].format(p=f"self.{name}", bound=bound),
+            }
+        )
     inputs = [a.name for a in an.args if a.role == "input"]
     return {
         "sizes": [printer.doprint(s) for s in sizes],
         "params": params,
         "inputs": ", ".join(inputs),
-        "call": ", ".join(inputs + [f"self.{p['attr']}" for p in params] +
-                          [f"{o.name}=self.{o.name}" for o in op.options]),
-        "init_signature": ", ".join([printer.doprint(s) for s in sizes] + ["*"] +
-                                    [option_param(o) for o in op.options] +
-                                    ["device=None", "dtype=None"]),
+        "call": ", ".join(
+            inputs + [f"self.{p['attr']}" for p in params] + [f"{o.name}=self.{o.name}" for o in op.options]
+        ),
+        "init_signature": ", ".join(
+            [printer.doprint(s) for s in sizes]
+            + ["*"]
+            + [option_param(o) for o in op.options]
+            + ["device=None", "dtype=None"]
+        ),
         "options": [o.name for o in op.options],
     }

@@ -13,6 +13,7 @@ Three passes over the sequence of assignments, then one per statement:
   `Assign.note`) and its formula (the formula printer, from the same expression) above it, the
   stored shape after it; a `when` guard prints as `if <flag>:`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from .statements import Lowering
 
 __all__ = ["Block", "lower_body", "stored_shape", "shape_comment", "masks_own_array", "owned"]
 
-_VIEW_NODES = (T, Gather, Take, CausalMask, OneHot)      # may print as views of their argument
+_VIEW_NODES = (T, Gather, Take, CausalMask, OneHot)  # may print as views of their argument
 
 
 @dataclass
@@ -50,6 +51,7 @@ def shape_comment(arr: Array, batched: bool, printer) -> str:
 def stored_shape(batched: dict):
     """The stored shape of a subexpression, for in-place printing: (rows, cols, has leading
     axes), or None where that is not known (a scalar)."""
+
     def full(e):
         try:
             shape = shape_of(e)
@@ -58,6 +60,7 @@ def stored_shape(batched: dict):
         if shape == ():
             return None
         return (*shape, keeps_leading_axes(e, batched))
+
     return full
 
 
@@ -69,11 +72,18 @@ def masks_own_array(assigns, k: int) -> bool:
     if not (isinstance(expr, CausalMask) and expr.args[0] == target):
         return False
     earlier = [a for a in assigns[:k] if a.target == target]
-    if not earlier or isinstance(earlier[-1].expr, (Array, *_VIEW_NODES)) or earlier[-1].when != asg.when \
-            and earlier[-1].when is not None:
+    if (
+        not earlier
+        or isinstance(earlier[-1].expr, (Array, *_VIEW_NODES))
+        or earlier[-1].when != asg.when
+        and earlier[-1].when is not None
+    ):
         return False
-    return not any(isinstance(node, _VIEW_NODES) and target in node.args
-                   for a in assigns[:k] for node in sp.preorder_traversal(a.expr))
+    return not any(
+        isinstance(node, _VIEW_NODES) and target in node.args
+        for a in assigns[:k]
+        for node in sp.preorder_traversal(a.expr)
+    )
 
 
 def owned(assigns, k: int, a: Array) -> bool:
@@ -82,13 +92,16 @@ def owned(assigns, k: int, a: Array) -> bool:
     for j in range(k - 1, -1, -1):
         if assigns[j].target != a:
             continue
-        if masks_own_array(assigns, j):                # masked in place: still its own array
+        if masks_own_array(assigns, j):  # masked in place: still its own array
             continue
         if assigns[j].when is not None or isinstance(assigns[j].expr, (Array, *_VIEW_NODES)):
             return False
-        return not any(isinstance(node, _VIEW_NODES) and a in node.args
-                       for i, b in enumerate(assigns[:k]) if not masks_own_array(assigns, i)
-                       for node in sp.preorder_traversal(b.expr))
+        return not any(
+            isinstance(node, _VIEW_NODES) and a in node.args
+            for i, b in enumerate(assigns[:k])
+            if not masks_own_array(assigns, i)
+            for node in sp.preorder_traversal(b.expr)
+        )
     return False
 
 
@@ -115,23 +128,31 @@ def blocks(assigns, printer, batched: dict, keep=None, taken=frozenset()) -> lis
     last_read = last_reads(assigns, keep)
     out = []
     for k, asg in enumerate(assigns):
-        if masks_own_array(assigns, k):              # S = mask(S) on S computed just above
+        if masks_own_array(assigns, k):  # S = mask(S) on S computed just above
             lines, temps = printer.causal_in_place(asg.target.name), []
-        elif isinstance(asg.expr, Array):            # a new name for an array (m = m′ in a loop)
+        elif isinstance(asg.expr, Array):  # a new name for an array (m = m′ in a loop)
             lines, temps = [f"{asg.target.name} = {asg.expr.name}"], []
         else:
             # arrays this line reads for the last time, computed above as new arrays: the line
             # may take one over as its result (S − max S written into S's array)
-            dead = {a for a in sp.sympify(asg.expr).free_symbols if isinstance(a, Array)
-                    and last_read.get(a.name) == k and owned(assigns, k, a)}
+            dead = {
+                a
+                for a in sp.sympify(asg.expr).free_symbols
+                if isinstance(a, Array) and last_read.get(a.name) == k and owned(assigns, k, a)
+            }
             lines = lowering.assign(asg.target.name, asg.expr, full=stored_shape(batched), dead=dead)
             temps = list(lowering.defined)
         lines[-1] += f"  # {shape_comment(asg.target, batched[asg.target], printer)}"
-        out.append(Block(when=asg.when, lines=lines, temps=temps if keep is not None else [],
-                         note=f"# {asg.note}" if asg.note else "",
-                         formula=formula_comment(asg.target.name, asg.expr,
-                                                 indent=8 if asg.when is not None else 4),
-                         frees=sorted(n for n, last in last_read.items() if last == k)))
+        out.append(
+            Block(
+                when=asg.when,
+                lines=lines,
+                temps=temps if keep is not None else [],
+                note=f"# {asg.note}" if asg.note else "",
+                formula=formula_comment(asg.target.name, asg.expr, indent=8 if asg.when is not None else 4),
+                frees=sorted(n for n, last in last_read.items() if last == k),
+            )
+        )
     return out
 
 
@@ -139,8 +160,9 @@ def lower_body(assigns, printer, batched: dict, keep=None, taken=frozenset()) ->
     """The lines of a sequence of assignments (see the module's docstring)."""
     lines: list[str] = []
     for b in blocks(assigns, printer, batched, keep, taken):
-        printed = ([b.note] if b.note else []) + [b.formula] + b.lines + \
-            (["del " + ", ".join(b.temps)] if b.temps else [])
+        printed = (
+            ([b.note] if b.note else []) + [b.formula] + b.lines + (["del " + ", ".join(b.temps)] if b.temps else [])
+        )
         if b.when is not None:
             lines.append(f"if {b.when}:")
             printed = ["    " + p for p in printed]

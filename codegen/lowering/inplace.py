@@ -13,10 +13,11 @@ the statement (`Facts`): the stored shape of each subexpression, which subexpres
 statement's temporaries, which arrays it reads for the last time. It returns `Update`s, which
 the lowering prints (codegen/lowering/statements.py), or None where nothing is gained.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import sympy as sp
 
@@ -26,20 +27,20 @@ from ..printers.code import split_sign
 
 __all__ = ["Update", "Facts", "plan", "reads", "fuse_multiply_add", "VIEWS"]
 
-VIEWS = ("T", "Gather", "Take", "CausalMask", "OneHot")   # nodes whose value may be a view
+VIEWS = ("T", "Gather", "Take", "CausalMask", "OneHot")  # nodes whose value may be a view
 
 
 @dataclass(frozen=True)
 class Update:
     """One step of the plan of `target = expr`:
 
-        "="            target = value        (fresh: value is computed, never just a name)
-        "+=" "-=" "*=" "/="   target op= value
-        "call"         target = f(target), written into target (value: f's name)
-        "divide-into"  target = value / target, written into target
-        "subtract-from" target = value − target, written into target ((−t) + b is b − t exactly)
-        "muladd"       target = b + c·target·a, written into target (value: (c, a, b); a may
-                       be None: b + c·target) — only from `fuse_multiply_add`
+    "="            target = value        (fresh: value is computed, never just a name)
+    "+=" "-=" "*=" "/="   target op= value
+    "call"         target = f(target), written into target (value: f's name)
+    "divide-into"  target = value / target, written into target
+    "subtract-from" target = value − target, written into target ((−t) + b is b − t exactly)
+    "muladd"       target = b + c·target·a, written into target (value: (c, a, b); a may
+                   be None: b + c·target) — only from `fuse_multiply_add`
     """
 
     op: str
@@ -51,13 +52,13 @@ class Update:
 class Facts:
     """What the plan may assume about the statement `whole` it is part of."""
 
-    full: Callable            # stored shape of a subexpression (None: unknown, a scalar)
-    repeated: frozenset       # the statement's temporaries still to be named (read again)
+    full: Callable  # stored shape of a subexpression (None: unknown, a scalar)
+    repeated: frozenset  # the statement's temporaries still to be named (read again)
     computed_once: frozenset  # every temporary of the statement (each computed once)
-    dead: frozenset           # arrays read here for the last time, new arrays computed above
-    whole: object             # the statement's whole expression
-    scalar: Callable          # no array inside (the printer's notion: index grids are arrays)
-    out_funcs: dict           # elementwise functions the backend applies in place
+    dead: frozenset  # arrays read here for the last time, new arrays computed above
+    whole: object  # the statement's whole expression
+    scalar: Callable  # no array inside (the printer's notion: index grids are arrays)
+    out_funcs: dict  # elementwise functions the backend applies in place
 
 
 def reads(tree, a, computed_once) -> int:
@@ -88,8 +89,10 @@ def plan(expr, facts: Facts) -> list[Update] | None:
     def computed(e) -> bool:
         """A new array of the result's full shape (never an input, a view or a temporary
         that is read again)."""
-        return not (scalar(e) or isinstance(e, (Array, sp.Symbol)) or e in facts.repeated
-                    or type(e).__name__ in VIEWS) and full(e) == want
+        return (
+            not (scalar(e) or isinstance(e, (Array, sp.Symbol)) or e in facts.repeated or type(e).__name__ in VIEWS)
+            and full(e) == want
+        )
 
     def taken_over(pick, other) -> bool:
         """`target = pick ∘ other` on a temporary `pick` that this statement alone reads,
@@ -100,8 +103,9 @@ def plan(expr, facts: Facts) -> list[Update] | None:
         if not (own and full(pick) == want and not scalar(other)):
             return False
         # every read of `pick` in the whole statement is in this one operation
-        if reads(facts.whole, pick, facts.computed_once) != \
-                reads(sp.Add(pick, other, evaluate=False), pick, facts.computed_once):
+        if reads(facts.whole, pick, facts.computed_once) != reads(
+            sp.Add(pick, other, evaluate=False), pick, facts.computed_once
+        ):
             return False
         return not any(type(a).__name__ in VIEWS for a in sp.preorder_traversal(other))
 
@@ -122,8 +126,8 @@ def plan(expr, facts: Facts) -> list[Update] | None:
         build(mag)
         rest = [t for t in terms if t is not pick]
         if neg and rest and not split_sign(rest[0])[0]:
-            out.append(Update("subtract-from", rest.pop(0)))   # −a + b …: b − a in one pass (exact)
-        elif neg:                                # −a − b …: a, negated in place
+            out.append(Update("subtract-from", rest.pop(0)))  # −a + b …: b − a in one pass (exact)
+        elif neg:  # −a − b …: a, negated in place
             out.append(Update("call", "negative"))
         for t in rest:
             neg, mag = split_sign(t)
@@ -138,7 +142,7 @@ def plan(expr, facts: Facts) -> list[Update] | None:
         pick = next((f for f in numer if computed(f)), None)
         arrays = [f for f in numer + denom if not scalar(f)]
         if pick is None and coeff == 1 and len(factors) == 2 and len(arrays) == 2:
-            for own, other in (arrays, arrays[::-1]):   # a·b: either may be taken over
+            for own, other in (arrays, arrays[::-1]):  # a·b: either may be taken over
                 if own in numer and taken_over(own, other):
                     out.append(Update("=", own))
                     out.append(Update("*=" if other in numer else "/=", other))
@@ -152,7 +156,7 @@ def plan(expr, facts: Facts) -> list[Update] | None:
                     out.append(Update("*=", f))
             s = coeff * sp.Mul(*[f for f in numer if scalar(f)]) / sp.Mul(*[f for f in denom if scalar(f)])
             a = next((f for f in numer if not scalar(f)), None)
-            if s != 1 and a is not None:         # fold the scalar into the denominator
+            if s != 1 and a is not None:  # fold the scalar into the denominator
                 out.append(Update("*=", 1 / s))
             out.append(Update("divide-into", a if a is not None else s))
             return True
@@ -161,7 +165,7 @@ def plan(expr, facts: Facts) -> list[Update] | None:
         build(pick)
         s_num = coeff * sp.Mul(*[f for f in numer if scalar(f)])
         s_den = sp.Mul(*[f for f in denom if scalar(f)])
-        if s_num != 1:                           # the scalar factors: one pass
+        if s_num != 1:  # the scalar factors: one pass
             out.append(Update("*=", s_num / s_den))
         elif s_den != 1:
             out.append(Update("/=", s_den))
@@ -178,7 +182,7 @@ def plan(expr, facts: Facts) -> list[Update] | None:
             return
         if isinstance(e, sp.Mul) and mul(e):
             return
-        if e.is_Pow and e.exp == sp.S.Half and computed(e.base):       # √ in place
+        if e.is_Pow and e.exp == sp.S.Half and computed(e.base):  # √ in place
             build(e.base)
             out.append(Update("call", "sqrt"))
             return
@@ -186,7 +190,7 @@ def plan(expr, facts: Facts) -> list[Update] | None:
             build(e.args[0])
             out.append(Update("call", facts.out_funcs[type(e)]))
             return
-        out.append(Update("=", e, fresh=True))   # the start: a new array
+        out.append(Update("=", e, fresh=True))  # the start: a new array
 
     build(expr)
     return out
@@ -204,14 +208,14 @@ def fuse_multiply_add(updates: list[Update], scalar: Callable) -> list[Update]:
     while k < len(updates):
         c, a, j = sp.Integer(1), None, k
         if j < len(updates) and updates[j].op == "*=" and scalar(updates[j].value):
-            c = updates[j].value                 # (a division t /= d stays as it is: t·(1/d) rounds apart)
+            c = updates[j].value  # (a division t /= d stays as it is: t·(1/d) rounds apart)
             j += 1
         if j < len(updates) and updates[j].op == "*=" and not scalar(updates[j].value):
             a = updates[j].value
             j += 1
         folded = j - k
         b = updates[j].value if j < len(updates) and updates[j].op == "+=" else None
-        scaled = isinstance(b, sp.Mul) and b.as_coeff_Mul()[0] != 1   # printed as one add_(b, alpha) already
+        scaled = isinstance(b, sp.Mul) and b.as_coeff_Mul()[0] != 1  # printed as one add_(b, alpha) already
         if k > 0 and folded and b is not None and not scalar(b) and not scaled:
             out.append(Update("muladd", (c, a, updates[j].value)))
             k = j + 1

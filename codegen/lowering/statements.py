@@ -16,6 +16,7 @@ and then `att = <temporary>`.
 name of each such subexpression (`bind`), and it emits the temporary's statements before the
 statement that reads it. Names are unique within one `Lowering`, that is one generated function.
 """
+
 from __future__ import annotations
 
 import sympy as sp
@@ -29,12 +30,40 @@ from .inplace import Facts, Update, fuse_multiply_add, plan
 __all__ = ["Lowering", "repeated_subtrees", "temporary_name"]
 
 # what a temporary holds, in a word, by the class of its expression's outermost node
-_WORDS = {"Sigmoid": "sigmoid", "NormalCDF": "cdf", "Gaussian": "gauss", "HalfStep": "step", "exp": "exp", "log": "log", "tanh": "tanh",
-          "erf": "erf", "sin": "sin", "cos": "cos", "Abs": "abs", "sign": "sign", "Heaviside": "step",
-          "RowSum": "rowsum", "RowMean": "rowmean", "RowMax": "rowmax", "ColSum": "colsum",
-          "Contract": "contract", "MatMul": "mm", "T": "t", "OneHot": "onehot", "Take": "take",
-          "Gather": "rows", "CausalMask": "masked", "Max": "max", "Min": "min", "Add": "sum",
-          "Mul": "prod", "Pow": "pow", "KroneckerDelta": "delta", "Mod": "mod", "floor": "floor"}
+_WORDS = {
+    "Sigmoid": "sigmoid",
+    "NormalCDF": "cdf",
+    "Gaussian": "gauss",
+    "HalfStep": "step",
+    "exp": "exp",
+    "log": "log",
+    "tanh": "tanh",
+    "erf": "erf",
+    "sin": "sin",
+    "cos": "cos",
+    "Abs": "abs",
+    "sign": "sign",
+    "Heaviside": "step",
+    "RowSum": "rowsum",
+    "RowMean": "rowmean",
+    "RowMax": "rowmax",
+    "ColSum": "colsum",
+    "Contract": "contract",
+    "MatMul": "mm",
+    "T": "t",
+    "OneHot": "onehot",
+    "Take": "take",
+    "Gather": "rows",
+    "CausalMask": "masked",
+    "Max": "max",
+    "Min": "min",
+    "Add": "sum",
+    "Mul": "prod",
+    "Pow": "pow",
+    "KroneckerDelta": "delta",
+    "Mod": "mod",
+    "floor": "floor",
+}
 
 
 def _plain(e) -> str | None:
@@ -46,6 +75,7 @@ def _described(expr, named=None) -> str | None:
     """A name that says what `expr` holds, where that is short: x², σ(x), dy ⊙ x̂, (−1)^col,
     Σ_row e: `x2`, `sigmoid_x`, `dy_xhat`, `sign_col`, `rowsum_exp_x`; else None. `named(e)`:
     the name a subexpression already has in the statement (a temporary), or None."""
+
     def plain(e):
         return _plain(e) or (named(e) if named is not None else None)
 
@@ -100,16 +130,16 @@ class Lowering:
 
     def __init__(self, printer, taken=frozenset()):
         self.printer = printer
-        self.taken = set(taken) | RESERVED_NAMES   # names in use in the function: not for temporaries
-        self.defined: list[str] = []         # the temporaries of the last statement, in line order
-        self.created: list[str] = []         # the temporaries named in the statement being lowered
+        self.taken = set(taken) | RESERVED_NAMES  # names in use in the function: not for temporaries
+        self.defined: list[str] = []  # the temporaries of the last statement, in line order
+        self.created: list[str] = []  # the temporaries named in the statement being lowered
         self.target = ""
         self._reset()
 
     def _reset(self) -> None:
-        self.pending: list[str] = []         # the statement's temporaries' lines, in order
-        self.memo: dict = {}                 # subexpression -> its temporary's name
-        self.repeated: set = set()           # subexpressions still to be named when printed
+        self.pending: list[str] = []  # the statement's temporaries' lines, in order
+        self.memo: dict = {}  # subexpression -> its temporary's name
+        self.repeated: set = set()  # subexpressions still to be named when printed
         self.computed_once: frozenset = frozenset()
         self.full = None
         self.dead: frozenset = frozenset()
@@ -141,8 +171,12 @@ class Lowering:
                 lines = self.pending + [f"{target} = {fused}"]
             else:
                 lines = None
-                if p.inplace and full is not None and not p.scalar(expr) \
-                        and target not in {a.name for a in expr.free_symbols if isinstance(a, Array)}:
+                if (
+                    p.inplace
+                    and full is not None
+                    and not p.scalar(expr)
+                    and target not in {a.name for a in expr.free_symbols if isinstance(a, Array)}
+                ):
                     lines = self._in_place(target, expr)
                 if lines is None:
                     text = p.code(expr)
@@ -155,9 +189,15 @@ class Lowering:
 
     def _in_place(self, target: str, expr) -> list[str] | None:
         p = self.printer
-        facts = Facts(full=self.full, repeated=frozenset(self.repeated),
-                      computed_once=self.computed_once, dead=self.dead, whole=self.whole,
-                      scalar=p.scalar, out_funcs=p.out_funcs)
+        facts = Facts(
+            full=self.full,
+            repeated=frozenset(self.repeated),
+            computed_once=self.computed_once,
+            dead=self.dead,
+            whole=self.whole,
+            scalar=p.scalar,
+            out_funcs=p.out_funcs,
+        )
         updates = plan(expr, facts)
         if updates is None:
             return None
@@ -171,7 +211,7 @@ class Lowering:
                 line = None
             else:
                 line = self._update_text(target, u)
-            out.extend(self.pending)             # its temporaries first, in order
+            out.extend(self.pending)  # its temporaries first, in order
             self.pending.clear()
             if line is not None:
                 out.append(line)
@@ -195,7 +235,7 @@ class Lowering:
         if u.op == "=":
             if u.fresh and code.isidentifier():  # never alias a name: it is read elsewhere
                 raise PrinterError(f"{p.backend} printer: in-place start {code} is a name")
-            if not u.fresh:                      # an array read for the last time, taken over
+            if not u.fresh:  # an array read for the last time, taken over
                 return f"{target} = {code}  # in place: {code}'s array, dead after this statement"
             return f"{target} = {code}"
         return f"{target} {u.op} {code}"
@@ -236,9 +276,9 @@ class Lowering:
         if p.inplace and self.full is not None and not p.scalar(expr):
             pending, memo = self.pending, dict(self.memo)
             taken, created = set(self.taken), list(self.created)
-            self.pending = []                    # this temporary's lines (and its own temporaries)
+            self.pending = []  # this temporary's lines (and its own temporaries)
             label = name or self._name(expr)
-            self.repeated.discard(expr)          # inside its own build: printed, not named
+            self.repeated.discard(expr)  # inside its own build: printed, not named
             try:
                 lines = self._in_place(label, expr)
             except PrinterError:

@@ -6,6 +6,7 @@
 * `numpy_printer.py`, `torch_printer.py`: each backend's spelling;
 * `formula_printer.py`: the Unicode formula of the comment above each generated statement.
 """
+
 from __future__ import annotations
 
 from ..names import RESERVED_NAMES, PrinterError, check_name
@@ -15,8 +16,20 @@ from .formula_printer import FormulaPrinter, formula, formula_comment
 from .numpy_printer import NumpyPrinter
 from .torch_printer import TorchPrinter
 
-__all__ = ["PrinterError", "ArrayPrinter", "NumpyPrinter", "TorchPrinter", "FormulaPrinter", "Code",
-           "RESERVED_NAMES", "MODULE_IMPORTS", "check_name", "printer_for", "formula", "formula_comment"]
+__all__ = [
+    "PrinterError",
+    "ArrayPrinter",
+    "NumpyPrinter",
+    "TorchPrinter",
+    "FormulaPrinter",
+    "Code",
+    "RESERVED_NAMES",
+    "MODULE_IMPORTS",
+    "check_name",
+    "printer_for",
+    "formula",
+    "formula_comment",
+]
 
 
 def printer_for(backend: str, **settings) -> ArrayPrinter:

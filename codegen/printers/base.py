@@ -32,6 +32,7 @@ the argument's text. Statement by statement (`codegen.lowering`), a `binder` is 
 printer asks it for the name of such an argument and of every subexpression that occurs more than
 once (`binder.repeated`), and prints that name; the binder decides which statement computes it.
 """
+
 from __future__ import annotations
 
 from decimal import Decimal
@@ -42,7 +43,7 @@ from sympy.printing.printer import Printer
 from derivations.language.arrays import Array, NormalCDF, is_scalar
 
 from ..names import PrinterError, check_name
-from .code import ATOM, MUL, UNARY, POW, ADD, Code, positive_first, show, split_sign
+from .code import ADD, ATOM, MUL, POW, UNARY, Code, positive_first, show, split_sign
 from .nodes import NodeRules
 
 __all__ = ["ArrayPrinter"]
@@ -69,22 +70,29 @@ def _ratio_text(p: int, q: int) -> tuple[str, bool]:
 class ArrayPrinter(NodeRules, Printer):
     """Shared logic; subclasses fill in the backend's spelling of each node."""
 
-    printmethod = "_qed_codegen_print"   # nothing defines it: no object prints itself
+    printmethod = "_qed_codegen_print"  # nothing defines it: no object prints itself
     backend = ""
     _default_settings = {"names": {}, "dtype": "dtype", "arrays": frozenset(), "matrices": frozenset()}
 
     # backend spellings -----------------------------------------------------------------
-    funcs: dict = {}          # SymPy function class -> array function text
-    scalar_funcs = {sp.exp: "math.exp", sp.log: "math.log", sp.tanh: "math.tanh",
-                    sp.erf: "math.erf", sp.sin: "math.sin", sp.cos: "math.cos", sp.Abs: "abs"}
-    inplace = False           # the backend has in-place operators on fresh arrays
-    out_funcs: dict = {}      # elementwise functions applied in place (SymPy class -> name)
+    funcs: dict = {}  # SymPy function class -> array function text
+    scalar_funcs = {
+        sp.exp: "math.exp",
+        sp.log: "math.log",
+        sp.tanh: "math.tanh",
+        sp.erf: "math.erf",
+        sp.sin: "math.sin",
+        sp.cos: "math.cos",
+        sp.Abs: "abs",
+    }
+    inplace = False  # the backend has in-place operators on fresh arrays
+    out_funcs: dict = {}  # elementwise functions applied in place (SymPy class -> name)
 
     def __init__(self, settings=None):
         super().__init__(settings)
-        self.modules: set[str] = set()      # modules the printed text needs imported
-        self.uses_dtype = False             # whether the text refers to the dtype variable
-        self.binder = None                  # statement mode: names subexpressions (lowering)
+        self.modules: set[str] = set()  # modules the printed text needs imported
+        self.uses_dtype = False  # whether the text refers to the dtype variable
+        self.binder = None  # statement mode: names subexpressions (lowering)
 
     # public API --------------------------------------------------------------------------
     def doprint(self, expr) -> str:
@@ -115,8 +123,7 @@ class ArrayPrinter(NodeRules, Printer):
 
     # helpers -----------------------------------------------------------------------------
     def emptyPrinter(self, expr):
-        raise PrinterError(f"{self.backend} printer: unsupported node {type(expr).__name__} "
-                           f"in {show(expr)}")
+        raise PrinterError(f"{self.backend} printer: unsupported node {type(expr).__name__} in {show(expr)}")
 
     def _need(self, module: str) -> None:
         self.modules.add(module)
@@ -169,16 +176,16 @@ class ArrayPrinter(NodeRules, Printer):
             # integer ids (T, 1) are stored as (..., T): as a value (a 0/1 mask, say) the
             # length-1 axis comes back and the entries become floats of the working dtype
             if expr.shape[1] != 1:
-                raise PrinterError(f"{self.backend} printer: integer array {name} must be "
-                                   f"declared (T, 1), got {expr.shape}")
+                raise PrinterError(
+                    f"{self.backend} printer: integer array {name} must be declared (T, 1), got {expr.shape}"
+                )
             return Code(self._cast(f"{name}[..., None]"), ATOM)
         return Code(name, ATOM)
 
     def _ids(self, expr) -> str:
         """An index argument (Gather, OneHot, Take): an integer Array, stored as (..., T)."""
         if not (isinstance(expr, Array) and expr.integer_valued):
-            raise PrinterError(f"{self.backend} printer: ids must be an integer Array, got "
-                               f"{show(expr)}")
+            raise PrinterError(f"{self.backend} printer: ids must be an integer Array, got {show(expr)}")
         return check_name(expr.name, "array")
 
     def _print_Dummy(self, expr):
@@ -224,8 +231,7 @@ class ArrayPrinter(NodeRules, Printer):
 
     # arithmetic --------------------------------------------------------------------------
     def _print_Add(self, expr):
-        terms = positive_first(list(expr.as_ordered_terms()) if expr.is_commutative
-                                     else list(expr.args))
+        terms = positive_first(list(expr.as_ordered_terms()) if expr.is_commutative else list(expr.args))
         out = []
         for t, term in enumerate(terms):
             neg, mag = split_sign(term)
@@ -241,7 +247,7 @@ class ArrayPrinter(NodeRules, Printer):
         if neg:
             code = self._print(mag)
             if code.prec == MUL and not code.startswith("-"):
-                return Code("-" + code, MUL)          # -a*b == (-a)*b
+                return Code("-" + code, MUL)  # -a*b == (-a)*b
             return Code("-" + self._operand(code, MUL), UNARY)
         c, rest = mag.as_coeff_Mul()
         factors = list(rest.as_ordered_factors()) if rest.is_Mul else [rest]
@@ -250,7 +256,7 @@ class ArrayPrinter(NodeRules, Printer):
         numer: list = []
         denom: list = []
         lead: list[str] = []
-        lead_value = c                       # the number that `lead` stands for
+        lead_value = c  # the number that `lead` stands for
         if c != 1:
             if c.is_Rational and not c.is_Integer:
                 text, is_dec = _ratio_text(int(c.p), int(c.q))
@@ -269,7 +275,7 @@ class ArrayPrinter(NodeRules, Printer):
                 denom.append(f.base if f.exp == -1 else sp.Pow(f.base, -f.exp, evaluate=False))
             else:
                 numer.append(f)
-        if not lead and not denom and len(numer) == 1:   # an unevaluated Mul(x)
+        if not lead and not denom and len(numer) == 1:  # an unevaluated Mul(x)
             return self._print(numer[0])
         scalar_den = [f for f in denom if self._scalar(f)]
         scalar_num = [f for f in numer if self._scalar(f)]
@@ -298,10 +304,11 @@ class ArrayPrinter(NodeRules, Printer):
         scalar = self._scalar(expr)
         if base == -1 and not scalar:
             if not self._integer_array(e):
-                raise PrinterError(f"{self.backend} printer: (-1)**e needs an integer-valued "
-                                   f"exponent, got {show(expr)}")
+                raise PrinterError(
+                    f"{self.backend} printer: (-1)**e needs an integer-valued exponent, got {show(expr)}"
+                )
             return Code(f"(1 - 2*({self._operand(self._print(e), MUL)} % 2))", ATOM)
-        if e == -sp.S.Half and not scalar and self.rsqrt_name:     # 1/√u in one call
+        if e == -sp.S.Half and not scalar and self.rsqrt_name:  # 1/√u in one call
             return Code(self._call(self.rsqrt_name, self._print(base)), ATOM)
         if e.is_Number and e < 0:
             pos = self._print(sp.Pow(base, -e, evaluate=False) if e != -1 else base)
@@ -314,7 +321,7 @@ class ArrayPrinter(NodeRules, Printer):
             return Code("*".join([b] * int(e)), MUL)
         if e == 1:
             return self._print(base)
-        if e.is_Rational and e.q == 2 and 1 < e.p < 11:   # x**(3/2) -> x*sqrt(x)
+        if e.is_Rational and e.q == 2 and 1 < e.p < 11:  # x**(3/2) -> x*sqrt(x)
             b = self._atomic(base) if not scalar else self._print(base)
             bt = self._operand(b, MUL - 1) if b.prec != ATOM else str(b)
             whole = [bt] * ((int(e.p) - 1) // 2)
@@ -337,4 +344,3 @@ class ArrayPrinter(NodeRules, Printer):
     def _call(self, fname: str, *args) -> str:
         self._need(fname.split(".")[0] if not fname.startswith("scipy.") else "scipy.special")
         return f"{fname}({', '.join(str(a) for a in args)})"
-

@@ -1,16 +1,21 @@
 """Printed text with its precedence, the sign rules every printer shares, and the import line
 of each module printed text may call."""
+
 from __future__ import annotations
 
 import sympy as sp
 
-__all__ = ["Code", "ADD", "MUL", "UNARY", "POW", "ATOM", "MODULE_IMPORTS", "show", "split_sign",
-           "positive_first"]
+__all__ = ["Code", "ADD", "MUL", "UNARY", "POW", "ATOM", "MODULE_IMPORTS", "show", "split_sign", "positive_first"]
 
 # the import line of each module that printed text may call (a printer's `modules`)
-MODULE_IMPORTS = {"math": "import math", "np": "import numpy as np", "_special": "from . import _special",
-                  "_support": "from . import _support", "scipy.special": "import scipy.special",
-                  "torch": "import torch"}
+MODULE_IMPORTS = {
+    "math": "import math",
+    "np": "import numpy as np",
+    "_special": "from . import _special",
+    "_support": "from . import _support",
+    "scipy.special": "import scipy.special",
+    "torch": "import torch",
+}
 
 # Python precedence levels (higher binds tighter).
 ADD, MUL, UNARY, POW, ATOM = 10, 20, 30, 40, 100
@@ -52,5 +57,5 @@ def positive_first(terms: list) -> list:
     """A positive term first reads better: x - max(x) rather than -max(x) + x."""
     for t, term in enumerate(terms):
         if not split_sign(term)[0]:
-            return [term] + terms[:t] + terms[t + 1:]
+            return [term] + terms[:t] + terms[t + 1 :]
     return terms

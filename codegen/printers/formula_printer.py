@@ -1,5 +1,6 @@
 """The formula printer: array-language expressions as a one-line Unicode formula, for the comment
 above each generated statement (`# y = exp(x − rowmax(x)) / rowsum(exp(x − rowmax(x)))`)."""
+
 from __future__ import annotations
 
 import sympy as sp
@@ -29,7 +30,7 @@ class FormulaPrinter(StrPrinter):
     SymPy's text (it never fails: a comment must not stop the generator).
     """
 
-    printmethod = "_qed_formula_print"   # not the nodes' own `_sympystr`: the rules below
+    printmethod = "_qed_formula_print"  # not the nodes' own `_sympystr`: the rules below
 
     # precedence and parentheses --------------------------------------------------------
     @staticmethod
@@ -54,7 +55,7 @@ class FormulaPrinter(StrPrinter):
     # atoms -------------------------------------------------------------------------------
     def _print_Symbol(self, expr):
         name = expr.name
-        if name.endswith("hat") and len(name) > 3:      # xhat -> x̂, dxhat -> dx̂
+        if name.endswith("hat") and len(name) > 3:  # xhat -> x̂, dxhat -> dx̂
             name = name[:-3] + "\u0302"
         return name
 
@@ -173,7 +174,7 @@ class FormulaPrinter(StrPrinter):
         return self._wrap(expr.args[0], PRECEDENCE["Func"]) + "ᵀ"
 
     def _print_Contract(self, expr):
-        a, b = expr.args        # Σ over rows and every leading axis of aᵀ b
+        a, b = expr.args  # Σ over rows and every leading axis of aᵀ b
         return f"{self._print(T(a))} @ {self._wrap(b, _P_MUL, strict=True)}"
 
     def _print_Gather(self, expr):
@@ -215,7 +216,7 @@ for _node, _name in _FORMULA_CALLS.items():
     setattr(FormulaPrinter, f"_print_{_node}", lambda self, expr, _name=_name: self._call(_name, *expr.args))
 
 
-FormulaPrinter._print_Gaussian = lambda self, expr: self._print(expr.document_form())   # e^{−u²/2}
+FormulaPrinter._print_Gaussian = lambda self, expr: self._print(expr.document_form())  # e^{−u²/2}
 
 
 def formula(expr) -> str:
@@ -228,4 +229,4 @@ def formula_comment(target: str, expr, width: int = 100, indent: int = 0) -> str
     it fits in `width` columns after `indent` spaces."""
     text = f"# {FormulaPrinter()._print_Symbol(sp.Symbol(target))} = {formula(expr)}"
     room = width - indent
-    return text if len(text) <= room else text[:room - 1].rstrip() + "…"
+    return text if len(text) <= room else text[: room - 1].rstrip() + "…"

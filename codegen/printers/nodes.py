@@ -17,6 +17,7 @@
 `NodeRules` is mixed into `ArrayPrinter` (base.py), whose helpers (`_call`, `_atomic`,
 `_paren`, ...) these rules use.
 """
+
 from __future__ import annotations
 
 import sympy as sp
@@ -38,8 +39,7 @@ class NodeRules:
         if self._scalar(expr):
             name = self.scalar_funcs.get(fn)
             if name is None:
-                raise PrinterError(f"{self.backend} printer: no scalar form for "
-                                   f"{fn.__name__} in {show(expr)}")
+                raise PrinterError(f"{self.backend} printer: no scalar form for {fn.__name__} in {show(expr)}")
             if name.startswith("math."):
                 self._need("math")
             return Code(f"{name}({self._print(expr.args[0])})", ATOM)
@@ -48,8 +48,9 @@ class NodeRules:
             return self.emptyPrinter(expr)
         return Code(self._call(name, self._print(expr.args[0])), ATOM)
 
-    _print_exp = _print_tanh = _print_erf = _print_sin = _print_cos = \
-        _print_Abs = _print_sign = _print_log1p = _print_expm1 = _print_elementwise
+    _print_exp = _print_tanh = _print_erf = _print_sin = _print_cos = _print_Abs = _print_sign = _print_log1p = (
+        _print_expm1
+    ) = _print_elementwise
 
     def _print_Sigmoid(self, expr):
         """σ(u) = 1/(1 + e^{−u}) as the library's overflow-free logistic function."""
@@ -95,8 +96,7 @@ class NodeRules:
         elif h0 == 1:
             op = ">="
         else:
-            raise PrinterError(f"{self.backend} printer: Heaviside needs H(0) = 0 or 1, got "
-                               f"{show(expr)}")
+            raise PrinterError(f"{self.backend} printer: Heaviside needs H(0) = 0 or 1, got {show(expr)}")
         if self._scalar(x):
             raise PrinterError(f"{self.backend} printer: Heaviside of a scalar: {show(expr)}")
         return Code(self._cast(f"({self._print(x)} {op} 0)"), ATOM)
@@ -116,8 +116,11 @@ class NodeRules:
         for a in arrays[1:]:
             code = self._pair(which, code, str(self._print(a)))
         if scalars:
-            s = self._print(scalars[0]) if len(scalars) == 1 else \
-                f"{which}({', '.join(self._print(a) for a in scalars)})"
+            s = (
+                self._print(scalars[0])
+                if len(scalars) == 1
+                else f"{which}({', '.join(self._print(a) for a in scalars)})"
+            )
             code = self._with_scalar(which, code, str(s))
         return Code(code, ATOM)
 
@@ -131,23 +134,22 @@ class NodeRules:
     def _integer_operands(self, expr, what: str):
         args = expr.args
         if self._scalar(expr) or not all(sp.sympify(a).is_integer for a in args):
-            raise PrinterError(f"{self.backend} printer: {what} needs integer-valued array "
-                               f"arguments, got {show(expr)}")
+            raise PrinterError(f"{self.backend} printer: {what} needs integer-valued array arguments, got {show(expr)}")
         return args
 
     def _print_Mod(self, expr):
         a, q = self._integer_operands(expr, "Mod")
         if not (q.is_Integer and q > 0):
-            raise PrinterError(f"{self.backend} printer: Mod needs a positive integer modulus, "
-                               f"got {show(expr)}")
+            raise PrinterError(f"{self.backend} printer: Mod needs a positive integer modulus, got {show(expr)}")
         return Code(f"({self._operand(self._print(a), MUL)} % {self._print(q)})", ATOM)
 
     def _print_floor(self, expr):
         (arg,) = expr.args
         num, den = sp.fraction(sp.together(arg))
         if self._scalar(expr) or not num.is_integer or not (den.is_Integer and den > 0):
-            raise PrinterError(f"{self.backend} printer: floor needs (integer array)/(positive "
-                               f"integer), got {show(expr)}")
+            raise PrinterError(
+                f"{self.backend} printer: floor needs (integer array)/(positive integer), got {show(expr)}"
+            )
         return Code(f"({self._operand(self._print(num), MUL)} // {self._print(den)})", ATOM)
 
     # tables: index grids and the finished array -----------------------------------------
@@ -174,10 +176,10 @@ class NodeRules:
         a, b = (self._operand(self._print(x), MUL) for x in expr.args)
         return Code(f"({a} @ {b})", ATOM)
 
-    fold_leading = False      # print (..., r, k) @ (k, c) as one (Σr, k) @ (k, c) product
-    fuses_bias = False        # b + A @ B in one BLAS call (beta = 1), where the backend has it
+    fold_leading = False  # print (..., r, k) @ (k, c) as one (Σr, k) @ (k, c) product
+    fuses_bias = False  # b + A @ B in one BLAS call (beta = 1), where the backend has it
 
-    multiply_add = False      # t = b + c·t·a in one call (lowering/inplace.py: fuse_multiply_add)
+    multiply_add = False  # t = b + c·t·a in one call (lowering/inplace.py: fuse_multiply_add)
 
     def multiply_add_text(self, target: str, c, a: str | None, b: str) -> str:
         """`target = b + c·target·a` (a None: b + c·target) written into target."""
@@ -213,11 +215,13 @@ class NodeRules:
         rows, cols = shape_of(a)
         code = self._print(a)
         text = self._paren(code, ATOM - 1)
-        if rows == 1:          # a row vector, stored 1-D: (n,) -> (n, 1)
+        if rows == 1:  # a row vector, stored 1-D: (n,) -> (n, 1)
             return Code(f"{text}[:, None]", ATOM)
         if cols == 1:
-            raise PrinterError(f"{self.backend} printer: T of a column vector {show(a)} has "
-                               "no storage convention (it would be a row vector with batch axes)")
+            raise PrinterError(
+                f"{self.backend} printer: T of a column vector {show(a)} has "
+                "no storage convention (it would be a row vector with batch axes)"
+            )
         return Code(f"{text}.mT", ATOM)
 
     def _print_RowSum(self, expr):
@@ -269,5 +273,5 @@ class NodeRules:
     # _with_scalar(which, a, s), _causal(s), _one_hot(ids, n), _take(a, ids), _grid(n),
     # full_of(dims, value) and broadcast_cast(value, dims) (numpy_printer.py, torch_printer.py)
     sqrt_name = ""
-    rsqrt_name = ""           # 1/√u as one call, where the backend has it (torch.rsqrt)
+    rsqrt_name = ""  # 1/√u as one call, where the backend has it (torch.rsqrt)
     sigmoid_name = ""

@@ -1,5 +1,6 @@
 """The NumPy printer: array-language expressions as NumPy (float32-safe: no NumPy scalars, no
 upcasts), with the BLAS forms of the row and column sums and of products with weight matrices."""
+
 from __future__ import annotations
 
 import sympy as sp
@@ -26,11 +27,28 @@ class NumpyPrinter(ArrayPrinter):
     # evaluates derivations/special.py's rational for float32 (SciPy's float32 loop is scalar)
     library_funcs = {sp.erf: "scipy.special.erf", NormalCDF: "scipy.special.ndtr"}
     inplace = True
-    out_funcs = {sp.exp: "exp", sp.log: "log", sp.tanh: "tanh", sp.sin: "sin", sp.cos: "cos",
-                 sp.Abs: "abs", log1p: "log1p", expm1: "expm1"}
-    funcs = {sp.exp: "np.exp", sp.log: "np.log", sp.tanh: "np.tanh", sp.erf: "_special.erf",
-             sp.sin: "np.sin", sp.cos: "np.cos", sp.Abs: "np.abs", sp.sign: "np.sign",
-             log1p: "np.log1p", expm1: "np.expm1"}
+    out_funcs = {
+        sp.exp: "exp",
+        sp.log: "log",
+        sp.tanh: "tanh",
+        sp.sin: "sin",
+        sp.cos: "cos",
+        sp.Abs: "abs",
+        log1p: "log1p",
+        expm1: "expm1",
+    }
+    funcs = {
+        sp.exp: "np.exp",
+        sp.log: "np.log",
+        sp.tanh: "np.tanh",
+        sp.erf: "_special.erf",
+        sp.sin: "np.sin",
+        sp.cos: "np.cos",
+        sp.Abs: "np.abs",
+        sp.sign: "np.sign",
+        log1p: "np.log1p",
+        expm1: "np.expm1",
+    }
 
     def in_place_call(self, name, target):
         return self._call(f"np.{name}", target, f"out={target}")
@@ -64,8 +82,7 @@ class NumpyPrinter(ArrayPrinter):
     def _block_causal(self, s, start):
         self._need("np")
         self._need("math")
-        return (f"np.where(np.tri({s}.shape[-2], {s}.shape[-1], -({start}), dtype=bool), {s}, "
-                "-math.inf)")
+        return f"np.where(np.tri({s}.shape[-2], {s}.shape[-1], -({start}), dtype=bool), {s}, -math.inf)"
 
     def causal_in_place(self, target):
         # s += B with B_ij = 0 (j ≤ i), −∞ (j > i), in s's dtype: s_ij + 0 = s_ij exactly and

@@ -1,5 +1,6 @@
 """The PyTorch printer: array-language expressions as PyTorch (Python numbers for scalars,
 device-aware masks, `torch.addmm` for a product with a weight matrix plus a bias)."""
+
 from __future__ import annotations
 
 import sympy as sp
@@ -17,8 +18,7 @@ class TorchPrinter(ArrayPrinter):
     # In place on fresh tensors (`t *= x`, `t.exp_()`): the generated functions run inside
     # autograd.Function.forward/backward, where autograd records nothing.
     inplace = True
-    out_funcs = {sp.exp: "exp", sp.log: "log", sp.tanh: "tanh", sp.sin: "sin", sp.cos: "cos",
-                 sp.Abs: "abs"}
+    out_funcs = {sp.exp: "exp", sp.log: "log", sp.tanh: "tanh", sp.sin: "sin", sp.cos: "cos", sp.Abs: "abs"}
 
     def in_place_call(self, name, target):
         return f"{target}.{'neg' if name == 'negative' else name}_()"
@@ -70,7 +70,7 @@ class TorchPrinter(ArrayPrinter):
             return None
         return f"{target}.{call}"
 
-    fuses_bias = True         # _support.addmm_rows: the bias as the GEMM's initial C
+    fuses_bias = True  # _support.addmm_rows: the bias as the GEMM's initial C
     backend = "torch"
     sqrt_name = "torch.sqrt"
     rsqrt_name = "torch.rsqrt"
@@ -80,9 +80,18 @@ class TorchPrinter(ArrayPrinter):
     table_params = ("device=None",)
     table_param_docs = {"device=None": "the torch device of the result (default: the CPU)"}
     default_dtype_doc = "torch.get_default_dtype()"
-    funcs = {sp.exp: "torch.exp", sp.log: "torch.log", sp.tanh: "torch.tanh", sp.erf: "torch.erf",
-             sp.sin: "torch.sin", sp.cos: "torch.cos", sp.Abs: "torch.abs", sp.sign: "torch.sign",
-             log1p: "torch.log1p", expm1: "torch.expm1"}
+    funcs = {
+        sp.exp: "torch.exp",
+        sp.log: "torch.log",
+        sp.tanh: "torch.tanh",
+        sp.erf: "torch.erf",
+        sp.sin: "torch.sin",
+        sp.cos: "torch.cos",
+        sp.Abs: "torch.abs",
+        sp.sign: "torch.sign",
+        log1p: "torch.log1p",
+        expm1: "torch.expm1",
+    }
 
     def _cast(self, boolean):
         return f"{boolean}.to({self._dtype()})"
@@ -100,21 +109,27 @@ class TorchPrinter(ArrayPrinter):
     def _causal(self, s):
         self._need("torch")
         self._need("math")
-        return (f"{s}.masked_fill(torch.ones({s}.shape[-2], {s}.shape[-1], dtype=torch.bool, "
-                f"device={s}.device).triu(1), -math.inf)")
+        return (
+            f"{s}.masked_fill(torch.ones({s}.shape[-2], {s}.shape[-1], dtype=torch.bool, "
+            f"device={s}.device).triu(1), -math.inf)"
+        )
 
     def _block_causal(self, s, start):
         self._need("torch")
         self._need("math")
-        return (f"{s}.masked_fill(torch.ones({s}.shape[-2], {s}.shape[-1], dtype=torch.bool, "
-                f"device={s}.device).triu(1 - ({start})), -math.inf)")
+        return (
+            f"{s}.masked_fill(torch.ones({s}.shape[-2], {s}.shape[-1], dtype=torch.bool, "
+            f"device={s}.device).triu(1 - ({start})), -math.inf)"
+        )
 
     def causal_in_place(self, target):
         self._need("torch")
         self._need("math")
         t = target
-        return [f"{t}.masked_fill_(torch.ones({t}.shape[-2], {t}.shape[-1], dtype=torch.bool, "
-                f"device={t}.device).triu(1), -math.inf)"]
+        return [
+            f"{t}.masked_fill_(torch.ones({t}.shape[-2], {t}.shape[-1], dtype=torch.bool, "
+            f"device={t}.device).triu(1), -math.inf)"
+        ]
 
     def _one_hot(self, ids, n):
         self._need("torch")
@@ -127,8 +142,7 @@ class TorchPrinter(ArrayPrinter):
         return self._call("torch.arange", n, "dtype=torch.float64", "device=device")
 
     def full_of(self, dims, value):
-        return self._call("torch.full", f"({dims})", value, f"dtype={self._dtype()}",
-                          "device=device")
+        return self._call("torch.full", f"({dims})", value, f"dtype={self._dtype()}", "device=device")
 
     def broadcast_cast(self, value, dims):
         # expand is a view; .to(dtype) copies unless the dtype is float64 already, and then

@@ -6,6 +6,7 @@ every leading axis at once; and the Gaussian e^{−u²/2} in three passes. The p
 reads like its formula; tests/test_codegen_support.py checks each against np.sum and friends.
 `python -m codegen` copies this file verbatim into generated/numpy/_support.py.
 """
+
 from __future__ import annotations
 
 import math

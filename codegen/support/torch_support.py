@@ -8,6 +8,7 @@ three passes. The printers call them
 checks each against torch's own. `python -m codegen` copies this file verbatim into
 generated/torch/_support.py.
 """
+
 from __future__ import annotations
 
 import math
@@ -54,6 +55,6 @@ def addmm_rows(b, x, w):
 def gaussian(u):
     """G(u) = e^{−u²/2}, elementwise: u² into a new tensor, scaled and exponentiated in place.
     For |u| > 1.8e19 in float32, u² is ∞ and e^{−∞} = 0, the correctly rounded value."""
-    g = u * u                  # torch.square is a pow: 7x slower than this multiply (CPU, float32)
+    g = u * u  # torch.square is a pow: 7x slower than this multiply (CPU, float32)
     g.mul_(-0.5)
     return g.exp_()

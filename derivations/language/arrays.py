@@ -19,19 +19,41 @@ Two readers consume the same object:
 
 So the expression the verifier proves is the very expression the generator prints.
 """
+
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import sympy as sp
 
 __all__ = [
-    "Array", "MatMul", "T", "RowSum", "RowMax", "RowMean", "ColSum", "Contract",
-    "CausalMask", "Gather", "OneHot", "Take", "Sigmoid", "NormalCDF", "Gaussian", "DocumentFunction", "DOCUMENT_NODES", "document_form",
-    "shape_of", "entry",
-    "index", "size", "Assign", "ArrayError", "is_scalar",
+    "Array",
+    "MatMul",
+    "T",
+    "RowSum",
+    "RowMax",
+    "RowMean",
+    "ColSum",
+    "Contract",
+    "CausalMask",
+    "Gather",
+    "OneHot",
+    "Take",
+    "Sigmoid",
+    "NormalCDF",
+    "Gaussian",
+    "DocumentFunction",
+    "DOCUMENT_NODES",
+    "document_form",
+    "shape_of",
+    "entry",
+    "index",
+    "size",
+    "Assign",
+    "ArrayError",
+    "is_scalar",
 ]
 
 
@@ -65,7 +87,7 @@ class Array(sp.Symbol):
         obj = sp.Symbol.__xnew__(cls, name, real=True)
         obj._shape = tuple(sp.sympify(s) for s in shape)
         obj._integer_valued = bool(integer)
-        obj._latex_name = latex          # how the documents write it (\hat{x})
+        obj._latex_name = latex  # how the documents write it (\hat{x})
         return obj
 
     def __getnewargs_ex__(self):
@@ -196,7 +218,7 @@ class Gaussian(DocumentFunction):
         return -self.args[0] * self
 
     def document_form(self) -> sp.Expr:
-        return sp.exp(-self.args[0] ** 2 / 2)
+        return sp.exp(-(self.args[0] ** 2) / 2)
 
     def _latex(self, printer) -> str:
         return printer._print(self.document_form())
@@ -224,7 +246,7 @@ class HalfStep(DocumentFunction):
         return True if self.args[0].is_real else None
 
 
-DOCUMENT_NODES = (DocumentFunction,)   # nodes that stand for a document formula
+DOCUMENT_NODES = (DocumentFunction,)  # nodes that stand for a document formula
 
 
 def document_form(expr) -> sp.Expr:
@@ -285,7 +307,7 @@ class T(ArrayNode):
     nargs = 1
 
     def node_shape(self, shapes):
-        (r, c), = shapes
+        ((r, c),) = shapes
         return (c, r)
 
     def node_entry(self, idx, env):
@@ -298,7 +320,7 @@ class RowSum(ArrayNode):
     nargs = 1
 
     def node_shape(self, shapes):
-        (r, c), = shapes
+        ((r, c),) = shapes
         return (r, sp.Integer(1))
 
     def node_entry(self, idx, env):
@@ -313,7 +335,7 @@ class RowMean(ArrayNode):
     nargs = 1
 
     def node_shape(self, shapes):
-        (r, c), = shapes
+        ((r, c),) = shapes
         return (r, sp.Integer(1))
 
     def node_entry(self, idx, env):
@@ -333,7 +355,7 @@ class RowMax(ArrayNode):
     nargs = 1
 
     def node_shape(self, shapes):
-        (r, c), = shapes
+        ((r, c),) = shapes
         return (r, sp.Integer(1))
 
     def node_entry(self, idx, env):
@@ -350,7 +372,7 @@ class ColSum(ArrayNode):
     nargs = 1
 
     def node_shape(self, shapes):
-        (r, c), = shapes
+        ((r, c),) = shapes
         return (sp.Integer(1), c)
 
     def node_entry(self, idx, env):
@@ -376,8 +398,7 @@ class Contract(ArrayNode):
     def node_entry(self, idx, env):
         A, B = self.args
         k = _fresh("r")
-        return sp.Sum(entry(A, (k, idx[0]), env) * entry(B, (k, idx[1]), env),
-                      (k, 0, shape_of(A)[0] - 1))
+        return sp.Sum(entry(A, (k, idx[0]), env) * entry(B, (k, idx[1]), env), (k, 0, shape_of(A)[0] - 1))
 
 
 class CausalMask(ArrayNode):

@@ -37,6 +37,7 @@ assignments:
   normaliser, for symbolic sizes and every flag (`Derivation.lemmas`); a derivation that cannot
   prove them is refused, never assumed.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -46,12 +47,42 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
+from .arrays import (
+    Array,
+    ArrayError,
+    ArrayNode,
+    Assign,
+    CausalMask,
+    ColSum,
+    Contract,
+    Gather,
+    HalfStep,
+    MatMul,
+    OneHot,
+    RowMax,
+    RowMean,
+    RowSum,
+    T,
+    Take,
+    entry,
+    index,
+    is_scalar,
+    shape_of,
+)
 from .stabilise import stabilise, stabilise_assigns
-from .arrays import (Array, ArrayError, ArrayNode, Assign, CausalMask, ColSum, Contract, Gather, HalfStep, MatMul,
-                     OneHot, RowMax, RowMean, RowSum, T, Take, entry, index, is_scalar, shape_of)
 
-__all__ = ["Derivation", "derive", "vjp", "elementwise_vjp", "reduce_to", "transpose", "matmul", "contract",
-           "recognise", "derivative"]
+__all__ = [
+    "Derivation",
+    "derive",
+    "vjp",
+    "elementwise_vjp",
+    "reduce_to",
+    "transpose",
+    "matmul",
+    "contract",
+    "recognise",
+    "derivative",
+]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,8 +162,10 @@ def reduce_to(x, shape: tuple, batched, target_batched: bool):
     if rows == 1 and (got[0] != 1 or (batched(x) and not target_batched)):
         x = col_sum(x, batched)
     elif batched(x) and not target_batched:
-        raise ArrayError(f"an operand of shape {shape} without leading axes broadcast against "
-                         f"{x}: no node sums over the leading axes alone")
+        raise ArrayError(
+            f"an operand of shape {shape} without leading axes broadcast against "
+            f"{x}: no node sums over the leading axes alone"
+        )
     return x
 
 
@@ -154,11 +187,11 @@ def vjp(node, G, batched) -> list[tuple[int, sp.Expr]]:
     if isinstance(node, T):
         return [(0, transpose(G))]
     if isinstance(node, RowSum):
-        return [(0, G)]                                   # (r, 1) broadcast back along the row
+        return [(0, G)]  # (r, 1) broadcast back along the row
     if isinstance(node, RowMean):
         return [(0, G / shape_of(node.args[0])[1])]
     if isinstance(node, ColSum):
-        return [(0, G)]                                   # (1, c) broadcast back over the rows
+        return [(0, G)]  # (1, c) broadcast back over the rows
     if isinstance(node, Contract):
         A, B = node.args
         return [(0, matmul(B, transpose(G))), (1, matmul(A, G))]
@@ -170,7 +203,7 @@ def vjp(node, G, batched) -> list[tuple[int, sp.Expr]]:
         A, ids = node.args
         return [(0, G * OneHot(ids, shape_of(A)[1]))]
     if isinstance(node, OneHot):
-        return []                                          # of integer ids: no float operand
+        return []  # of integer ids: no float operand
     raise ArrayError(f"no vector-Jacobian rule for {type(node).__name__}")
 
 
@@ -186,6 +219,7 @@ def _leaves(expr) -> list:
         for a in e.args:
             if not is_scalar(a):
                 walk(a)
+
     walk(sp.sympify(expr))
     return sorted(found, key=sp.default_sort_key)
 
@@ -199,8 +233,10 @@ def _kinks(d):
     checked, not assumed: the gate admits a kink only where the specification has one and
     requires the printed value there between its one-sided derivatives (proof/kinks.py), so a
     step taken as H(u, 0) here refutes softplus' backward at x = 0 (tests/test_hypotheses.py)."""
-    d = d.replace(lambda e: isinstance(e, sp.Heaviside) and (len(e.args) == 1 or e.args[1] == sp.S.Half),
-                  lambda e: HalfStep(e.args[0]))
+    d = d.replace(
+        lambda e: isinstance(e, sp.Heaviside) and (len(e.args) == 1 or e.args[1] == sp.S.Half),
+        lambda e: HalfStep(e.args[0]),
+    )
     return d.replace(lambda e: isinstance(e, sp.DiracDelta), lambda e: sp.Integer(0))
 
 
@@ -244,8 +280,10 @@ def recognise(expr, names: dict) -> sp.Expr:
     array. A product matches when its factors contain the value's (e^{s−m} R^{−2} is att · R^{−1}
     for att = e^{s−m} R^{−1}), a power when it is a multiple of the value's ((v + ε)^{−3/2} is
     rstd³ for rstd = (v + ε)^{−1/2}); exact algebra of commuting factors and powers."""
-    products = sorted(((a, _powers(v)) for v, a in names.items() if isinstance(v, (sp.Mul, sp.Pow))),
-                      key=lambda p: (-len(p[1]), p[0].name))
+    products = sorted(
+        ((a, _powers(v)) for v, a in names.items() if isinstance(v, (sp.Mul, sp.Pow))),
+        key=lambda p: (-len(p[1]), p[0].name),
+    )
 
     def walk(e):
         if e in names:
@@ -258,6 +296,7 @@ def recognise(expr, names: dict) -> sp.Expr:
         if isinstance(new, (sp.Mul, sp.Pow)):
             new = _match_products(new, products)
         return new
+
     return walk(sp.sympify(expr))
 
 
@@ -300,11 +339,12 @@ def _match_products(e, products):
             changed = True
     if not changed:
         return e
-    return coeff * sp.Mul(*[b ** p for b, p in have.items() if p != 0])
+    return coeff * sp.Mul(*[b**p for b, p in have.items() if p != 0])
 
 
 def _row_means(expr):
     """rowsum(X)/c → mean(X) where c is X's row length (as the documents write it)."""
+
     def is_mean(e):
         if not isinstance(e, sp.Mul):
             return False
@@ -318,6 +358,7 @@ def _row_means(expr):
                 rest = [a for a in e.args if a is not s and a != c]
                 return sp.Mul(*rest) * RowMean(s.args[0])
         return e
+
     return expr.replace(is_mean, to_mean)
 
 
@@ -332,6 +373,7 @@ def _factor(expr):
         if not e.args or isinstance(e, Array):
             return e
         return e.func(*[hide(a) for a in e.args])
+
     out = sp.factor_terms(hide(sp.sympify(expr)))
     return out.xreplace({v: k for k, v in table.items()})
 
@@ -357,14 +399,14 @@ class Derivation:
     saved: list[Array]
     grads: list[Array]
     lemmas: list[str] = field(default_factory=list)
-    stability: list[str] = field(default_factory=list)   # the stable rewrites applied (claim ids)
+    stability: list[str] = field(default_factory=list)  # the stable rewrites applied (claim ids)
 
 
 @dataclass
 class _Line:
-    leaf: Array            # the SSA array this line defines (the target itself for its last definition)
-    expr: sp.Expr          # its value, reading SSA arrays
-    assign: Assign         # the line as written
+    leaf: Array  # the SSA array this line defines (the target itself for its last definition)
+    expr: sp.Expr  # its value, reading SSA arrays
+    assign: Assign  # the line as written
 
 
 class _Graph:
@@ -374,11 +416,11 @@ class _Graph:
     all its users)."""
 
     def __init__(self, roles: dict):
-        self.roles = dict(roles)          # input/param Array -> "input" | "param" | "constant" | "integer"
+        self.roles = dict(roles)  # input/param Array -> "input" | "param" | "constant" | "integer"
         self.order: list = []
-        self.kind: dict = {}              # expr -> "leaf" | "target" | "node" | "cluster"
-        self.defn: dict = {}              # target leaf -> its line's expression
-        self.batch: dict = {}             # Array -> has leading axes
+        self.kind: dict = {}  # expr -> "leaf" | "target" | "node" | "cluster"
+        self.defn: dict = {}  # target leaf -> its line's expression
+        self.batch: dict = {}  # Array -> has leading axes
 
     def batched(self, e) -> bool:
         e = sp.sympify(e)
@@ -434,8 +476,10 @@ def _ssa(forward: list[Assign], taken: set) -> list[_Line]:
             name = _fresh_name(f"{a.target.name}_{seen[a.target] - 1}", taken)
             leaf = Array(name, a.target.shape)
         if a.when is not None and a.target not in current:
-            raise ArrayError(f"the line for {a.target.name} runs only when {a.when}: a flag may only "
-                             "guard a redefinition (s = mask(s))")
+            raise ArrayError(
+                f"the line for {a.target.name} runs only when {a.when}: a flag may only "
+                "guard a redefinition (s = mask(s))"
+            )
         current[a.target] = leaf
         lines.append(_Line(leaf, expr, a))
     return lines
@@ -481,8 +525,18 @@ def _fresh_name(base: str, taken: set) -> str:
     return name
 
 
-def derive(forward: list[Assign], inputs: list[Array], outputs: list[Array], *, params=(),
-           constants=(), integers=(), saved=None, flag_sets=(frozenset(),), name: str = "op") -> Derivation:
+def derive(
+    forward: list[Assign],
+    inputs: list[Array],
+    outputs: list[Array],
+    *,
+    params=(),
+    constants=(),
+    integers=(),
+    saved=None,
+    flag_sets=(frozenset(),),
+    name: str = "op",
+) -> Derivation:
     """The backward of `forward` by the rules: one gradient per float input and parameter that
     is not a constant. `saved` None: the cache is what the backward reads; a list: the backward
     reads only these (and the upstream gradients), recomputing any other forward array from them.
@@ -504,8 +558,11 @@ def derive(forward: list[Assign], inputs: list[Array], outputs: list[Array], *, 
         if graph.kind.get(o) != "target":
             raise ArrayError(f"op {name}: output {o.name} is not defined by the forward")
     # forward values by name (the last definition of each array: an overwritten one is not readable)
-    names = {ln.expr: ln.leaf for ln in lines
-             if ln.leaf == ln.assign.target and not isinstance(ln.expr, Array) and not is_scalar(ln.expr)}
+    names = {
+        ln.expr: ln.leaf
+        for ln in lines
+        if ln.leaf == ln.assign.target and not isinstance(ln.expr, Array) and not is_scalar(ln.expr)
+    }
     wrt = [a for a in list(inputs) + params if roles[a] in ("input", "param")]
     state = _Sweep(graph, lines, names, outputs, name, taken)
     state.run()
@@ -532,18 +589,18 @@ class _Sweep:
 
         self.g, self.lines, self.names, self.name = graph, lines, names, name
         self.outputs = list(outputs)
-        self.adj: dict = {o: grad_of(o) for o in outputs}     # node -> its adjoint (an expression)
+        self.adj: dict = {o: grad_of(o) for o in outputs}  # node -> its adjoint (an expression)
         for o in outputs:
             graph.batch[grad_of(o)] = graph.batch[o]
-        self.defs: dict = {}            # placeholder array d<target> -> its adjoint's expression
-        self.position: dict = {}        # placeholder -> sweep position (emission order)
-        self.shifts: list = []          # (RowMax node, its adjoint): to be proved 0
-        self.masks: list = []           # (CausalMask node, its adjoint, flag): 0 above the diagonal
+        self.defs: dict = {}  # placeholder array d<target> -> its adjoint's expression
+        self.position: dict = {}  # placeholder -> sweep position (emission order)
+        self.shifts: list = []  # (RowMax node, its adjoint): to be proved 0
+        self.masks: list = []  # (CausalMask node, its adjoint, flag): 0 above the diagonal
         self.guarded = {ln.leaf: ln.assign.when for ln in lines if ln.assign.when is not None}
         self.origin = {ln.leaf: ln.assign.target for ln in lines}
-        self.stable: set = set()        # the stable rewrites applied to the derivatives (claim ids)
+        self.stable: set = set()  # the stable rewrites applied to the derivatives (claim ids)
         self.taken = taken
-        self.touched: set = set()      # nodes that received a contribution (even one that cancelled)
+        self.touched: set = set()  # nodes that received a contribution (even one that cancelled)
 
     def recognised(self, e):
         return recognise(e, self.names)
@@ -563,7 +620,7 @@ class _Sweep:
         for pos, e in enumerate(reversed(self.g.order)):
             G = self.adj.get(e)
             if isinstance(e, RowMax) and e in self.touched and (G is None or G == 0):
-                self.shifts.append((e, sp.Integer(0)))       # its contributions cancelled exactly
+                self.shifts.append((e, sp.Integer(0)))  # its contributions cancelled exactly
             if G is None or G == 0:
                 continue
             kind = self.g.kind[e]
@@ -575,9 +632,11 @@ class _Sweep:
                     # passes to the previous value unchanged, so with it the rule must do the
                     # same: only the causal mask, once its masked entries' adjoint is proved 0
                     if not isinstance(child, CausalMask):
-                        raise ArrayError(f"op {self.name}: the line for {e.name} runs only when "
-                                         f"{self.guarded[e]}, and is not a causal mask: a guarded line's "
-                                         "adjoint must be the identity")
+                        raise ArrayError(
+                            f"op {self.name}: the line for {e.name} runs only when "
+                            f"{self.guarded[e]}, and is not a causal mask: a guarded line's "
+                            "adjoint must be the identity"
+                        )
                     self.masks.append((child, P, self.guarded[e]))
                     self.add(child.args[0], P)
                 else:
@@ -586,7 +645,7 @@ class _Sweep:
                 for leaf, share in elementwise_vjp(e, G, self.g.batched, self.recognised, self.stable):
                     self.add(leaf, share)
             elif kind == "node":
-                if isinstance(e, RowMax):           # (its adjoint may also cancel to 0 exactly: below)
+                if isinstance(e, RowMax):  # (its adjoint may also cancel to 0 exactly: below)
                     self.shifts.append((e, G))
                 elif isinstance(e, CausalMask):
                     self.masks.append((e, G, None))
@@ -612,7 +671,7 @@ class _Sweep:
         up = grad_of(leaf) if leaf in self.outputs else None
         if up is not None and G == up:
             return up
-        target = self.origin.get(leaf, leaf)          # an overwritten value's adjoint: d<its array>
+        target = self.origin.get(leaf, leaf)  # an overwritten value's adjoint: d<its array>
         name = _fresh_name(("d" + target.name) if up is None else f"d{leaf.name}_total", self.taken)
         P = Array(name, leaf.shape)
         self.g.batch[P] = self.g.batch[leaf]
@@ -627,7 +686,7 @@ class _Sweep:
         values: dict = {}
         for ln in self.lines:
             if ln.assign.when is not None and ln.assign.when not in when:
-                values[ln.leaf] = ln.expr.args[0].xreplace(values)     # the line is skipped
+                values[ln.leaf] = ln.expr.args[0].xreplace(values)  # the line is skipped
                 continue
             values[ln.leaf] = ln.expr.xreplace(values)
         defs = dict(self.defs)
@@ -648,21 +707,25 @@ class _Sweep:
         i, r = index("i"), sp.Symbol("r", integer=True, nonnegative=True)
         for node, G in self.shifts:
             if G == 0:
-                out.append(f"the adjoint of {sp.sstr(node)} cancels term by term (the result does not "
-                           "depend on the shift)")
+                out.append(
+                    f"the adjoint of {sp.sstr(node)} cancels term by term (the result does not depend on the shift)"
+                )
                 continue
             for when in flag_sets:
                 lhs = entry(self.expanded(G, when), (i, 0))
                 rows = shape_of(node)[0]
                 setting = _setting(lhs, {i: (0, rows - 1)})
-                proof = prove_index_identity(lhs, sp.Integer(0), setting,
-                                             "index normaliser: the row max's adjoint")
+                proof = prove_index_identity(lhs, sp.Integer(0), setting, "index normaliser: the row max's adjoint")
                 if proof.status != "proved-general":
-                    raise ArrayError(f"op {self.name}: the row max {node} carries a gradient here (its "
-                                     f"adjoint is not proved 0: {proof.status}, {proof.residual}); "
-                                     "only a shift the result does not depend on is supported")
-            out.append(f"the adjoint of {sp.sstr(node)} is 0 (the result does not depend on the shift): "
-                       f"proved for symbolic sizes{_flags_text(flag_sets)}")
+                    raise ArrayError(
+                        f"op {self.name}: the row max {node} carries a gradient here (its "
+                        f"adjoint is not proved 0: {proof.status}, {proof.residual}); "
+                        "only a shift the result does not depend on is supported"
+                    )
+            out.append(
+                f"the adjoint of {sp.sstr(node)} is 0 (the result does not depend on the shift): "
+                f"proved for symbolic sizes{_flags_text(flag_sets)}"
+            )
         for node, G, flag in self.masks:
             for when in flag_sets:
                 if flag is not None and flag not in when:
@@ -670,13 +733,18 @@ class _Sweep:
                 lhs = entry(self.expanded(G, when), (i, i + 1 + r))
                 rows, cols = shape_of(node)
                 setting = _setting(lhs, {i: (0, rows - 1)}, {r: 0})
-                proof = prove_index_identity(lhs, sp.Integer(0), setting,
-                                             "index normaliser: the masked entries' adjoint")
+                proof = prove_index_identity(
+                    lhs, sp.Integer(0), setting, "index normaliser: the masked entries' adjoint"
+                )
                 if proof.status != "proved-general":
-                    raise ArrayError(f"op {self.name}: the adjoint of the causal mask's output is not "
-                                     f"proved 0 above the diagonal ({proof.status}, {proof.residual})")
-            out.append(f"the adjoint of {sp.sstr(node)} is 0 above the diagonal (j = i + 1 + r), so "
-                       f"the mask's rule [j ≤ i] G is G: proved for symbolic sizes")
+                    raise ArrayError(
+                        f"op {self.name}: the adjoint of the causal mask's output is not "
+                        f"proved 0 above the diagonal ({proof.status}, {proof.residual})"
+                    )
+            out.append(
+                f"the adjoint of {sp.sstr(node)} is 0 above the diagonal (j = i + 1 + r), so "
+                f"the mask's rule [j ≤ i] G is G: proved for symbolic sizes"
+            )
         return out
 
     # ------------------------------------------------------------------ emission
@@ -719,8 +787,10 @@ class _Sweep:
             g = grad_of(x)
             value = _tidy(written(finals[g]), self.names)
             if shape_of(value) != x.shape:
-                raise ArrayError(f"op {self.name}: the gradient of {x.name} comes out of shape "
-                                 f"{shape_of(value)}, not {x.shape} (a broadcast the language cannot write)")
+                raise ArrayError(
+                    f"op {self.name}: the gradient of {x.name} comes out of shape "
+                    f"{shape_of(value)}, not {x.shape} (a broadcast the language cannot write)"
+                )
             body.append(Assign(g, value))
         return grads, body
 
@@ -788,15 +858,15 @@ def _with_cache(body: list[Assign], lines: list[_Line], graph: _Graph, saved, up
     while need:
         x = need.pop()
         if graph.kind.get(x) != "target":
-            raise ArrayError(f"op {name}: the derived backward reads {x.name}, which is not saved "
-                             "and not computed by the forward")
+            raise ArrayError(
+                f"op {name}: the derived backward reads {x.name}, which is not saved and not computed by the forward"
+            )
         if x in recompute:
             continue
         recompute.add(x)
         for ln in lines:
             if ln.assign.target == x:
-                need.extend(y for y in _arrays(ln.assign.expr) if y not in saved and y not in recompute
-                            and y != x)
+                need.extend(y for y in _arrays(ln.assign.expr) if y not in saved and y not in recompute and y != x)
     replay = [ln.assign for ln in lines if ln.assign.target in recompute]
     return replay + body, saved
 

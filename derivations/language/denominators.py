@@ -15,6 +15,7 @@ run-time checks the proofs accept is the one the code prints.
                          provably positive, sizes alone, in the inputs alone (a run-time check),
                          or none of these
 """
+
 from __future__ import annotations
 
 import sympy as sp
@@ -23,7 +24,7 @@ from .arrays import DOCUMENT_NODES, Array, CausalMask, ColSum, Contract, MatMul,
 
 __all__ = ["SUMS", "denominators", "sign", "expanded", "classified"]
 
-SUMS = {RowSum: 1, RowMean: 1, RowMax: 1, ColSum: 0, Contract: 0}   # node -> the axis it sums over
+SUMS = {RowSum: 1, RowMean: 1, RowMax: 1, ColSum: 0, Contract: 0}  # node -> the axis it sums over
 
 
 def denominators(expr) -> list:
@@ -35,29 +36,34 @@ def denominators(expr) -> list:
             out.append((node.base, sp.sstr(node)))
         elif isinstance(node, sp.log):
             out.append((node.args[0], sp.sstr(node)))
-        elif isinstance(node, RowMean):                 # RowMean(A) = RowSum(A)/cols
+        elif isinstance(node, RowMean):  # RowMean(A) = RowSum(A)/cols
             out.append((shape_of(node.args[0])[1], sp.sstr(node)))
     return out
 
 
 def sign(expr, positive_symbols: set, memo: dict) -> str | None:
-    """"+" if `expr` is provably > 0, "0+" if provably ≥ 0, else None (for every value of the
+    """ "+" if `expr` is provably > 0, "0+" if provably ≥ 0, else None (for every value of the
     inputs, with every size ≥ 1 and every option in its domain). Intermediates are expanded."""
     if expr in memo:
         return memo[expr]
     e, out = expr, None
-    if not e.free_symbols:                                 # 2, π, √2: SymPy decides
+    if not e.free_symbols:  # 2, π, √2: SymPy decides
         out = "+" if e.is_positive else "0+" if e.is_zero else None
     elif isinstance(e, Array):
-        out = None                                         # an input's values: anything
+        out = None  # an input's values: anything
     elif isinstance(e, sp.Symbol):
         out = "+" if e in positive_symbols else "0+" if e.is_nonnegative else None
     elif isinstance(e, (sp.exp,)) or isinstance(e, DOCUMENT_NODES):
         out = "+"
     elif isinstance(e, sp.Pow):
         b = sign(e.base, positive_symbols, memo)
-        out = b if b == "+" else "0+" if (b == "0+" and e.exp.is_positive) or \
-            (e.exp.is_integer and e.exp.is_even) else None
+        out = (
+            b
+            if b == "+"
+            else "0+"
+            if (b == "0+" and e.exp.is_positive) or (e.exp.is_integer and e.exp.is_even)
+            else None
+        )
     elif isinstance(e, (sp.Add, sp.Mul, MatMul, Contract)) or type(e) in SUMS:
         signs = [sign(a, positive_symbols, memo) for a in e.args]
         if all(x is not None for x in signs):
@@ -101,8 +107,9 @@ def classified(op):
 
     env = op.env(frozenset(o.name for o in op.options))
     options = {o.symbol for o in op.options if o.symbol is not None}
-    positive = {o.symbol for o in op.options if o.symbol is not None
-                and o.allowed().is_subset(sp.Interval.open(0, sp.oo))}
+    positive = {
+        o.symbol for o in op.options if o.symbol is not None and o.allowed().is_subset(sp.Interval.open(0, sp.oo))
+    }
     inputs = set(op.inputs) | set(op.params)
     memo: dict = {}
     signs: dict = {}

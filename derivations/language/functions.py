@@ -20,10 +20,11 @@ emit for it, and its exact value on each kind of number is written here once.
 own (any object with a `__qed_function__(name, *args)` method) decides; anything else is read as
 SymPy. So the shims of the printed libraries are written once and run on either kind of number.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
@@ -62,25 +63,35 @@ def _min(a, b):
     return sp.Min(a, b)
 
 
-FUNCTIONS: dict[str, Function] = {f.name: f for f in (
-    Function("exp", sp.exp, ("np.exp", "math.exp"), ("torch.exp", "Tensor.exp", "Tensor.exp_"), mpmath="exp"),
-    Function("log", sp.log, ("np.log", "math.log"), ("torch.log", "Tensor.log", "Tensor.log_"), mpmath="log"),
-    Function("log1p", log1p, ("np.log1p",), ("torch.log1p", "Tensor.log1p", "Tensor.log1p_"), mpmath="log1p"),
-    Function("expm1", expm1, ("np.expm1",), ("torch.expm1", "Tensor.expm1", "Tensor.expm1_"), mpmath="expm1"),
-    Function("tanh", sp.tanh, ("np.tanh", "math.tanh"), ("torch.tanh", "Tensor.tanh", "Tensor.tanh_"), mpmath="tanh"),
-    Function("sin", sp.sin, ("np.sin", "math.sin"), ("torch.sin", "Tensor.sin", "Tensor.sin_"), mpmath="sin"),
-    Function("cos", sp.cos, ("np.cos", "math.cos"), ("torch.cos", "Tensor.cos", "Tensor.cos_"), mpmath="cos"),
-    Function("erf", sp.erf, ("scipy.special.erf", "math.erf"), ("torch.erf", "Tensor.erf", "Tensor.erf_"), mpmath="erf"),
-    Function("sigmoid", _sigmoid, ("scipy.special.expit",), ("torch.sigmoid", "Tensor.sigmoid", "Tensor.sigmoid_")),
-    Function("ndtr", _ndtr, ("scipy.special.ndtr", "_special.ndtr"), ("torch.special.ndtr",)),
-    Function("sqrt", sp.sqrt, ("np.sqrt", "math.sqrt"), ("torch.sqrt", "Tensor.sqrt", "Tensor.sqrt_"),
-             kind="algebraic"),
-    Function("rsqrt", _rsqrt, (), ("torch.rsqrt", "Tensor.rsqrt", "Tensor.rsqrt_"), kind="algebraic"),
-    Function("abs", sp.Abs, ("np.abs",), ("torch.abs", "Tensor.abs", "Tensor.abs_"), kind="order", mpmath="fabs"),
-    Function("sign", sp.sign, ("np.sign",), ("torch.sign", "Tensor.sign", "Tensor.sign_"), kind="order", mpmath="sign"),
-    Function("maximum", _max, ("np.maximum",), ("torch.maximum", "torch.clamp"), arity=2, kind="order"),
-    Function("minimum", _min, ("np.minimum",), ("torch.minimum", "torch.clamp"), arity=2, kind="order"),
-)}
+FUNCTIONS: dict[str, Function] = {
+    f.name: f
+    for f in (
+        Function("exp", sp.exp, ("np.exp", "math.exp"), ("torch.exp", "Tensor.exp", "Tensor.exp_"), mpmath="exp"),
+        Function("log", sp.log, ("np.log", "math.log"), ("torch.log", "Tensor.log", "Tensor.log_"), mpmath="log"),
+        Function("log1p", log1p, ("np.log1p",), ("torch.log1p", "Tensor.log1p", "Tensor.log1p_"), mpmath="log1p"),
+        Function("expm1", expm1, ("np.expm1",), ("torch.expm1", "Tensor.expm1", "Tensor.expm1_"), mpmath="expm1"),
+        Function(
+            "tanh", sp.tanh, ("np.tanh", "math.tanh"), ("torch.tanh", "Tensor.tanh", "Tensor.tanh_"), mpmath="tanh"
+        ),
+        Function("sin", sp.sin, ("np.sin", "math.sin"), ("torch.sin", "Tensor.sin", "Tensor.sin_"), mpmath="sin"),
+        Function("cos", sp.cos, ("np.cos", "math.cos"), ("torch.cos", "Tensor.cos", "Tensor.cos_"), mpmath="cos"),
+        Function(
+            "erf", sp.erf, ("scipy.special.erf", "math.erf"), ("torch.erf", "Tensor.erf", "Tensor.erf_"), mpmath="erf"
+        ),
+        Function("sigmoid", _sigmoid, ("scipy.special.expit",), ("torch.sigmoid", "Tensor.sigmoid", "Tensor.sigmoid_")),
+        Function("ndtr", _ndtr, ("scipy.special.ndtr", "_special.ndtr"), ("torch.special.ndtr",)),
+        Function(
+            "sqrt", sp.sqrt, ("np.sqrt", "math.sqrt"), ("torch.sqrt", "Tensor.sqrt", "Tensor.sqrt_"), kind="algebraic"
+        ),
+        Function("rsqrt", _rsqrt, (), ("torch.rsqrt", "Tensor.rsqrt", "Tensor.rsqrt_"), kind="algebraic"),
+        Function("abs", sp.Abs, ("np.abs",), ("torch.abs", "Tensor.abs", "Tensor.abs_"), kind="order", mpmath="fabs"),
+        Function(
+            "sign", sp.sign, ("np.sign",), ("torch.sign", "Tensor.sign", "Tensor.sign_"), kind="order", mpmath="sign"
+        ),
+        Function("maximum", _max, ("np.maximum",), ("torch.maximum", "torch.clamp"), arity=2, kind="order"),
+        Function("minimum", _min, ("np.minimum",), ("torch.minimum", "torch.clamp"), arity=2, kind="order"),
+    )
+}
 
 _BY_SYMPY = {f.sympy: f for f in FUNCTIONS.values() if isinstance(f.sympy, type)}
 
@@ -110,5 +121,4 @@ def mpmath_functions() -> dict:
     """SymPy function class -> its mpmath function, for every row that names one."""
     import mpmath
 
-    return {f.sympy: getattr(mpmath, f.mpmath) for f in FUNCTIONS.values()
-            if f.mpmath and isinstance(f.sympy, type)}
+    return {f.sympy: getattr(mpmath, f.mpmath) for f in FUNCTIONS.values() if f.mpmath and isinstance(f.sympy, type)}

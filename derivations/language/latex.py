@@ -9,6 +9,7 @@
 An `Array` prints as its `latex` name where it has one (`\\hat{x}`), else as SymPy prints its
 name.
 """
+
 from __future__ import annotations
 
 import re
@@ -17,7 +18,6 @@ import sympy as sp
 from sympy.printing.latex import LatexPrinter
 
 from .arrays import Array, ArrayNode, DocumentFunction
-
 
 DOCUMENT_LETTERS = {"eps": r"\epsilon", "lr": r"\eta", "weight_decay": r"\lambda"}
 
@@ -73,13 +73,20 @@ class ArrayLatexPrinter(LatexPrinter):
         return rf"{self._arg(e.args[0])}\left[{self._print(e.args[1])}\right]"
 
 
-NAMED = {"RowSum": r"\operatorname{rowsum}", "RowMean": r"\operatorname{mean}",
-         "RowMax": r"\operatorname{rowmax}", "CausalMask": r"\operatorname{mask}",
-         "OneHot": r"\operatorname{onehot}", "Sigmoid": r"\sigma", "NormalCDF": r"\Phi"}
+NAMED = {
+    "RowSum": r"\operatorname{rowsum}",
+    "RowMean": r"\operatorname{mean}",
+    "RowMax": r"\operatorname{rowmax}",
+    "CausalMask": r"\operatorname{mask}",
+    "OneHot": r"\operatorname{onehot}",
+    "Sigmoid": r"\sigma",
+    "NormalCDF": r"\Phi",
+}
 for _node in NAMED:
     setattr(ArrayLatexPrinter, f"_print_{_node}", ArrayLatexPrinter._named)
 for _node in ("Gather", "Take"):
     setattr(ArrayLatexPrinter, f"_print_{_node}", ArrayLatexPrinter._indexed)
+
 
 def latex(expr) -> str:
     return ArrayLatexPrinter().doprint(sp.sympify(expr))

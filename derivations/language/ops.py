@@ -19,6 +19,7 @@ A `Table` is a constant array built from sizes alone (RoPE's cos/sin/rot tables,
 positional encoding): each of its arrays is a formula `entry(row, col)` in two index symbols over
 a (rows, cols) grid, printed elementwise over integer grids of the row and column indices.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -46,8 +47,10 @@ class Option:
 
     def __post_init__(self):
         if self.domain is not None and not self.domain.is_subset(assumed_set(self.symbol)):
-            raise ArrayError(f"option {self.name}: domain {self.domain} is not inside what the "
-                             f"symbol's assumptions allow ({assumed_set(self.symbol)})")
+            raise ArrayError(
+                f"option {self.name}: domain {self.domain} is not inside what the "
+                f"symbol's assumptions allow ({assumed_set(self.symbol)})"
+            )
 
     def allowed(self) -> sp.Set:
         """The values the generated code accepts."""
@@ -58,8 +61,13 @@ def assumed_set(symbol) -> sp.Set:
     """The set of real values a symbol's assumptions allow (all reals without assumptions)."""
     if symbol is None:
         return sp.S.Reals
-    lo = sp.Interval.open(0, sp.oo) if symbol.is_positive else \
-        sp.Interval(0, sp.oo) if symbol.is_nonnegative else sp.S.Reals
+    lo = (
+        sp.Interval.open(0, sp.oo)
+        if symbol.is_positive
+        else sp.Interval(0, sp.oo)
+        if symbol.is_nonnegative
+        else sp.S.Reals
+    )
     if symbol.is_integer:
         return sp.Range(1 if symbol.is_positive else 0, sp.oo) if lo != sp.S.Reals else sp.S.Integers
     return lo
@@ -88,16 +96,16 @@ class Op:
     # generated claims prove the printed forward equal to it and the printed backward equal to
     # its derivative (derivations/proof/obligations.py); the op's LaTeX is printed from it
     spec: list[Assign] = field(default_factory=list)
-    source: str = ""             # where the sources state it ("seed A §3, seed B §8")
+    source: str = ""  # where the sources state it ("seed A §3, seed B §8")
     # classic mistakes: name -> (what is wrong, "forward" | "backward", target name, wrong value)
     mistakes: dict = field(default_factory=dict)
     # where counterexamples are searched: {"sizes": {name: int}, "scalars": {name: value},
     # "integers": {input name: (lo, hi)}} (defaults: small distinct sizes, scalars 1/10, ids 0..1)
     check: dict = field(default_factory=dict)
-    latex: str = field(default="", init=False)   # printed from `spec` (never given by hand)
+    latex: str = field(default="", init=False)  # printed from `spec` (never given by hand)
     params: list[Array] = field(default_factory=list)
     options: list[Option] = field(default_factory=list)
-    sizes: dict = field(default_factory=dict)   # size Symbol -> (Array, axis) to read it from
+    sizes: dict = field(default_factory=dict)  # size Symbol -> (Array, axis) to read it from
     integer_inputs: list[Array] = field(default_factory=list)  # token ids, targets
     # float inputs that get no gradient (constants: position tables); the backward returns
     # nothing for them and the torch autograd.Function returns None
@@ -141,8 +149,10 @@ class Op:
             raise ArrayError(f"op {self.name}: no outputs")
         self.title = self.title or self.name
         if not self.spec:
-            raise ArrayError(f"op {self.name}: no specification (`spec`): the sources' formula, "
-                             "which the generated claims prove the printed lines against")
+            raise ArrayError(
+                f"op {self.name}: no specification (`spec`): the sources' formula, "
+                "which the generated claims prove the printed lines against"
+            )
         from .latex import assigns_latex
 
         self.latex = assigns_latex(self.spec)
@@ -170,30 +180,38 @@ class Op:
             if a not in self.inputs:
                 raise ArrayError(f"op {self.name}: constant input {a.name} is not an input")
             if a in self.integer_inputs:
-                raise ArrayError(f"op {self.name}: {a.name} is both an integer and a constant "
-                                 "input (integer inputs get no gradient anyway)")
+                raise ArrayError(
+                    f"op {self.name}: {a.name} is both an integer and a constant "
+                    "input (integer inputs get no gradient anyway)"
+                )
         if len(set(self.constant_inputs)) != len(self.constant_inputs):
             raise ArrayError(f"op {self.name}: constant_inputs repeat")
-        expected = len(self.inputs) + len(self.params) - len(self.integer_inputs) - \
-            len(self.constant_inputs)
+        expected = len(self.inputs) + len(self.params) - len(self.integer_inputs) - len(self.constant_inputs)
         if len(self.grads) != expected:
-            raise ArrayError(f"op {self.name}: one gradient per float input and parameter that "
-                             f"is not a constant input: expected {expected}, got {len(self.grads)}")
+            raise ArrayError(
+                f"op {self.name}: one gradient per float input and parameter that "
+                f"is not a constant input: expected {expected}, got {len(self.grads)}"
+            )
         if self.optional_axes not in (0, 1, 2):
-            raise ArrayError(f"op {self.name}: optional_axes is 0, 1 or 2 (of the declared (rows, "
-                             f"cols)), got {self.optional_axes!r}")
+            raise ArrayError(
+                f"op {self.name}: optional_axes is 0, 1 or 2 (of the declared (rows, cols)), got {self.optional_axes!r}"
+            )
         check_scopes(self)
         if self.role is not None:
             if self.role not in ROLES:
                 raise ArrayError(f"op {self.name}: role {self.role!r} is not one of {ROLES}")
             if self.role and inferred_role(self) != self.role:
-                raise ArrayError(f"op {self.name}: role {self.role!r} needs its signature: "
-                                 + ("one elementwise input and output of the same shape (optional_axes=2), "
-                                    "no parameters" if self.role == "activation" else
-                                    "x (r, d) -> y (r, d), weight matrices (f, d) and one (d, f), no biases"
-                                    if self.role == "ffn" else
-                                    "a row op x (r, n) -> y (r, n) with parameters (1, n) only"))
-        if self.derived and not self.claims:      # a derived op is proved by its generated claims
+                raise ArrayError(
+                    f"op {self.name}: role {self.role!r} needs its signature: "
+                    + (
+                        "one elementwise input and output of the same shape (optional_axes=2), no parameters"
+                        if self.role == "activation"
+                        else "x (r, d) -> y (r, d), weight matrices (f, d) and one (d, f), no biases"
+                        if self.role == "ffn"
+                        else "a row op x (r, n) -> y (r, n) with parameters (1, n) only"
+                    )
+                )
+        if self.derived and not self.claims:  # a derived op is proved by its generated claims
             from ..proof.obligations import obligations
 
             self.claims = [ob.id for ob in obligations(self)]
@@ -205,17 +223,28 @@ class Op:
         from .autodiff import derive
 
         if self.grads:
-            raise ArrayError(f"op {self.name}: `grads` without a `backward`: the derived backward "
-                             "computes one gradient per float input and parameter")
-        d = derive(self.forward, self.inputs, self.outputs, params=self.params,
-                   constants=self.constant_inputs, integers=self.integer_inputs, saved=self.saved,
-                   flag_sets=flag_combinations(self.forward), name=self.name)
+            raise ArrayError(
+                f"op {self.name}: `grads` without a `backward`: the derived backward "
+                "computes one gradient per float input and parameter"
+            )
+        d = derive(
+            self.forward,
+            self.inputs,
+            self.outputs,
+            params=self.params,
+            constants=self.constant_inputs,
+            integers=self.integer_inputs,
+            saved=self.saved,
+            flag_sets=flag_combinations(self.forward),
+            name=self.name,
+        )
         self.backward, self.saved, self.grads = d.backward, d.saved, d.grads
         self.derived, self.derivation_lemmas = True, d.lemmas
         self.stability = sorted(set(self.stability) | set(d.stability))
         if not self.cache_doc:
-            self.cache_doc = (", ".join(a.name for a in self.saved) or "nothing") + \
-                " (the cache of the derived backward: what it reads of the forward)."
+            self.cache_doc = (
+                ", ".join(a.name for a in self.saved) or "nothing"
+            ) + " (the cache of the derived backward: what it reads of the forward)."
 
     @property
     def upstream(self) -> list[Array]:
@@ -259,7 +288,9 @@ def inferred_role(op: Op) -> str:
     if op.params and all(w.shape == (1, x.shape[1]) for w in op.params):
         from .arrays import RowMax, RowMean, RowSum
 
-        row_op = any(isinstance(node, (RowMean, RowSum, RowMax)) for a in op.spec for node in sp.preorder_traversal(a.expr))
+        row_op = any(
+            isinstance(node, (RowMean, RowSum, RowMax)) for a in op.spec for node in sp.preorder_traversal(a.expr)
+        )
         return "norm" if row_op and op.optional_axes >= 1 else ""
     if not op.params:
         from .arrays import ArrayNode
@@ -271,7 +302,7 @@ def inferred_role(op: Op) -> str:
     hidden = dims - {d}
     if len(hidden) != 1 or any(w.shape not in ((d, *hidden), (*hidden, d)) for w in op.params):
         return ""
-    if sum(w.shape == (d, *hidden) for w in op.params) != 1:   # one output projection
+    if sum(w.shape == (d, *hidden) for w in op.params) != 1:  # one output projection
         return ""
     return "ffn"
 
@@ -309,7 +340,7 @@ class TableArray:
 
     name: str
     shape: tuple
-    index: tuple            # (row symbol, column symbol): integer Symbols
+    index: tuple  # (row symbol, column symbol): integer Symbols
     entry: sp.Expr
 
     def __post_init__(self):
@@ -317,8 +348,10 @@ class TableArray:
             raise ArrayError(f"table array {self.name}: shape and index need two entries each")
         row, col = self.index
         if row == col or not (row.is_integer and col.is_integer):
-            raise ArrayError(f"table array {self.name}: the row and column indices must be two "
-                             f"distinct integer symbols, got {row}, {col}")
+            raise ArrayError(
+                f"table array {self.name}: the row and column indices must be two "
+                f"distinct integer symbols, got {row}, {col}"
+            )
 
 
 @dataclass
@@ -342,18 +375,18 @@ class Table:
     file: str
     module: str
     title: str
-    sizes: tuple                      # size Symbols: the positional arguments, in order
-    arrays: list                      # TableArray, in the order they are returned
-    options: list = field(default_factory=list)    # Option (base = 10000.0, ...)
+    sizes: tuple  # size Symbols: the positional arguments, in order
+    arrays: list  # TableArray, in the order they are returned
+    options: list = field(default_factory=list)  # Option (base = 10000.0, ...)
     claims: list = field(default_factory=list)
     doc: str = ""
-    spec: dict = field(default_factory=dict)       # array name -> the sources' entry formula
-    source: str = ""                  # where the sources state it ("seed A §5")
+    spec: dict = field(default_factory=dict)  # array name -> the sources' entry formula
+    source: str = ""  # where the sources state it ("seed A §5")
     # classic mistakes: name -> (what is wrong, array name, wrong printed entry)
     mistakes: dict = field(default_factory=dict)
     # where counterexamples are searched: {"sizes": {name: int}, "options": {name: value}}
     check: dict = field(default_factory=dict)
-    latex: str = ""                   # printed from `spec` (never given by hand)
+    latex: str = ""  # printed from `spec` (never given by hand)
 
     def __post_init__(self):
         if not self.arrays:
@@ -366,26 +399,35 @@ class Table:
             for dim in a.shape:
                 extra = sp.sympify(dim).free_symbols - set(self.sizes)
                 if extra:
-                    raise ArrayError(f"table {self.name}: the shape of {a.name} uses "
-                                     f"{sorted(map(str, extra))}, which are not its sizes")
+                    raise ArrayError(
+                        f"table {self.name}: the shape of {a.name} uses "
+                        f"{sorted(map(str, extra))}, which are not its sizes"
+                    )
             extra = sp.sympify(a.entry).free_symbols - known - set(a.index)
             if extra:
-                raise ArrayError(f"table {self.name}: the entry of {a.name} uses "
-                                 f"{sorted(map(str, extra))}, which are neither its indices, "
-                                 "sizes nor options")
+                raise ArrayError(
+                    f"table {self.name}: the entry of {a.name} uses "
+                    f"{sorted(map(str, extra))}, which are neither its indices, "
+                    "sizes nor options"
+                )
         if self.spec:
             if self.latex:
-                raise ArrayError(f"table {self.name}: its LaTeX is printed from the "
-                                 "specification; give `spec`, not `latex`")
+                raise ArrayError(
+                    f"table {self.name}: its LaTeX is printed from the specification; give `spec`, not `latex`"
+                )
             if set(self.spec) != set(names):
-                raise ArrayError(f"table {self.name}: the specification must give every array "
-                                 f"once: arrays {names}, spec {sorted(self.spec)}")
+                raise ArrayError(
+                    f"table {self.name}: the specification must give every array "
+                    f"once: arrays {names}, spec {sorted(self.spec)}"
+                )
             for a in self.arrays:
                 extra = sp.sympify(self.spec[a.name]).free_symbols - known - set(a.index)
                 if extra:
-                    raise ArrayError(f"table {self.name}: the specification of {a.name} uses "
-                                     f"{sorted(map(str, extra))}, which are neither its "
-                                     "indices, sizes nor options")
+                    raise ArrayError(
+                        f"table {self.name}: the specification of {a.name} uses "
+                        f"{sorted(map(str, extra))}, which are neither its "
+                        "indices, sizes nor options"
+                    )
             self.latex = self._spec_latex()
         for mname, (_, target, _) in self.mistakes.items():
             if target not in names:
@@ -403,8 +445,7 @@ class Table:
         parts = []
         for a in self.arrays:
             row, col = (printer.doprint(i) for i in a.index)
-            parts.append(rf"\mathrm{{{a.name}}}_{{{row}, {col}}} = "
-                         + printer.doprint(sp.sympify(self.spec[a.name])))
+            parts.append(rf"\mathrm{{{a.name}}}_{{{row}, {col}}} = " + printer.doprint(sp.sympify(self.spec[a.name])))
         return r", \quad ".join(parts)
 
     def value(self, array: str, row: int, col: int, sizes: dict, options: dict | None = None):
@@ -434,7 +475,7 @@ class Composite:
     latex: str
     claims: list[str]
     kernels: list[str]
-    template: str            # codegen/templates/<backend>_<template>.py.j2
+    template: str  # codegen/templates/<backend>_<template>.py.j2
     # loops over blocks whose lines codegen prints into the template (derivations/attention_tiled.py's
     # BlockLoop: init, body, end, the carried state, the rows each block writes)
     loops: tuple = ()

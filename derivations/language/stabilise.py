@@ -28,10 +28,11 @@ to the specification directly (the rewrite is not trusted, only recorded).
 What is left unstable is found by the numerical-edges check (qed/tools/edges.py), which runs
 every op of the registry at ±1e4 … 1e300 against the specification in exact arithmetic.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
@@ -43,11 +44,11 @@ __all__ = ["Rewrite", "REWRITES", "stabilise", "stabilise_assigns"]
 
 @dataclass(frozen=True)
 class Rewrite:
-    lemma: str                              # the claim id that proves document(u) = stable(u)
+    lemma: str  # the claim id that proves document(u) = stable(u)
     title: str
     document: Callable[[sp.Expr], sp.Expr]  # u -> the form a person writes
-    stable: Callable[[sp.Expr], sp.Expr]    # u -> the overflow-free form
-    match: Callable[[sp.Expr], object]      # an expression -> u where it is document(u), else None
+    stable: Callable[[sp.Expr], sp.Expr]  # u -> the overflow-free form
+    match: Callable[[sp.Expr], object]  # an expression -> u where it is document(u), else None
 
 
 def _one_plus_exp(e):
@@ -98,10 +99,16 @@ def _expm1_match(e):
 def _sech2_match(e):
     """(c, u) where e is c (1 − tanh²(u)), c a number (SymPy distributes c over the sum)."""
     if isinstance(e, sp.Add) and len(e.args) == 2:
-        const, term = (e.args if e.args[0].is_number else e.args[::-1])
+        const, term = e.args if e.args[0].is_number else e.args[::-1]
         coeff, square = term.as_coeff_Mul()
-        if (const.is_number and const != 0 and coeff == -const and isinstance(square, sp.Pow)
-                and square.exp == 2 and isinstance(square.base, sp.tanh)):
+        if (
+            const.is_number
+            and const != 0
+            and coeff == -const
+            and isinstance(square, sp.Pow)
+            and square.exp == 2
+            and isinstance(square.base, sp.tanh)
+        ):
             return (const, square.base.args[0])
     return None
 
@@ -109,33 +116,56 @@ def _sech2_match(e):
 def _normal_cdf_match(e):
     """(c, u) where e is c (1 + erf(u/√2)), c a number (SymPy distributes c over the sum)."""
     if isinstance(e, sp.Add) and len(e.args) == 2:
-        const, term = (e.args if e.args[0].is_number else e.args[::-1])
+        const, term = e.args if e.args[0].is_number else e.args[::-1]
         coeff, erf = term.as_coeff_Mul()
         if const.is_number and const != 0 and isinstance(erf, sp.erf) and coeff == const:
             return (const, sp.expand(erf.args[0] * sp.sqrt(2)))
     return None
 
 
-SOFTPLUS = Rewrite("stability.softplus", "softplus without overflow",
-                   lambda u: sp.log(1 + sp.exp(u)),
-                   lambda u: sp.Max(u, 0) + log1p(sp.exp(-sp.Abs(u))), _softplus_match)
-LOG_SIGMOID = Rewrite("stability.log_sigmoid", "log σ without overflow",
-                      lambda u: sp.log(Sigmoid(u)),
-                      lambda u: sp.Min(u, 0) - log1p(sp.exp(-sp.Abs(u))), _log_sigmoid_match)
-SIGMOID = Rewrite("stability.sigmoid_node", "1/(1 + e^{−u}) as the sigmoid",
-                  lambda u: 1 / (1 + sp.exp(-u)), lambda u: Sigmoid(u), _sigmoid_match)
-GAUSSIAN = Rewrite("stability.gaussian", "e^{−c u²} as the Gaussian node G(√(2c) u), one helper call",
-                   lambda cu: sp.exp(-cu[0] * cu[1] ** 2),
-                   lambda cu: Gaussian(sp.sqrt(2 * cu[0]) * cu[1]), _gaussian_match)
-NORMAL_CDF = Rewrite("stability.normal_cdf", "c (1 + erf(u/√2)) as 2c Φ(u), the normal CDF (one library call)",
-                     lambda cu: cu[0] * (1 + sp.erf(cu[1] / sp.sqrt(2))), lambda cu: 2 * cu[0] * NormalCDF(cu[1]),
-                     _normal_cdf_match)
-SECH2 = Rewrite("stability.sech2", "c (1 − tanh²(u)) from e^{−2|u|}: no cancellation at large |u|",
-                lambda cu: cu[0] * (1 - sp.tanh(cu[1]) ** 2),
-                lambda cu: 4 * cu[0] * sp.exp(-2 * sp.Abs(cu[1])) / (1 + sp.exp(-2 * sp.Abs(cu[1]))) ** 2,
-                _sech2_match)
-EXPM1 = Rewrite("stability.expm1", "e^{u} − 1 as expm1(u)",
-                lambda u: sp.exp(u) - 1, lambda u: expm1(u), _expm1_match)
+SOFTPLUS = Rewrite(
+    "stability.softplus",
+    "softplus without overflow",
+    lambda u: sp.log(1 + sp.exp(u)),
+    lambda u: sp.Max(u, 0) + log1p(sp.exp(-sp.Abs(u))),
+    _softplus_match,
+)
+LOG_SIGMOID = Rewrite(
+    "stability.log_sigmoid",
+    "log σ without overflow",
+    lambda u: sp.log(Sigmoid(u)),
+    lambda u: sp.Min(u, 0) - log1p(sp.exp(-sp.Abs(u))),
+    _log_sigmoid_match,
+)
+SIGMOID = Rewrite(
+    "stability.sigmoid_node",
+    "1/(1 + e^{−u}) as the sigmoid",
+    lambda u: 1 / (1 + sp.exp(-u)),
+    lambda u: Sigmoid(u),
+    _sigmoid_match,
+)
+GAUSSIAN = Rewrite(
+    "stability.gaussian",
+    "e^{−c u²} as the Gaussian node G(√(2c) u), one helper call",
+    lambda cu: sp.exp(-cu[0] * cu[1] ** 2),
+    lambda cu: Gaussian(sp.sqrt(2 * cu[0]) * cu[1]),
+    _gaussian_match,
+)
+NORMAL_CDF = Rewrite(
+    "stability.normal_cdf",
+    "c (1 + erf(u/√2)) as 2c Φ(u), the normal CDF (one library call)",
+    lambda cu: cu[0] * (1 + sp.erf(cu[1] / sp.sqrt(2))),
+    lambda cu: 2 * cu[0] * NormalCDF(cu[1]),
+    _normal_cdf_match,
+)
+SECH2 = Rewrite(
+    "stability.sech2",
+    "c (1 − tanh²(u)) from e^{−2|u|}: no cancellation at large |u|",
+    lambda cu: cu[0] * (1 - sp.tanh(cu[1]) ** 2),
+    lambda cu: 4 * cu[0] * sp.exp(-2 * sp.Abs(cu[1])) / (1 + sp.exp(-2 * sp.Abs(cu[1]))) ** 2,
+    _sech2_match,
+)
+EXPM1 = Rewrite("stability.expm1", "e^{u} − 1 as expm1(u)", lambda u: sp.exp(u) - 1, lambda u: expm1(u), _expm1_match)
 
 # in the order they are tried at each node (bottom-up: an inner rewrite comes first)
 REWRITES: tuple[Rewrite, ...] = (SOFTPLUS, SIGMOID, LOG_SIGMOID, GAUSSIAN, NORMAL_CDF, SECH2, EXPM1)
@@ -161,8 +191,13 @@ def sign_decidable(u) -> bool:
     (a,) = arrays
     b, term = u.as_independent(a, as_Add=True)
     coeff = sp.cancel(term / a)
-    return bool(b.is_number and not coeff.has(a) and not coeff.free_symbols & {a}
-                and (coeff.is_positive or coeff.is_negative) and (coeff.is_number or not coeff.has(Array)))
+    return bool(
+        b.is_number
+        and not coeff.has(a)
+        and not coeff.free_symbols & {a}
+        and (coeff.is_positive or coeff.is_negative)
+        and (coeff.is_number or not coeff.has(Array))
+    )
 
 
 def _sigmoid_ratios(e: sp.Mul, used: set) -> sp.Expr:
@@ -205,7 +240,7 @@ def stabilise(expr) -> tuple[sp.Expr, set[str]]:
             e = _sigmoid_ratios(e, used)
         for rule in REWRITES:
             if rule is SIGMOID and factor_of_product:
-                continue                  # the product's own pass pairs it with an e^{v} factor
+                continue  # the product's own pass pairs it with an e^{v} factor
             u = rule.match(e)
             if u is not None and rule in SIGN_SPLIT and not sign_decidable(u[1] if rule is SECH2 else u):
                 continue

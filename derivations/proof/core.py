@@ -12,12 +12,13 @@ its LaTeX, a **prover** and at least one **mutant**. Running it gives a **certif
 A **mutant** is the claim with a classic mistake; the verifier must refute it with a concrete
 numeric counterexample, or the claim's checks prove nothing.
 """
+
 from __future__ import annotations
 
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 import sympy as sp
 
@@ -36,10 +37,10 @@ class Proof:
     method: str
     assumptions: list[str] = field(default_factory=list)
     residual: str = "0"
-    sizes: dict | None = None            # for proved-concrete: the sizes it holds at
-    spot_check: dict | None = None       # numeric agreement recorded beside a proof
-    counterexample: dict | None = None   # for refuted
-    evidence: dict | None = None         # for evidence: what was measured
+    sizes: dict | None = None  # for proved-concrete: the sizes it holds at
+    spot_check: dict | None = None  # numeric agreement recorded beside a proof
+    counterexample: dict | None = None  # for refuted
+    evidence: dict | None = None  # for evidence: what was measured
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -108,8 +109,9 @@ class Claim:
         try:
             proof = self.prove()
         except Exception as exc:  # a crashing prover is an unproven claim, never a proof
-            proof = Proof("unproven", f"prover raised {type(exc).__name__}: {exc}",
-                          residual=traceback.format_exc(limit=3))
+            proof = Proof(
+                "unproven", f"prover raised {type(exc).__name__}: {exc}", residual=traceback.format_exc(limit=3)
+            )
         seconds = time.perf_counter() - start
         results = []
         for m in self.mutants:
@@ -121,15 +123,33 @@ class Claim:
                 m_err = f"{type(exc).__name__}: {exc}"
             else:
                 m_err = None
-            results.append(MutantResult(
-                id=f"{self.id}~{m.name}", mistake=m.mistake + (f" [error: {m_err}]" if m_err else ""),
-                refuted=cx is not None, counterexample=cx, seconds=round(time.perf_counter() - t0, 4)))
+            results.append(
+                MutantResult(
+                    id=f"{self.id}~{m.name}",
+                    mistake=m.mistake + (f" [error: {m_err}]" if m_err else ""),
+                    refuted=cx is not None,
+                    counterexample=cx,
+                    seconds=round(time.perf_counter() - t0, 4),
+                )
+            )
         return Certificate(
-            id=self.id, title=self.title, source=self.source, module=self.module,
-            statement=self.latex, status=proof.status, scope=_scope(proof), method=proof.method,
-            assumptions=list(proof.assumptions), residual=proof.residual,
-            seconds=round(seconds, 4), sizes=proof.sizes, spot_check=proof.spot_check,
-            counterexample=proof.counterexample, evidence=proof.evidence, mutants=results)
+            id=self.id,
+            title=self.title,
+            source=self.source,
+            module=self.module,
+            statement=self.latex,
+            status=proof.status,
+            scope=_scope(proof),
+            method=proof.method,
+            assumptions=list(proof.assumptions),
+            residual=proof.residual,
+            seconds=round(seconds, 4),
+            sizes=proof.sizes,
+            spot_check=proof.spot_check,
+            counterexample=proof.counterexample,
+            evidence=proof.evidence,
+            mutants=results,
+        )
 
 
 def _scope(proof: Proof) -> str:
@@ -218,8 +238,12 @@ def spot_check(lhs, rhs, setting: Setting, seeds=(101, 202)) -> dict:
         try:
             a, b = numeric.evaluate(lhs, point), numeric.evaluate(rhs, point)
         except (numeric.EvaluationError, ZeroDivisionError, ValueError, TypeError) as exc:
-            return {"points": len(seeds), "max_relative_gap": None, "error": f"seed {seed}: {exc}",
-                    "sizes": {str(k): v for k, v in setting.sizes.items()}}
+            return {
+                "points": len(seeds),
+                "max_relative_gap": None,
+                "error": f"seed {seed}: {exc}",
+                "sizes": {str(k): v for k, v in setting.sizes.items()},
+            }
         worst = max(worst, float(numeric.relative_gap(a, b)))
     return {"points": len(seeds), "max_relative_gap": worst, "sizes": {str(k): v for k, v in setting.sizes.items()}}
 
@@ -232,8 +256,7 @@ def _num(v):
 SPOT_CHECK_TOLERANCE = 1e-25
 
 
-def decide(lhs, rhs, setting: Setting, method: str = "index normaliser", spec=None,
-           preconditions=None) -> Proof:
+def decide(lhs, rhs, setting: Setting, method: str = "index normaliser", spec=None, preconditions=None) -> Proof:
     """The one gate every index-form proof passes, hand-written or generated:
 
     1. normalise `lhs − rhs` with a normaliser that proves its side conditions from the
@@ -257,44 +280,66 @@ def decide(lhs, rhs, setting: Setting, method: str = "index normaliser", spec=No
     """
     norm = setting.normaliser()
     try:
-        residual = norm.residual(lhs, rhs)           # 1 and 2 (the guard is in `residual`)
+        residual = norm.residual(lhs, rhs)  # 1 and 2 (the guard is in `residual`)
     except NormaliserError as exc:
         return Proof("unproven", f"{method} (normaliser: {exc})", list(norm.assumptions), "?")
-    if residual != 0:                                # 3
+    if residual != 0:  # 3
         cx = counterexample(lhs, rhs, setting)
         if cx is not None:
             return Proof("refuted", method, list(norm.assumptions), sp.sstr(residual), counterexample=cx)
         return Proof("unproven", method, list(norm.assumptions), sp.sstr(residual))
-    check = spot_check(lhs, rhs, setting)            # 4
+    check = spot_check(lhs, rhs, setting)  # 4
     if check.get("error") is not None:
-        return Proof("unproven", method + f" (normal form 0 but the spot-check could not evaluate: {check['error']})",
-                     list(norm.assumptions), "0", spot_check=check)
+        return Proof(
+            "unproven",
+            method + f" (normal form 0 but the spot-check could not evaluate: {check['error']})",
+            list(norm.assumptions),
+            "0",
+            spot_check=check,
+        )
     if check["max_relative_gap"] > SPOT_CHECK_TOLERANCE:
-        return Proof("unproven", method + " (normal form 0 but spot-check disagrees: normaliser bug)",
-                     list(norm.assumptions), "0", spot_check=check)
-    if norm.undischarged:                            # 5
-        return Proof("unproven", method + " (undischarged goals: " + "; ".join(norm.undischarged) + ")",
-                     list(norm.assumptions), "0", spot_check=check)
-    return _hypotheses(norm, lhs, rhs, setting, method, spec, preconditions, check)     # 6
+        return Proof(
+            "unproven",
+            method + " (normal form 0 but spot-check disagrees: normaliser bug)",
+            list(norm.assumptions),
+            "0",
+            spot_check=check,
+        )
+    if norm.undischarged:  # 5
+        return Proof(
+            "unproven",
+            method + " (undischarged goals: " + "; ".join(norm.undischarged) + ")",
+            list(norm.assumptions),
+            "0",
+            spot_check=check,
+        )
+    return _hypotheses(norm, lhs, rhs, setting, method, spec, preconditions, check)  # 6
 
 
 def _hypotheses(norm, lhs, rhs, setting, method, spec, preconditions, check) -> Proof:
     """Step 6 of `decide`: every kink checked, every undecided denominator a run-time check."""
-    from . import kinks, preconditions as pre
+    from . import kinks
+    from . import preconditions as pre
 
     assumptions = [a for a in norm.assumptions if a not in norm.hypotheses]
     if norm.nonzero:
-        if callable(preconditions):                  # computed only where a hypothesis needs them
+        if callable(preconditions):  # computed only where a hypothesis needs them
             preconditions = preconditions()
         checks = pre.all_runtime_checks() if preconditions is None else list(preconditions)
         for h in norm.nonzero:
             found = pre.match(h, checks, setting.normaliser())
             if found is None:
-                return Proof("unproven", method + f" (the hypothesis {sp.sstr(h)} ≠ 0 is neither proved nor "
-                             "checked by the generated code at run time)", assumptions, "0", spot_check=check)
+                return Proof(
+                    "unproven",
+                    method + f" (the hypothesis {sp.sstr(h)} ≠ 0 is neither proved nor "
+                    "checked by the generated code at run time)",
+                    assumptions,
+                    "0",
+                    spot_check=check,
+                )
             assumptions.append(f"{sp.sstr(h)} ≠ 0: a precondition, {found.describe()}")
     if norm.kinks:
-        if callable(spec):                           # computed only where a kink needs it
+        if callable(spec):  # computed only where a kink needs it
             spec = spec()
         spec = rhs if spec is None else spec
         printed = [e for e in (lhs, rhs) if e is not spec]
@@ -302,14 +347,14 @@ def _hypotheses(norm, lhs, rhs, setting, method, spec, preconditions, check) -> 
         if verdict == "refuted":
             return Proof("refuted", method + " (at a kink)", assumptions, "0 off the kink", counterexample=cx)
         if verdict != "ok":
-            return Proof("unproven", method + f" ({'; '.join(lines)})", assumptions, "0 off the kink",
-                         spot_check=check)
+            return Proof("unproven", method + f" ({'; '.join(lines)})", assumptions, "0 off the kink", spot_check=check)
         assumptions += lines
     return Proof("proved-general", method, assumptions, "0", spot_check=check)
 
 
-def prove_index_identity(lhs, rhs, setting: Setting, method: str = "index normaliser", spec=None,
-                         preconditions=None) -> Proof:
+def prove_index_identity(
+    lhs, rhs, setting: Setting, method: str = "index normaliser", spec=None, preconditions=None
+) -> Proof:
     """Prove `lhs = rhs` for symbolic sizes through the gate (`decide`): the normaliser's goals
     are proved from `setting.indices` (or `setting.domain`), `setting.integer_arrays` and the
     sizes; a spot-check is recorded beside the proof.
@@ -321,8 +366,10 @@ def prove_index_identity(lhs, rhs, setting: Setting, method: str = "index normal
     """
     if isinstance(lhs, (list, tuple)):
         specs = [None] * len(lhs) if spec is None else list(spec)
-        proofs = [prove_index_identity(a, b, setting, method, s, preconditions)
-                  for a, b, s in zip(lhs, rhs, specs, strict=True)]
+        proofs = [
+            prove_index_identity(a, b, setting, method, s, preconditions)
+            for a, b, s in zip(lhs, rhs, specs, strict=True)
+        ]
         for p in proofs:
             if p.status != "proved-general":
                 return p
@@ -344,10 +391,13 @@ def canonical(expr, setting: Setting) -> sp.Expr:
         raise NormaliserError(f"normal form has free symbols the expression did not: {sorted(map(str, leaked))}")
     if norm.undischarged:
         raise NormaliserError("undischarged goals: " + "; ".join(norm.undischarged))
-    if norm.kinks or norm.nonzero:     # a hypothesis only the gate (`decide`) can check
-        raise NormaliserError("hypotheses the normal form cannot check: "
-                              + "; ".join([sp.sstr(k.subject) + " = 0 a kink" for k in norm.kinks]
-                                          + [sp.sstr(h) + " ≠ 0" for h in norm.nonzero]))
+    if norm.kinks or norm.nonzero:  # a hypothesis only the gate (`decide`) can check
+        raise NormaliserError(
+            "hypotheses the normal form cannot check: "
+            + "; ".join(
+                [sp.sstr(k.subject) + " = 0 a kink" for k in norm.kinks] + [sp.sstr(h) + " ≠ 0" for h in norm.nonzero]
+            )
+        )
     return out
 
 
@@ -373,11 +423,26 @@ def refute_identity(lhs, wrong_rhs, setting: Setting) -> dict | None:
     return cx
 
 
-def index_claim(id: str, title: str, source: str, latex: str, lhs, rhs, setting: Setting,
-                mutants: dict, method: str = "index normaliser (symbolic sizes)") -> Claim:
+def index_claim(
+    id: str,
+    title: str,
+    source: str,
+    latex: str,
+    lhs,
+    rhs,
+    setting: Setting,
+    mutants: dict,
+    method: str = "index normaliser (symbolic sizes)",
+) -> Claim:
     """A claim `lhs = rhs` in index form, with mutants `{name: (mistake, wrong_rhs)}`."""
     return Claim(
-        id=id, title=title, source=source, latex=latex,
+        id=id,
+        title=title,
+        source=source,
+        latex=latex,
         prove=lambda: prove_index_identity(lhs, rhs, setting, method),
-        mutants=[Mutant(name, mistake, (lambda w=wrong: refute_identity(lhs, w, setting)))
-                 for name, (mistake, wrong) in mutants.items()])
+        mutants=[
+            Mutant(name, mistake, (lambda w=wrong: refute_identity(lhs, w, setting)))
+            for name, (mistake, wrong) in mutants.items()
+        ],
+    )

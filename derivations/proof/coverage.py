@@ -13,6 +13,7 @@ table's entries by `<table>.entries`; a step's lines by `<step>.update`; a compo
 every claim the composite names. A line that no proved claim reads (dead code, or an op with no
 specification) is uncovered, and `qed prove` fails.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -24,8 +25,8 @@ from .. import registry
 class Coverage:
     total: int = 0
     covered: int = 0
-    uncovered: list = field(default_factory=list)    # "op layernorm: backward line 3 (dxhat)"
-    per_unit: dict = field(default_factory=dict)     # unit -> [covered, total]
+    uncovered: list = field(default_factory=list)  # "op layernorm: backward line 3 (dxhat)"
+    per_unit: dict = field(default_factory=dict)  # unit -> [covered, total]
 
     @property
     def complete(self) -> bool:

@@ -20,6 +20,7 @@ one is too.
 Mutants: the derived line's value negated and doubled, and the op's classic backward mistakes
 (in the printed backward) that bear on the gradient: the comparison must refute each.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,8 +34,8 @@ from .core import Claim, Mutant, Proof, prove_index_identity
 from .obligations import E, F, backward_scope, cache_values, close, flag_sets, obligations
 
 _DERIVED: dict = {}
-_CLASSIC_MUTANTS = 3       # of the op's classic backward mistakes on the gradient's path (the
-                           # generated <op>.backward.<grad> carries them all)
+_CLASSIC_MUTANTS = 3  # of the op's classic backward mistakes on the gradient's path (the
+# generated <op>.backward.<grad> carries them all)
 
 
 def derived_op(op: Op) -> Op:
@@ -42,10 +43,21 @@ def derived_op(op: Op) -> Op:
     if op.name not in _DERIVED:
         from ..language.autodiff import derive
 
-        d = derive(op.forward, op.inputs, op.outputs, params=op.params, constants=op.constant_inputs,
-                   integers=op.integer_inputs, saved=op.saved, flag_sets=flag_sets(op), name=op.name)
-        _DERIVED[op.name] = (dataclasses.replace(op, backward=d.backward, grads=d.grads, derived=True,
-                                                 derivation_lemmas=d.lemmas), d)
+        d = derive(
+            op.forward,
+            op.inputs,
+            op.outputs,
+            params=op.params,
+            constants=op.constant_inputs,
+            integers=op.integer_inputs,
+            saved=op.saved,
+            flag_sets=flag_sets(op),
+            name=op.name,
+        )
+        _DERIVED[op.name] = (
+            dataclasses.replace(op, backward=d.backward, grads=d.grads, derived=True, derivation_lemmas=d.lemmas),
+            d,
+        )
     return _DERIVED[op.name][0]
 
 
@@ -61,7 +73,7 @@ def cache_relations(op: Op, when=frozenset()) -> dict:
         value = sp.sympify(a.expr).xreplace(env)
         if a.target in op.saved and final[a.target] == k:
             out[a.target] = value
-            env.pop(a.target, None)          # read as itself from here on
+            env.pop(a.target, None)  # read as itself from here on
         else:
             env[a.target] = value
     return out
@@ -90,11 +102,19 @@ def _prove(op: Op, grad) -> Proof:
     spec = [(lambda k=k: ob.required()[k]) for k in range(len(flag_sets(op)))]
     for full in (False, True):
         pairs = [_sides(op, derived, grad, w, full) for w in flag_sets(op)]
-        how = ("the cache expanded through the forward" if full else
-               "each cached array by its forward definition in the inputs and the other cached arrays")
-        proof = prove_index_identity([p[0] for p in pairs], [p[1] for p in pairs], setting,
-                                     f"index normaliser: derived vs printed backward, {how}",
-                                     spec=spec, preconditions=lambda: runtime_checks(op))
+        how = (
+            "the cache expanded through the forward"
+            if full
+            else "each cached array by its forward definition in the inputs and the other cached arrays"
+        )
+        proof = prove_index_identity(
+            [p[0] for p in pairs],
+            [p[1] for p in pairs],
+            setting,
+            f"index normaliser: derived vs printed backward, {how}",
+            spec=spec,
+            preconditions=lambda: runtime_checks(op),
+        )
         if proof.status == "proved-general":
             proof.assumptions = list(dict.fromkeys(proof.assumptions + lemmas))
             return proof
@@ -114,8 +134,7 @@ def _refute(op: Op, derived: Op, grad) -> dict | None:
             except (numeric.EvaluationError, ZeroDivisionError, ValueError):
                 continue
             if numeric.relative_gap(a, b) > 1e-20:
-                return {"at": point.report(), "seed": seed, "lhs": float(a), "rhs": float(b),
-                        "flags": sorted(w)}
+                return {"at": point.report(), "seed": seed, "lhs": float(a), "rhs": float(b), "flags": sorted(w)}
     return None
 
 
@@ -144,25 +163,40 @@ def derived_claims(op: Op) -> list[Claim]:
             return _with_line(derived, g, scale * line.expr)
 
         mutants = [
-            Mutant("derived-sign", f"{g.name}: the derived value negated",
-                   lambda g=g, m=mutated_derived: _refute(op, m(-1), g)),
-            Mutant("derived-factor", f"{g.name}: the derived value doubled",
-                   lambda g=g, m=mutated_derived: _refute(op, m(2), g)),
+            Mutant(
+                "derived-sign",
+                f"{g.name}: the derived value negated",
+                lambda g=g, m=mutated_derived: _refute(op, m(-1), g),
+            ),
+            Mutant(
+                "derived-factor",
+                f"{g.name}: the derived value doubled",
+                lambda g=g, m=mutated_derived: _refute(op, m(2), g),
+            ),
         ]
         # (a kink mutant changes a value at a kink only, where derived and printed may differ
         # anyway: the generated <op>.backward.<grad> refutes it, at the kink)
-        classic = [m for m in sample_for(op, ob) if m.scope == "backward"
-                   and not m.name.startswith(("auto-", "kink-"))]
+        classic = [m for m in sample_for(op, ob) if m.scope == "backward" and not m.name.startswith(("auto-", "kink-"))]
         for m in classic[:_CLASSIC_MUTANTS]:
-            mutants.append(Mutant(f"printed-{m.name}", f"the printed backward with: {m.mistake}",
-                                  lambda g=g, m=m: _refute(m.apply(op), derived_op(op), g)))
-        out.append(Claim(
-            id=f"{op.name}.backward_derived.{g.name}",
-            title=f"{op.title}: the derived gradient {g.name} equals the printed one",
-            source=op.source or op.module,
-            latex=rf"\left({_latex_name(g)}\right)_{{\text{{derived}}}} = "
-                  rf"\left({_latex_name(g)}\right)_{{\text{{printed}}}}",
-            prove=lambda g=g: _prove(op, g), mutants=mutants, module=op.module))
+            mutants.append(
+                Mutant(
+                    f"printed-{m.name}",
+                    f"the printed backward with: {m.mistake}",
+                    lambda g=g, m=m: _refute(m.apply(op), derived_op(op), g),
+                )
+            )
+        out.append(
+            Claim(
+                id=f"{op.name}.backward_derived.{g.name}",
+                title=f"{op.title}: the derived gradient {g.name} equals the printed one",
+                source=op.source or op.module,
+                latex=rf"\left({_latex_name(g)}\right)_{{\text{{derived}}}} = "
+                rf"\left({_latex_name(g)}\right)_{{\text{{printed}}}}",
+                prove=lambda g=g: _prove(op, g),
+                mutants=mutants,
+                module=op.module,
+            )
+        )
     return out
 
 

@@ -25,6 +25,7 @@ expression (`Sum`, `KroneckerDelta`) that the normaliser of `rewriting.py` then 
 Only polynomials in the random variables are supported; anything else (`exp(q_i)`, `√X`)
 raises `ExpectationError` rather than guess.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

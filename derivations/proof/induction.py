@@ -21,10 +21,11 @@ the symbols. The principle of induction on the natural numbers is the one step n
 `unroll` runs the loop over a concrete partition with those semantics (non-carried arrays do
 not survive a block), for proofs at concrete sizes and for numeric counterexamples.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import sympy as sp
 
@@ -59,15 +60,22 @@ def frame_problems(loop) -> list[str]:
     entry, defined = frame(loop.body)
     _, init_defined = frame(loop.init)
     carried = set(loop.carried)
-    out = [f"the body reads {a.name} from the block before, but it is not carried"
-           for a in sorted(entry & defined - carried, key=lambda a: a.name)]
-    out += [f"carried {a.name} is defined neither by init nor by the body"
-            for a in sorted(carried - defined - init_defined, key=lambda a: a.name)]
+    out = [
+        f"the body reads {a.name} from the block before, but it is not carried"
+        for a in sorted(entry & defined - carried, key=lambda a: a.name)
+    ]
+    out += [
+        f"carried {a.name} is defined neither by init nor by the body"
+        for a in sorted(carried - defined - init_defined, key=lambda a: a.name)
+    ]
     end_entry, _ = frame(loop.end)
-    out += [f"the end reads {a.name}, a temporary of the last block (not carried)"
-            for a in sorted(end_entry & defined - carried - init_defined, key=lambda a: a.name)]
-    out += [f"block output {blk.name} is not defined by the body"
-            for blk in loop.rows_out.values() if blk not in defined]
+    out += [
+        f"the end reads {a.name}, a temporary of the last block (not carried)"
+        for a in sorted(end_entry & defined - carried - init_defined, key=lambda a: a.name)
+    ]
+    out += [
+        f"block output {blk.name} is not defined by the body" for blk in loop.rows_out.values() if blk not in defined
+    ]
     return out
 
 
@@ -93,8 +101,9 @@ def _run(lines, env: dict, when, subs: dict) -> dict:
     return env
 
 
-def unroll(loop, blocks, when=frozenset(), inputs: dict | None = None,
-           after_block: Callable[[int, dict], dict] | None = None) -> tuple[dict, dict]:
+def unroll(
+    loop, blocks, when=frozenset(), inputs: dict | None = None, after_block: Callable[[int, dict], dict] | None = None
+) -> tuple[dict, dict]:
     """The loop run over the concrete partition `blocks` [(P, B), …]: `init` on `inputs`; each
     block starts from init's values and the carried arrays of the block before (nothing else it
     defined survives); `after_block(k, state)` may rewrite a block's state (a proof abstracts the
@@ -115,15 +124,17 @@ def expand_concrete_sums(expr):
     """Every sum whose limits are integers written out term by term (a block of a concrete
     partition); sums over symbolic ranges (the feature axis d_k) are left as they are. Only the
     summation variable is replaced (no `doit`, which would try to evaluate the inner sums)."""
+
     def written_out(s: sp.Sum):
         terms = [s.function]
-        for var, lo, hi in s.limits:          # innermost first; every limit is an integer here
+        for var, lo, hi in s.limits:  # innermost first; every limit is an integer here
             terms = [t.xreplace({var: sp.Integer(k)}) for t in terms for k in range(int(lo), int(hi) + 1)]
         return sp.Add(*terms)
 
     return sp.sympify(expr).replace(
         lambda s: isinstance(s, sp.Sum) and all(lim[1].is_Integer and lim[2].is_Integer for lim in s.limits),
-        written_out)
+        written_out,
+    )
 
 
 @dataclass(frozen=True)
@@ -137,17 +148,21 @@ class BlockInduction:
     loop: object
     invariant: Callable
     base: str = "init"
-    shift: Array | None = None        # a carried array the identities hold for every value of
+    shift: Array | None = None  # a carried array the identities hold for every value of
 
     def problems(self) -> list[str]:
         out = frame_problems(self.loop) + symbol_problems(self.loop)
         speaks = set(self.invariant(self.loop.start, None))
         carried = set(self.loop.carried)
-        out += [f"the invariant speaks of {a.name}, which the loop does not carry"
-                for a in sorted(speaks - carried, key=lambda a: a.name)]
+        out += [
+            f"the invariant speaks of {a.name}, which the loop does not carry"
+            for a in sorted(speaks - carried, key=lambda a: a.name)
+        ]
         free = carried - speaks - ({self.shift} if self.shift is not None else set())
-        out += [f"carried {a.name} is neither in the invariant nor its free shift"
-                for a in sorted(free, key=lambda a: a.name)]
+        out += [
+            f"carried {a.name} is neither in the invariant nor its free shift"
+            for a in sorted(free, key=lambda a: a.name)
+        ]
         if self.base not in ("init", "first-block"):
             out.append(f"unknown base {self.base!r}")
         return out

@@ -25,10 +25,10 @@ the point (`rewriting.Kink`). The gate (`core.decide`) then checks each such poi
 The same points refute a mutant whose only error is its value at a kink (`refute_at_kinks`):
 the ordinary counterexample search draws entries away from 0 and never meets one.
 """
+
 from __future__ import annotations
 
 import itertools
-import random
 
 import mpmath
 import sympy as sp
@@ -36,8 +36,8 @@ import sympy as sp
 from ..language.arrays import HalfStep
 from . import numeric
 
-_STEP = 2 ** -90                  # the one-sided points: u = ±2⁻⁹⁰·slope, exact in 40 digits
-_TOL = 1e-25                      # relative slack on the bounds (40-digit arithmetic)
+_STEP = 2**-90  # the one-sided points: u = ±2⁻⁹⁰·slope, exact in 40 digits
+_TOL = 1e-25  # relative slack on the bounds (40-digit arithmetic)
 _SEEDS = range(12)
 _MAX_RENAMINGS = 729
 
@@ -64,13 +64,16 @@ def subjects(expr) -> list[tuple[sp.Expr, dict, str]]:
         for a in e.args:
             if isinstance(a, sp.Basic) and not isinstance(a, (sp.Tuple,)):
                 walk(a, ranges)
+
     walk(sp.sympify(expr), {})
     return out
 
 
 def _indices(e, sizes) -> list:
-    return sorted((s for s in e.free_symbols if isinstance(s, sp.Symbol) and s.is_integer and s not in sizes),
-                  key=sp.default_sort_key)
+    return sorted(
+        (s for s in e.free_symbols if isinstance(s, sp.Symbol) and s.is_integer and s not in sizes),
+        key=sp.default_sort_key,
+    )
 
 
 def same_up_to_indices(a, b, sizes=frozenset()) -> bool:
@@ -101,7 +104,7 @@ def admitted_by(u, spec, setting) -> str | None:
     for s, _, kind in subjects(spec):
         try:
             s = norm.canon(s)
-        except Exception:                 # a subject the normaliser refuses: compared as written
+        except Exception:  # a subject the normaliser refuses: compared as written
             pass
         if same_up_to_indices(s, u, sizes):
             return kind
@@ -138,13 +141,18 @@ def points(u, ranges: dict, setting, seeds=_SEEDS, per_seed: int = 64):
     for seed in seeds:
         p = setting.point(seed)
         own = [v for v in _indices(u, set(setting.sizes)) if v not in p.symbols]
-        free = {int(x) for k, x in p.symbols.items() if isinstance(k, sp.Symbol) and k.is_integer
-                and k not in setting.sizes and k not in setting.scalars}
+        free = {
+            int(x)
+            for k, x in p.symbols.items()
+            if isinstance(k, sp.Symbol) and k.is_integer and k not in setting.sizes and k not in setting.scalars
+        }
         for values in itertools.islice(_assignments(own, ranges, p, free), per_seed):
             at = u.xreplace(values)
             for base, idx in _knobs(at, p):
-                def value(v, base=base, idx=idx):
+
+                def value(v, base=base, idx=idx, at=at, p=p):
                     return numeric.evaluate(at, _with(p, base, idx, v))
+
                 try:
                     u0, u1, u2 = value(mpmath.mpf(0)), value(mpmath.mpf(1)), value(mpmath.mpf(2))
                 except (numeric.EvaluationError, ZeroDivisionError, ValueError):
@@ -152,21 +160,20 @@ def points(u, ranges: dict, setting, seeds=_SEEDS, per_seed: int = 64):
                 slope = u1 - u0
                 if slope != 0 and u2 - u0 == 2 * slope:
                     root, scale = -u0 / slope, 1 / slope  # affine in this entry: its root
-                else:                                  # piecewise (min(1, x) + 1): solved exactly
+                else:  # piecewise (min(1, x) + 1): solved exactly
                     root, scale = _root(at, p, base, idx), mpmath.mpf(1)
                     if root is None:
                         continue
                 try:
                     if value(root) != 0:
-                        continue                       # not exactly on the kink
+                        continue  # not exactly on the kink
                 except (numeric.EvaluationError, ZeroDivisionError, ValueError):
                     continue
                 step = mpmath.mpf(_STEP) * abs(scale)
                 p0 = _with(p, base, idx, root)
                 below = _with(p, base, idx, root - step)
                 above = _with(p, base, idx, root + step)
-                where = {"kink": f"{sp.sstr(u)} = 0",
-                         "entry": f"{base}[{', '.join(map(str, idx))}] = {_num(root)}"}
+                where = {"kink": f"{sp.sstr(u)} = 0", "entry": f"{base}[{', '.join(map(str, idx))}] = {_num(root)}"}
                 if values:
                     where["indices"] = {str(k): int(v) for k, v in values.items()}
                 yield seed, p0, below, above, where
@@ -183,17 +190,21 @@ def _root(at, p: numeric.Point, base: str, idx: tuple):
     written out at the point's sizes (a rational root only: exact in the evaluator); None if
     there is none."""
     t = sp.Dummy("t", real=True)
-    known = {k: sp.sympify(v) if not isinstance(v, mpmath.mpf) else _exact(v) for k, v in p.symbols.items()
-             if isinstance(k, sp.Symbol)}
+    known = {
+        k: sp.sympify(v) if not isinstance(v, mpmath.mpf) else _exact(v)
+        for k, v in p.symbols.items()
+        if isinstance(k, sp.Symbol)
+    }
     try:
         e = sp.sympify(at).xreplace(known).doit()
 
         def entry_value(a):
             key = (str(a.base.label), tuple(int(i) for i in a.indices))
             return t if key == (base, idx) else _exact(p.value_of(*key))
+
         e = e.replace(lambda a: isinstance(a, sp.Indexed), entry_value)
         roots = sp.solveset(e, t, sp.Reals)
-    except Exception:                                  # a form SymPy cannot solve: no point here
+    except Exception:  # a form SymPy cannot solve: no point here
         return None
     if not isinstance(roots, sp.FiniteSet):
         return None
@@ -206,6 +217,7 @@ def _root(at, p: numeric.Point, base: str, idx: tuple):
 def _assignments(own: list, ranges: dict, p: numeric.Point, free: set):
     """Every assignment of `own` indices within their ranges (which may mention one another),
     those taking the claim's free indices' values first."""
+
     def spans(k, values):
         if k == len(own):
             yield dict(values)
@@ -222,14 +234,16 @@ def _assignments(own: list, ranges: dict, p: numeric.Point, free: set):
             values[v] = sp.Integer(x)
             yield from spans(k + 1, values)
             values.pop(v)
+
     everything = list(itertools.islice(spans(0, {}), 4096))
     everything.sort(key=lambda vs: -sum(int(x) in free for x in vs.values()))
     yield from everything
 
 
 def _with(p: numeric.Point, base: str, idx: tuple, v) -> numeric.Point:
-    out = numeric.Point(symbols=dict(p.symbols), seed=p.seed, integer_arrays=dict(p.integer_arrays),
-                        entries=dict(p.entries))
+    out = numeric.Point(
+        symbols=dict(p.symbols), seed=p.seed, integer_arrays=dict(p.integer_arrays), entries=dict(p.entries)
+    )
     out.entries[(base, idx)] = mpmath.mpf(v)
     return out
 
@@ -282,8 +296,13 @@ def live_points(u, ranges: dict, setting, exprs: list):
 
 
 def _toward(p0, q):
-    out = numeric.Point(symbols=dict(p0.symbols), seed=p0.seed, integer_arrays=dict(p0.integer_arrays),
-                        entries=dict(p0.entries), toward=q)
+    out = numeric.Point(
+        symbols=dict(p0.symbols),
+        seed=p0.seed,
+        integer_arrays=dict(p0.integer_arrays),
+        entries=dict(p0.entries),
+        toward=q,
+    )
     return out
 
 
@@ -295,7 +314,7 @@ def _inside(v, lo, hi) -> bool:
 
 def _num(v):
     f = float(v)
-    return int(f) if f.is_integer() and abs(f) < 2 ** 53 else float(mpmath.nstr(v, 12))
+    return int(f) if f.is_integer() and abs(f) < 2**53 else float(mpmath.nstr(v, 12))
 
 
 def check(kinks, printed: list, spec, setting, wanted: int = 3) -> tuple[str, list, dict | None]:
@@ -326,14 +345,32 @@ def check(kinks, printed: list, spec, setting, wanted: int = 3) -> tuple[str, li
                 continue
             for value in got:
                 if kind is not None and not _inside(value, left, right):
-                    return "refuted", [], dict(at=p0.report(), seed=seed, **where, lhs=_num(value),
-                                               rhs=[_num(min(left, right)), _num(max(left, right))],
-                                               why="the printed value at the kink lies outside the "
-                                                   "specification's one-sided derivatives there")
+                    return (
+                        "refuted",
+                        [],
+                        dict(
+                            at=p0.report(),
+                            seed=seed,
+                            **where,
+                            lhs=_num(value),
+                            rhs=[_num(min(left, right)), _num(max(left, right))],
+                            why="the printed value at the kink lies outside the "
+                            "specification's one-sided derivatives there",
+                        ),
+                    )
                 if kind is None and numeric.relative_gap(value, at) > 1e-20:
-                    return "refuted", [], dict(at=p0.report(), seed=seed, **where, lhs=_num(value), rhs=_num(at),
-                                               why="the specification has no kink there: the printed "
-                                                   "value must be its derivative")
+                    return (
+                        "refuted",
+                        [],
+                        dict(
+                            at=p0.report(),
+                            seed=seed,
+                            **where,
+                            lhs=_num(value),
+                            rhs=_num(at),
+                            why="the specification has no kink there: the printed value must be its derivative",
+                        ),
+                    )
             if shown is None:
                 shown = (got, left, right)
             seen += 1
@@ -342,16 +379,27 @@ def check(kinks, printed: list, spec, setting, wanted: int = 3) -> tuple[str, li
         if seen == 0:
             return "unproven", [f"no point on the kink {sp.sstr(u)} = 0 could be built and evaluated"], None
         if kind is None:
-            return "unproven", [f"{sp.sstr(u)} = 0 excluded, but the specification has no kink there "
-                                "(its value there agrees at the points tried: not proved)"], None
+            return (
+                "unproven",
+                [
+                    f"{sp.sstr(u)} = 0 excluded, but the specification has no kink there "
+                    "(its value there agrees at the points tried: not proved)"
+                ],
+                None,
+            )
         got, left, right = shown
         values = ", ".join(str(_num(v)) for v in got)
         lo, hi = sorted((left, right))
-        why = ("the specification's derivative jumps there, at every point tried" if kind == "jump"
-               else f"the specification's {kind} of it")
-        lines.append(f"kink at {sp.sstr(u)} = 0 ({why}): proved off it; at it the "
-                     f"printed value ({values} at the first point) lies in [{_num(lo)}, {_num(hi)}], the "
-                     f"one-sided derivatives there: checked at {seen} points on it")
+        why = (
+            "the specification's derivative jumps there, at every point tried"
+            if kind == "jump"
+            else f"the specification's {kind} of it"
+        )
+        lines.append(
+            f"kink at {sp.sstr(u)} = 0 ({why}): proved off it; at it the "
+            f"printed value ({values} at the first point) lies in [{_num(lo)}, {_num(hi)}], the "
+            f"one-sided derivatives there: checked at {seen} points on it"
+        )
     return "ok", lines, None
 
 
@@ -371,8 +419,13 @@ def refute_at_kinks(printed, spec, setting, wanted: int = 2) -> dict | None:
             except (numeric.EvaluationError, ZeroDivisionError, ValueError, TypeError):
                 continue
             if not _inside(value, left, right):
-                return dict(at=p0.report(), seed=seed, **where, lhs=_num(value),
-                            rhs=[_num(min(left, right)), _num(max(left, right))])
+                return dict(
+                    at=p0.report(),
+                    seed=seed,
+                    **where,
+                    lhs=_num(value),
+                    rhs=[_num(min(left, right)), _num(max(left, right))],
+                )
             tried += 1
             if tried >= wanted:
                 break

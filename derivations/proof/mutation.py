@@ -19,16 +19,31 @@ or a step's update), of the kinds a person makes when typing a formula by hand:
 Every mutant that type-checks is kept; whether it is equivalent to the original (the same
 function, so no claim can or should refute it) is decided by the normaliser in the audit.
 """
+
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import sympy as sp
 
-from ..language.arrays import (Array, ArrayError, ArrayNode, Assign, CausalMask, ColSum, Contract,
-                     MatMul, RowMax, RowMean, RowSum, T, entry, shape_of)
+from ..language.arrays import (
+    Array,
+    ArrayError,
+    ArrayNode,
+    Assign,
+    CausalMask,
+    ColSum,
+    Contract,
+    MatMul,
+    RowMax,
+    RowMean,
+    RowSum,
+    T,
+    entry,
+    shape_of,
+)
 from ..language.ops import Op
 
 
@@ -70,7 +85,7 @@ class PrintedMutant:
 def _edits(e, arrays_like: Callable) -> Iterator[tuple[str, str, sp.Expr]]:
     if isinstance(e, sp.Add) and len(e.args) >= 2:
         for k, term in enumerate(e.args):
-            rest = e.args[:k] + e.args[k + 1:]
+            rest = e.args[:k] + e.args[k + 1 :]
             yield "drop", f"the term {_s(term)} dropped", sp.Add(*rest)
             yield "sign", f"the sign of {_s(term)} flipped", sp.Add(*rest) - term
             yield "factor", f"the term {_s(term)} doubled", sp.Add(*rest) + 2 * term
@@ -85,7 +100,7 @@ def _edits(e, arrays_like: Callable) -> Iterator[tuple[str, str, sp.Expr]]:
         elif power == -1:
             yield "constant", f"1/({_s(base)}) became {_s(base)}", base
         if not power.is_Number:
-            yield "swap", f"base and exponent swapped in {_s(e)}", power ** base
+            yield "swap", f"base and exponent swapped in {_s(e)}", power**base
     if isinstance(e, sp.Rational) and e not in (0, 1, -1):
         yield "constant", f"the constant {e} became {e + 1}", e + 1
     if isinstance(e, sp.exp):
@@ -162,16 +177,18 @@ def expression_mutants(expr, arrays_like: Callable) -> list[tuple[str, str, sp.E
 
 def _same_shape(available: list) -> Callable:
     def like(a: Array):
-        return [b for b in available if b != a and b.shape == a.shape
-                and b.integer_valued == a.integer_valued]
+        return [b for b in available if b != a and b.shape == a.shape and b.integer_valued == a.integer_valued]
+
     return like
 
 
 def op_mutants(op: Op) -> list[PrintedMutant]:
     """Every mutant of every printed assignment of an op that still type-checks."""
     out = []
-    for scope, start in (("forward", list(op.inputs) + list(op.params)),
-                         ("backward", list(op.saved) + list(op.upstream))):
+    for scope, start in (
+        ("forward", list(op.inputs) + list(op.params)),
+        ("backward", list(op.saved) + list(op.upstream)),
+    ):
         available = list(dict.fromkeys(start))
         for pos, a in enumerate(getattr(op, scope)):
             for n, (kind, what, new) in enumerate(expression_mutants(a.expr, _same_shape(available))):
@@ -180,8 +197,11 @@ def op_mutants(op: Op) -> list[PrintedMutant]:
                     shape_of(new)
                 except (ArrayError, TypeError, ValueError):
                     continue
-                out.append(PrintedMutant(f"{scope}.{pos}.{a.target.name}.{kind}{n}",
-                                         f"{a.target.name} = …: {what}", scope, pos, new))
+                out.append(
+                    PrintedMutant(
+                        f"{scope}.{pos}.{a.target.name}.{kind}{n}", f"{a.target.name} = …: {what}", scope, pos, new
+                    )
+                )
             if a.target not in available:
                 available.append(a.target)
     return out
@@ -233,7 +253,7 @@ def kink_mutants(op: Op, obligation) -> list[PrintedMutant]:
             u = step.args[0]
             if isinstance(step, HalfStep):
                 if any(same_up_to_indices(sp.sympify(u).xreplace(cache), k) for k in kinked):
-                    continue                # the specification's own kink: H(u, 0) is a subgradient too
+                    continue  # the specification's own kink: H(u, 0) is a subgradient too
                 new, what = sp.Heaviside(u, 0), f"the step H({_s(u)}) with H(0) = ½ printed as H({_s(u)}, 0)"
             elif len(step.args) == 2 and step.args[1] in (0, 1):
                 new, what = sp.Heaviside(u, 2), f"the step H({_s(u)}, {step.args[1]}) given the value 2 at 0"
@@ -242,9 +262,16 @@ def kink_mutants(op: Op, obligation) -> list[PrintedMutant]:
             s = sp.Dummy("s")
             cofactor = sp.diff(expr.xreplace({step: s}), s)
             if isinstance(u, Array) and cofactor.subs(u, 0) == 0:
-                continue                    # the step's value at 0 is never read (max(0, x)² at 0)
-            out.append(PrintedMutant(f"kink-{pos}-{len(out)}", f"{a.target.name} = …: {what}", "backward", pos,
-                                     expr.xreplace({step: new})))
+                continue  # the step's value at 0 is never read (max(0, x)² at 0)
+            out.append(
+                PrintedMutant(
+                    f"kink-{pos}-{len(out)}",
+                    f"{a.target.name} = …: {what}",
+                    "backward",
+                    pos,
+                    expr.xreplace({step: new}),
+                )
+            )
     return out
 
 
@@ -298,11 +325,11 @@ class AuditResult:
     (every claim still proved: the edit computes the same function, so it is no wrong edit), or
     `survived` (neither: a gap between the printed code and the proofs)."""
 
-    unit: str            # op / table / step name
+    unit: str  # op / table / step name
     mutant: str
     mistake: str
     outcome: str
-    by: str | None = None        # the claim that refuted it
+    by: str | None = None  # the claim that refuted it
     counterexample: dict | None = None
 
 
@@ -321,7 +348,7 @@ def audit_op(op: Op, limit: int | None = None, pick=None) -> list[AuditResult]:
     for m in mutants:
         try:
             mop = m.apply(op)
-        except (ArrayError, TypeError, ValueError) as exc:   # rejected at build time: caught
+        except (ArrayError, TypeError, ValueError) as exc:  # rejected at build time: caught
             out.append(AuditResult(op.name, m.name, m.mistake, "killed", f"build: {exc}"))
             continue
         on = [ob for ob in obs if (m.scope, m.position) in path(op, ob)]
@@ -332,8 +359,9 @@ def audit_op(op: Op, limit: int | None = None, pick=None) -> list[AuditResult]:
                 result = AuditResult(op.name, m.name, m.mistake, "killed", ob.id, cx)
                 break
         if result is None:
-            proved = all(prove_index_identity(ob.printed(mop), ob.required(), ob.setting).status
-                         == "proved-general" for ob in on)
+            proved = all(
+                prove_index_identity(ob.printed(mop), ob.required(), ob.setting).status == "proved-general" for ob in on
+            )
             result = AuditResult(op.name, m.name, m.mistake, "equivalent" if proved and on else "survived")
         out.append(result)
     return out

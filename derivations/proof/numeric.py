@@ -6,6 +6,7 @@ show up as a proof whose own numbers disagree.
 
 Values are exact rationals where possible and 40-digit mpmath floats otherwise.
 """
+
 from __future__ import annotations
 
 import random
@@ -24,15 +25,15 @@ mpmath.mp.dps = 40
 class Point:
     """A concrete assignment: sizes, free indices, scalars, and lazily drawn array entries."""
 
-    symbols: dict = field(default_factory=dict)        # Symbol -> number
+    symbols: dict = field(default_factory=dict)  # Symbol -> number
     seed: int = 0
     integer_arrays: dict = field(default_factory=dict)  # base name -> (lo, hi) for ids
-    entries: dict = field(default_factory=dict)         # (base name, idx) -> value
+    entries: dict = field(default_factory=dict)  # (base name, idx) -> value
     # a point on a kink (an argument of H, sign that is exactly 0 here) read as the limit from
     # the side of `toward`: each such step takes the value it has at `toward`, every other atom
     # its value here (the one-sided limit of a function that is continuous off the kink)
-    toward: "Point | None" = None
-    met: int = 0                  # how many such steps an evaluation met (a kink actually reached)
+    toward: Point | None = None
+    met: int = 0  # how many such steps an evaluation met (a kink actually reached)
 
     def __post_init__(self):
         self._rng = random.Random(self.seed)
@@ -70,7 +71,7 @@ def _plain(v):
         return str(v)
 
 
-_FUNCS = mpmath_functions()      # the one table of functions (derivations/language/functions.py)
+_FUNCS = mpmath_functions()  # the one table of functions (derivations/language/functions.py)
 
 
 def evaluate(expr, point: Point):
@@ -122,19 +123,19 @@ def _ev(e, p: Point, local: dict):
         x = _ev(e.args[0], p, local)
         if x == 0 and p.toward is not None:
             p.met += 1
-            x = _ev(e.args[0], p.toward, local)       # only its sign is read
+            x = _ev(e.args[0], p.toward, local)  # only its sign is read
         if isinstance(e, sp.sign):
             return mpmath.sign(x)
     if isinstance(e, sp.Heaviside):
         at_zero = _ev(e.args[1], p, local) if len(e.args) > 1 else mpmath.mpf(0.5)
         return mpmath.mpf(1) if x > 0 else (mpmath.mpf(0) if x < 0 else at_zero)
-    if isinstance(e, Sigmoid):       # exactly the document's 1/(1 + e^{−u}), at 40 digits
+    if isinstance(e, Sigmoid):  # exactly the document's 1/(1 + e^{−u}), at 40 digits
         return 1 / (1 + mpmath.exp(-_ev(e.args[0], p, local)))
-    if isinstance(e, HalfStep):      # (1 + sign u)/2
+    if isinstance(e, HalfStep):  # (1 + sign u)/2
         return mpmath.mpf(1) if x > 0 else (mpmath.mpf(0) if x < 0 else mpmath.mpf(0.5))
-    if isinstance(e, NormalCDF):     # exactly the document's (1 + erf(u/√2))/2
+    if isinstance(e, NormalCDF):  # exactly the document's (1 + erf(u/√2))/2
         return (1 + mpmath.erf(_ev(e.args[0], p, local) / mpmath.sqrt(2))) / 2
-    if isinstance(e, DocumentFunction):   # any other node of the array language: its formula (G(u) = e^{−u²/2})
+    if isinstance(e, DocumentFunction):  # any other node of the array language: its formula (G(u) = e^{−u²/2})
         return _ev(e.document_form(), p, local)
     fn = _FUNCS.get(e.func)
     if fn is not None:

@@ -25,6 +25,7 @@ Each generated claim carries mutants made from the printed assignments themselve
 `qed audit` operators of `derivations/proof/mutation.py`: a sign flipped, a factor of 2, a term
 dropped, …) besides the op's hand-written classic mistakes (`Op.mistakes`).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -33,9 +34,9 @@ from dataclasses import dataclass
 import sympy as sp
 
 from ..language.arrays import Array, ArrayError, entry, index
+from ..language.ops import Op, grad_of
 from . import numeric
 from .core import Claim, Mutant, Proof, Setting, prove_index_identity
-from ..language.ops import Op, grad_of
 
 # the free indices of a generated claim: an output's entry (i, j), an input's entry (e, f)
 I, J = index("i"), index("j")
@@ -89,17 +90,24 @@ def flag_sets(op: Op) -> list[frozenset]:
 
 def check_scopes(op: Op) -> None:
     """Build-time checks: each scope reads only what it may (raises ArrayError)."""
+
     def walk(assigns, free: set, what: str):
         defined = set(free)
         for a in assigns:
             extra = arrays_in(a.expr) - defined
             if extra:
-                raise ArrayError(f"op {op.name}: the {what} line for {a.target.name} reads "
-                                 f"{', '.join(sorted(x.name for x in extra))}, which "
-                                 + ("is not in the cache (saved) nor an upstream gradient"
-                                    if what == "backward" else f"the {what} has not defined"))
+                raise ArrayError(
+                    f"op {op.name}: the {what} line for {a.target.name} reads "
+                    f"{', '.join(sorted(x.name for x in extra))}, which "
+                    + (
+                        "is not in the cache (saved) nor an upstream gradient"
+                        if what == "backward"
+                        else f"the {what} has not defined"
+                    )
+                )
             defined.add(a.target)
         return defined
+
     inputs = set(op.inputs) | set(op.params)
     walk(op.forward, inputs, "forward")
     walk(op.backward, set(op.saved) | set(op.upstream), "backward")
@@ -184,8 +192,8 @@ class Obligation:
 
     id: str
     op: Op
-    kind: str            # "forward" or "backward"
-    target: Array        # the output or the gradient
+    kind: str  # "forward" or "backward"
+    target: Array  # the output or the gradient
     setting: Setting
 
     def __post_init__(self):
@@ -216,9 +224,13 @@ class Obligation:
     def prove(self) -> Proof:
         from .preconditions import runtime_checks
 
-        return prove_index_identity(self.printed(), self.required(), self.setting,
-                                    "index normaliser, generated from the specification",
-                                    preconditions=lambda: runtime_checks(self.op))
+        return prove_index_identity(
+            self.printed(),
+            self.required(),
+            self.setting,
+            "index normaliser, generated from the specification",
+            preconditions=lambda: runtime_checks(self.op),
+        )
 
     def refute(self, op: Op, tries: int = 12) -> dict | None:
         """A counterexample to the obligation for a (mutated) op, or None. The required side's
@@ -240,8 +252,13 @@ class Obligation:
                 except (numeric.EvaluationError, ZeroDivisionError, ValueError):
                     continue
                 if _gap(got, want) > 1e-20:
-                    return {"at": point.report(), "seed": seed, "lhs": _num(got), "rhs": _num(want),
-                            "flags": sorted(flag_sets(self.op)[k])}
+                    return {
+                        "at": point.report(),
+                        "seed": seed,
+                        "lhs": _num(got),
+                        "rhs": _num(want),
+                        "flags": sorted(flag_sets(self.op)[k]),
+                    }
         # the points above lie off every kink (entries ≠ 0): the printed value at each kink of
         # the printed code must lie between the specification's one-sided derivatives there
         from .kinks import refute_at_kinks
@@ -276,12 +293,10 @@ def obligations(op: Op) -> list[Obligation]:
     out = []
     for o in op.outputs:
         suffix = "" if len(op.outputs) == 1 else "." + o.name
-        out.append(Obligation(f"{op.name}.forward{suffix}", op, "forward", o,
-                              setting_for(op, _ranges(o, I, J))))
+        out.append(Obligation(f"{op.name}.forward{suffix}", op, "forward", o, setting_for(op, _ranges(o, I, J))))
     for g in op.grads:
         x = input_of(op, g)
-        out.append(Obligation(f"{op.name}.backward.{g.name}", op, "backward", g,
-                              setting_for(op, _ranges(x, E, F))))
+        out.append(Obligation(f"{op.name}.backward.{g.name}", op, "backward", g, setting_for(op, _ranges(x, E, F))))
     return out
 
 
@@ -291,27 +306,37 @@ def claims_for(op: Op) -> list[Claim]:
 
     out = []
     for ob in obligations(op):
-        mutants = [Mutant(m.name, m.mistake, (lambda m=m, ob=ob: ob.refute(m.apply(op))))
-                   for m in mutation.sample_for(op, ob)]
+        mutants = [
+            Mutant(m.name, m.mistake, (lambda m=m, ob=ob: ob.refute(m.apply(op)))) for m in mutation.sample_for(op, ob)
+        ]
         what = "forward" if ob.kind == "forward" else f"gradient {ob.target.name}"
-        out.append(Claim(
-            id=ob.id, title=f"{op.title}: the printed {what} equals the specification"
-            + ("" if ob.kind == "forward" else "'s derivative"),
-            source=op.source or op.module, latex=obligation_latex(op, ob),
-            prove=ob.prove, mutants=mutants, module=op.module))
-    from .derived import derived_claims      # <op>.backward_derived.<grad>: a hand-written backward
+        out.append(
+            Claim(
+                id=ob.id,
+                title=f"{op.title}: the printed {what} equals the specification"
+                + ("" if ob.kind == "forward" else "'s derivative"),
+                source=op.source or op.module,
+                latex=obligation_latex(op, ob),
+                prove=ob.prove,
+                mutants=mutants,
+                module=op.module,
+            )
+        )
+    from .derived import derived_claims  # <op>.backward_derived.<grad>: a hand-written backward
 
     return out + derived_claims(op)
 
 
 def obligation_latex(op: Op, ob: Obligation) -> str:
     """The statement, printed from the specification by `sympy.latex`."""
-    from ..language.latex import assigns_latex, array_latex
+    from ..language.latex import array_latex, assigns_latex
 
     spec = assigns_latex(op.spec)
     if ob.kind == "forward":
         return spec
     x = input_of(op, ob.target)
     ups = ", ".join(array_latex(grad_of(o)) for o in op.outputs)
-    return (rf"{array_latex(ob.target)} = \frac{{\partial}}{{\partial {array_latex(x)}}} "
-            rf"\sum {ups} \odot \mathrm{{spec}}, \quad " + spec)
+    return (
+        rf"{array_latex(ob.target)} = \frac{{\partial}}{{\partial {array_latex(x)}}} "
+        rf"\sum {ups} \odot \mathrm{{spec}}, \quad " + spec
+    )

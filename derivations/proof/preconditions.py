@@ -16,13 +16,14 @@ the two lists agree for every op.
 A hypothesis h ≠ 0 (a normal form) is such a check when, for some renaming of its indices, it is
 c·D for a non-zero number c and D the check's denominator in index form (Σ_t mask_t).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import sympy as sp
 
-from ..language.arrays import Array, entry, index, shape_of
+from ..language.arrays import entry, index, shape_of
 from ..language.denominators import classified
 
 
@@ -35,8 +36,10 @@ class RuntimeCheck:
     denominator: sp.Expr
 
     def describe(self) -> str:
-        return (f"checked at run time: the generated {self.op} kernel refuses {sp.sstr(self.denominator)} = 0 "
-                "before its forward (_validate.nonzero_denominator)")
+        return (
+            f"checked at run time: the generated {self.op} kernel refuses {sp.sstr(self.denominator)} = 0 "
+            "before its forward (_validate.nonzero_denominator)"
+        )
 
     def index_form(self) -> sp.Expr:
         r, c = index("r_"), index("c_")
@@ -75,7 +78,7 @@ def match(hypothesis, checks, normaliser) -> RuntimeCheck | None:
     for check in checks:
         try:
             d = normaliser.canon(check.index_form())
-        except Exception:                                  # a form the normaliser refuses: no match
+        except Exception:  # a form the normaliser refuses: no match
             continue
         if same_up_to_indices(d, hypothesis, sizes=_sizes(d) | _sizes(hypothesis)):
             return check

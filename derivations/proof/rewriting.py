@@ -80,6 +80,7 @@ ranges at all) keeps the old behaviour for exploration: a goal it cannot prove i
 rule applied, and the goal listed in `undischarged`; the proof gate (`core.decide`) always gives
 a domain and refuses a proof with an undischarged goal.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -94,14 +95,14 @@ Term = tuple[list, list]  # (factors, limits[(var, lo, hi)])
 
 _MAX_PERMUTATIONS = 720
 _MAX_GOAL_STEPS = 40
-_MAX_SPLITS = 3          # nested case splits on signs (at most 3³ branches)
+_MAX_SPLITS = 3  # nested case splits on signs (at most 3³ branches)
 
 # Canonical bound indices and hiding symbols are Dummies with these fixed dummy_indexes: the
 # same index twice is the same object (alpha-equivalent sums compare equal across terms), and
 # none can equal a user's Symbol('_k0') or a Dummy that SymPy numbers from 0.
 _CANON_BASE = 7_919_000_000_000
 _HIDE_BASE = 7_919_500_000_000
-_GROUP_BASE = 7_919_800_000_000      # the indices of sums grouped by their polynomial skeleton
+_GROUP_BASE = 7_919_800_000_000  # the indices of sums grouped by their polynomial skeleton
 
 
 def canonical_index(n: int) -> sp.Dummy:
@@ -135,19 +136,20 @@ class Normaliser:
     def __init__(self, ranges: dict | None = None, integer_arrays: dict | None = None):
         self.checked = ranges is not None or integer_arrays is not None
         self.ranges = {sp.sympify(v): (sp.sympify(lo), sp.sympify(hi)) for v, (lo, hi) in (ranges or {}).items()}
-        self.integer_arrays = {str(name): (sp.sympify(lo), sp.sympify(hi))
-                               for name, (lo, hi) in (integer_arrays or {}).items()}
-        self.assumptions: list[str] = []   # every condition used (discharged, hypotheses, undischarged)
-        self.discharged: list[str] = []    # goals proved from the ranges and sizes
-        self.hypotheses: list[str] = []    # what was not decided (denominators ≠ 0, kinks): never
-                                           # assumed by the gate, which checks or refuses each
-        self.nonzero: list = []            # … as expressions (the gate discharges or checks each)
-        self.kinks: list = []              # Kink: a point u = 0 where the identity was not decided
-        self._summand: dict = {}           # the summed indices held fixed (per-summand split)
-        self._inverse: dict = {}           # a split's branch symbol p -> c·t + rest (what it stands for)
-        self.guarded: list[str] = []       # goals not proved, answered soundly (guard kept, rule not applied)
+        self.integer_arrays = {
+            str(name): (sp.sympify(lo), sp.sympify(hi)) for name, (lo, hi) in (integer_arrays or {}).items()
+        }
+        self.assumptions: list[str] = []  # every condition used (discharged, hypotheses, undischarged)
+        self.discharged: list[str] = []  # goals proved from the ranges and sizes
+        self.hypotheses: list[str] = []  # what was not decided (denominators ≠ 0, kinks): never
+        # assumed by the gate, which checks or refuses each
+        self.nonzero: list = []  # … as expressions (the gate discharges or checks each)
+        self.kinks: list = []  # Kink: a point u = 0 where the identity was not decided
+        self._summand: dict = {}  # the summed indices held fixed (per-summand split)
+        self._inverse: dict = {}  # a split's branch symbol p -> c·t + rest (what it stands for)
+        self.guarded: list[str] = []  # goals not proved, answered soundly (guard kept, rule not applied)
         self.undischarged: list[str] = []  # goals not proved but assumed (only without a domain)
-        self._bound: dict = {}             # every bound Dummy met -> (lo, hi) of its sum
+        self._bound: dict = {}  # every bound Dummy met -> (lo, hi) of its sum
 
     # ---------------------------------------------------------------- bookkeeping
     def note(self, text: str) -> None:
@@ -177,7 +179,7 @@ class Normaliser:
     def _kink(self, u, how: str) -> None:
         """u = 0 left undecided (a step's value at its jump): recorded with the ranges of its
         indices, for the gate to check the point (proof/kinks.py), never assumed."""
-        for _ in range(_MAX_SPLITS + 1):                 # inside a split's branch: in the entries
+        for _ in range(_MAX_SPLITS + 1):  # inside a split's branch: in the entries
             if not self._inverse or not u.has(*self._inverse):
                 break
             u = sp.expand(u.xreplace(self._inverse))
@@ -250,8 +252,9 @@ class Normaliser:
 
     def _is_integer(self, x) -> bool:
         x = sp.sympify(x)
-        entries = {a: sp.Dummy("t", integer=True) for a in x.atoms(sp.Indexed)
-                   if str(a.base.label) in self.integer_arrays}
+        entries = {
+            a: sp.Dummy("t", integer=True) for a in x.atoms(sp.Indexed) if str(a.base.label) in self.integer_arrays
+        }
         return x.xreplace(entries).is_integer is True
 
     def _nonzero(self, e) -> bool:
@@ -274,10 +277,10 @@ class Normaliser:
                 continue
             v, lo, hi = s1.limits[0]
             length = hi - lo + 1
-            s2 = sp.Sum(s1.function ** 2, *s1.limits)
+            s2 = sp.Sum(s1.function**2, *s1.limits)
             if not (_real(s1.function) or s1.function.atoms(sp.Indexed)) or not e.has(s2):
                 continue
-            rest = sp.expand(e - (s2 / length - s1 ** 2 / length ** 2))
+            rest = sp.expand(e - (s2 / length - s1**2 / length**2))
             if rest.has(s1) or rest.has(s2) or not self._nonneg(length - 1, ctx, 0):
                 continue
             if self._sign_form(rest, ctx).is_positive is True:
@@ -291,8 +294,7 @@ class Normaliser:
             inner = dict(ctx)
             inner.update({v: (a, b) for v, a, b in e.limits})
             body = self._sign_form(e.function, inner)
-            nonempty = all(self._nonneg(b - a, {u: r for u, r in inner.items() if u != v}, 0)
-                           for v, a, b in e.limits)
+            nonempty = all(self._nonneg(b - a, {u: r for u, r in inner.items() if u != v}, 0) for v, a, b in e.limits)
             if body.is_positive is True and nonempty:
                 return sp.Dummy("pos", positive=True)
             if nonempty and len(e.limits) == 1 and self._first_term_counts(e, inner):
@@ -362,8 +364,9 @@ class Normaliser:
             return sp.Integer(0)
         if canonical.has(sp.tanh) and not rewritten:
             # tanh u = (e^{2u} − 1)/(e^{2u} + 1), exactly: then the exps cancel as any others
-            exps = canonical.replace(lambda e: isinstance(e, sp.tanh),
-                                     lambda e: (sp.exp(2 * e.args[0]) - 1) / (sp.exp(2 * e.args[0]) + 1))
+            exps = canonical.replace(
+                lambda e: isinstance(e, sp.tanh), lambda e: (sp.exp(2 * e.args[0]) - 1) / (sp.exp(2 * e.args[0]) + 1)
+            )
             if self._decide(self.canon(exps), depth, rewritten=True) == 0:
                 self._record("discharged", "tanh u = (e^{2u} − 1)/(e^{2u} + 1)", show=False)
                 return sp.Integer(0)
@@ -383,7 +386,7 @@ class Normaliser:
                 coeff, arg = term / logs[0], logs[0].args[0]
                 if not coeff.is_Rational or self._sign_form(arg, self._context()).is_positive is not True:
                     return False
-                factors.append(arg ** coeff)
+                factors.append(arg**coeff)
             elif term.has(sp.log):
                 return False
             else:
@@ -395,8 +398,7 @@ class Normaliser:
         table: dict = {}
         if sp.cancel(sp.together(self._hide(self._combine_bodies(product), table))) != 0:
             return False
-        self._record("discharged", "the logarithms' arguments > 0: equal as exps (exp is injective on ℝ)",
-                     show=False)
+        self._record("discharged", "the logarithms' arguments > 0: equal as exps (exp is injective on ℝ)", show=False)
         return True
 
     def _split_on_sign(self, canonical, depth: int) -> bool:
@@ -424,9 +426,10 @@ class Normaliser:
             else:
                 branches = [("≥ 0", (closed - rest) / c), ("≤ 0", (-closed - rest) / c)]
             # the derivative's midpoint (1 + sign u)/2 against a printed subgradient H(u, 0|1)
-            kink = any(len(h.args) == 2 and h.args[1] in (0, 1) and _same_subject(h.args[0], u)
-                       for h in canonical.atoms(sp.Heaviside)) and \
-                any(_same_subject(g.args[0], u) for g in canonical.atoms(sp.sign))
+            kink = any(
+                len(h.args) == 2 and h.args[1] in (0, 1) and _same_subject(h.args[0], u)
+                for h in canonical.atoms(sp.Heaviside)
+            ) and any(_same_subject(g.args[0], u) for g in canonical.atoms(sp.sign))
             done = []
             recorded = len(self.kinks)
             for where, value in branches:
@@ -446,11 +449,15 @@ class Normaliser:
                     self._kink(u, "the two sides take different values at 0")
                     done.append("= 0 a kink, checked apart")
                 else:
-                    del self.kinks[recorded:]      # a failed split leaves no kink to check
+                    del self.kinks[recorded:]  # a failed split leaves no kink to check
                     break
             else:
-                self._record("discharged", f"case split on the sign of {_show(u)}: "
-                             + ", ".join(f"{_show(u)} {w}" for w in done) + ", each branch 0")
+                self._record(
+                    "discharged",
+                    f"case split on the sign of {_show(u)}: "
+                    + ", ".join(f"{_show(u)} {w}" for w in done)
+                    + ", each branch 0",
+                )
                 return True
         return False
 
@@ -484,12 +491,12 @@ class Normaliser:
                 # (c · Σ)^p = c^p · Σ^p keeps the atom canonical (for a non-integer p only if c > 0)
                 coeff, rest = inner.as_independent(sp.Sum, as_Add=False)
                 if power.is_integer or coeff.is_positive:
-                    return [([coeff ** power, rest ** power], [])]
-            return [([inner ** power], [])]
-        if isinstance(e, DOCUMENT_NODES):   # σ(u), Φ(u): the document's formulas, nothing else
+                    return [([coeff**power, rest**power], [])]
+            return [([inner**power], [])]
+        if isinstance(e, DOCUMENT_NODES):  # σ(u), Φ(u): the document's formulas, nothing else
             return self._terms(e.document_form())
-        if isinstance(e, log1p):            # log1p(u) = log(1 + u), expm1(u) = e^u − 1: C's
-            return self._terms(sp.log(1 + e.args[0]))      # accurate forms, the same functions
+        if isinstance(e, log1p):  # log1p(u) = log(1 + u), expm1(u) = e^u − 1: C's
+            return self._terms(sp.log(1 + e.args[0]))  # accurate forms, the same functions
         if isinstance(e, expm1):
             return self._terms(sp.exp(e.args[0]) - 1)
         if isinstance(e, sp.exp):
@@ -597,7 +604,7 @@ class Normaliser:
     def _sift_deltas(self, factors: list, limits: list):
         """Σ_{k=lo}^{hi} δ(x, k)·f(k) = f(x) for x ∈ [lo, hi] proved, else [lo ≤ x ≤ hi]·f(x).
         k is sifted only if x mentions neither k nor an index whose range depends on k."""
-        done: set = set()   # deltas left in place (x not an integer): not tried again
+        done: set = set()  # deltas left in place (x not an integer): not tried again
         while True:
             bound = {v: (lo, hi) for v, lo, hi in limits}
             for n, f in enumerate(factors):
@@ -621,7 +628,7 @@ class Normaliser:
                 guard = None
                 if not self._goal(f"{_show(value)} ∈ [{_show(lo)}, {_show(hi)}]", proved):
                     if not self._is_integer(value):
-                        done.add(f)      # δ(x, k) with x perhaps not an integer: keep the delta
+                        done.add(f)  # δ(x, k) with x perhaps not an integer: keep the delta
                         continue
                     guard = Indicator(sp.And(sp.Le(lo, value), sp.Le(value, hi)))
                 sub = {var: value}
@@ -649,15 +656,19 @@ class Normaliser:
                     c = sp.Dummy("c", integer=True)
                     new_factors = [g.xreplace({combo: c}) for g in factors]
                     others = [(v, a, b) for v, a, b in limits if v not in (u, w)]
-                    if any(g.has(u) or g.has(w) for g in new_factors) or \
-                            any((a.has(u) or a.has(w) or b.has(u) or b.has(w)) for _, a, b in others) or \
-                            hi_u.has(w) or hi_w.has(u):
+                    if (
+                        any(g.has(u) or g.has(w) for g in new_factors)
+                        or any((a.has(u) or a.has(w) or b.has(u) or b.has(w)) for _, a, b in others)
+                        or hi_u.has(w)
+                        or hi_w.has(u)
+                    ):
                         continue
                     # a bijection (u, w) ↔ c when both ranges are loops, possibly empty: hi ≥ −1
                     ctx = self._context(others, exclude=(u, w))
                     proved = all(self._is_integer(h) and self._nonneg(h + 1, ctx, 0) for h in (hi_u, hi_w))
-                    if not self._goal(f"block reindexing c = {_show(block)}·u + w over {_show(hi_u + 1)} blocks",
-                                      proved):
+                    if not self._goal(
+                        f"block reindexing c = {_show(block)}·u + w over {_show(hi_u + 1)} blocks", proved
+                    ):
                         continue
                     factors = new_factors
                     limits = others + [(c, sp.Integer(0), (hi_u + 1) * block - 1)]
@@ -690,13 +701,14 @@ class Normaliser:
                     low, high = (lo - 1, hi) if upper else (lo, hi + 1)
                     integer = self._is_integer(at)
                     whole = self._whole_range(upper, at, lo, hi, ctx, integer)
-                    if whole is not None:     # the condition holds on all of [lo, hi]: no split
+                    if whole is not None:  # the condition holds on all of [lo, hi]: no split
                         new_factors = [g.xreplace({pw: yes}) for g in factors]
                         return [(new_factors, limits)]
                     if integer and self.in_range(at, lo, hi, ctx):
                         self._goal(f"{_show(lo)} ≤ {_show(at)} ≤ {_show(hi)}", True)
-                    elif not self._goal(f"{_show(low)} ≤ {_show(at)} ≤ {_show(high)}",
-                                        integer and self.in_range(at, low, high, ctx)):
+                    elif not self._goal(
+                        f"{_show(low)} ≤ {_show(at)} ≤ {_show(high)}", integer and self.in_range(at, low, high, ctx)
+                    ):
                         continue
                     if upper:
                         pieces = [((var, lo, at), yes), ((var, at + 1, hi), no)]
@@ -726,13 +738,13 @@ class Normaliser:
 
     def _rename(self, factors: list, limits: list) -> sp.Expr:
         coeff = sp.Integer(1)
-        kept: list = []   # unused summations whose length is not proved ≥ 0
+        kept: list = []  # unused summations whose length is not proved ≥ 0
         # drop summations whose index appears nowhere: Σ_{k=lo}^{hi} c = (hi − lo + 1)·c
         while True:
             used = set()
             for f in factors:
                 used |= f.free_symbols
-            for v, a, b in limits:
+            for _v, a, b in limits:
                 used |= a.free_symbols | b.free_symbols
             unused = [(v, a, b) for v, a, b in limits if v not in used and (v, a, b) not in kept]
             if not unused:
@@ -813,8 +825,11 @@ class Normaliser:
         out = list(rest)
         for (limits, skeleton), parts in groups.items():
             if len(parts) == 1 and not _has_sign_atoms(parts[0]):
-                out.append(sp.Sum(skeleton * parts[0], *limits) if parts[0].free_symbols & {v for v, *_ in limits}
-                           else parts[0] * sp.Sum(skeleton, *limits))
+                out.append(
+                    sp.Sum(skeleton * parts[0], *limits)
+                    if parts[0].free_symbols & {v for v, *_ in limits}
+                    else parts[0] * sp.Sum(skeleton, *limits)
+                )
                 continue
             table: dict = {}
             combined = sp.cancel(sp.together(self._hide(sp.Add(*parts), table)))
@@ -853,7 +868,7 @@ class Indicator(sp.Function):
     """[cond]: 1 where the condition holds, 0 elsewhere (evaluates when the condition does)."""
 
     nargs = 1
-    is_commutative = True           # a number: [a]·[b] − [b]·[a] must cancel
+    is_commutative = True  # a number: [a]·[b] − [b]·[a] must cancel
 
     @classmethod
     def eval(cls, cond):
@@ -862,7 +877,7 @@ class Indicator(sp.Function):
         if cond is sp.false:
             return sp.Integer(0)
         if isinstance(cond, (sp.GreaterThan, sp.StrictGreaterThan)):
-            return cls(cond.reversed)   # one orientation: [k ≤ e] and [e ≥ k] are one atom
+            return cls(cond.reversed)  # one orientation: [k ≤ e] and [e ≥ k] are one atom
         return None
 
 
@@ -914,8 +929,7 @@ def _dependents(var, limits) -> set:
     out: set = set()
     frontier = {var}
     while frontier:
-        new = {v for v, a, b in limits if v not in out and v != var
-               and (a.free_symbols | b.free_symbols) & frontier}
+        new = {v for v, a, b in limits if v not in out and v != var and (a.free_symbols | b.free_symbols) & frontier}
         out |= new
         frontier = new
     return out
@@ -957,6 +971,7 @@ def _separable(factors: list, limits: list) -> list:
         vs = [find(v) for v in vs]
         for v in vs[1:]:
             parent[v] = vs[0]
+
     for f in factors:
         join([v for v in bound if v in f.free_symbols])
     for v, a, b in limits:
@@ -1027,9 +1042,13 @@ def _same_subject(a, b) -> bool:
 def _linear_atom(u, bound: set):
     """(t, c, rest) with u = c·t + rest, t an entry or a symbol (not a size) that rest does not
     contain, c a non-zero number; None if there is none."""
-    candidates = [a for a in u.atoms(sp.Indexed, sp.Symbol) if a not in bound
-                  and not (isinstance(a, sp.Symbol) and a.is_integer)
-                  and not any(x in bound for x in getattr(a, "indices", ()))]
+    candidates = [
+        a
+        for a in u.atoms(sp.Indexed, sp.Symbol)
+        if a not in bound
+        and not (isinstance(a, sp.Symbol) and a.is_integer)
+        and not any(x in bound for x in getattr(a, "indices", ()))
+    ]
     for t in sorted(candidates, key=sp.default_sort_key):
         if isinstance(t, sp.Symbol) and any(t in ind.indices for ind in u.atoms(sp.Indexed)):
             continue

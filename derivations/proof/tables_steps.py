@@ -24,6 +24,7 @@ whole-value sign and factor edits of every printed entry or output line; `audit_
 killed (a concrete counterexample: an entry of the table at small sizes, or the step at
 exact rational points), equivalent (the claim still proves: the same function), survived.
 """
+
 from __future__ import annotations
 
 import random
@@ -36,8 +37,8 @@ from ..language.arrays import Assign, entry, index
 from .core import Claim, Mutant, Proof
 from .mutation import AuditResult, expression_mutants
 
-PRECISION = 50          # digits of the exact evaluations that decide a counterexample
-TOLERANCE = 1e-30       # relative gap above which two exact values differ
+PRECISION = 50  # digits of the exact evaluations that decide a counterexample
+TOLERANCE = 1e-30  # relative gap above which two exact values differ
 
 # ---------------------------------------------------------------------------------------------
 # Tables: the decision procedure.
@@ -49,9 +50,11 @@ def _parity_split(exprs, indices) -> list[dict]:
     need = []
     for x in indices:
         for e in exprs:
-            hit = any(x in node.free_symbols for node in sp.preorder_traversal(sp.sympify(e))
-                      if isinstance(node, (sp.floor, sp.ceiling, sp.Mod))
-                      or (isinstance(node, sp.Pow) and node.base == -1))
+            hit = any(
+                x in node.free_symbols
+                for node in sp.preorder_traversal(sp.sympify(e))
+                if isinstance(node, (sp.floor, sp.ceiling, sp.Mod)) or (isinstance(node, sp.Pow) and node.base == -1)
+            )
             if hit:
                 need.append(x)
                 break
@@ -106,8 +109,10 @@ def _canon(e) -> sp.Expr:
     e = e.replace(lambda x: isinstance(x, sp.KroneckerDelta), _integer_delta)
     e = sp.expand(e)
     # δ^k = δ for k ≥ 1
-    e = e.replace(lambda x: isinstance(x, sp.Pow) and isinstance(x.base, sp.KroneckerDelta)
-                  and x.exp.is_Integer and x.exp > 0, lambda x: x.base)
+    e = e.replace(
+        lambda x: isinstance(x, sp.Pow) and isinstance(x.base, sp.KroneckerDelta) and x.exp.is_Integer and x.exp > 0,
+        lambda x: x.base,
+    )
     return sp.expand(e)
 
 
@@ -170,8 +175,9 @@ class _TableCheck:
         self._want: dict = {}
 
     def grid(self, arr, sizes):
-        rows, cols = (int(sp.sympify(dim).xreplace({s: sp.Integer(sizes[s.name])
-                                                     for s in self.table.sizes})) for dim in arr.shape)
+        rows, cols = (
+            int(sp.sympify(dim).xreplace({s: sp.Integer(sizes[s.name]) for s in self.table.sizes})) for dim in arr.shape
+        )
         return [(r, c) for r in range(rows) for c in range(cols)]
 
     def want(self, k, arr, r, c):
@@ -194,10 +200,15 @@ class _TableCheck:
                     want = self.want(k, arr, r, c)
                     got = _exact(printed, _subs(self.table, arr, sizes, options, r, c))
                     if _differ(got, want):
-                        return {"array": arr.name, "row": r, "col": c,
-                                "sizes": dict(sizes), "options": {n: str(v) for n, v in options.items()},
-                                "printed": "not a finite real" if got is None else float(got),
-                                "spec": float(want)}
+                        return {
+                            "array": arr.name,
+                            "row": r,
+                            "col": c,
+                            "sizes": dict(sizes),
+                            "options": {n: str(v) for n, v in options.items()},
+                            "printed": "not a finite real" if got is None else float(got),
+                            "spec": float(want),
+                        }
         return None
 
     def spot_check(self) -> dict:
@@ -209,8 +220,12 @@ class _TableCheck:
                 want = self.want(0, arr, r, c)
                 worst = max(worst, float(abs(got - want)) if got is not None else float("inf"))
                 n += 1
-        return {"entries": n, "max_abs_gap": worst, "sizes": dict(sizes),
-                "options": {k: str(v) for k, v in options.items()}}
+        return {
+            "entries": n,
+            "max_abs_gap": worst,
+            "sizes": dict(sizes),
+            "options": {k: str(v) for k, v in options.items()},
+        }
 
 
 _TABLE_CHECKS: dict = {}
@@ -223,9 +238,11 @@ def _table_check(table) -> _TableCheck:
     return _TABLE_CHECKS[key]
 
 
-TABLE_METHOD = ("exact: each index read by floor, Mod or (−1)^x split by parity (x = 2k or 2k + 1, "
-                "k an integer symbol); integer-linear Kronecker deltas decided; both sides expanded, "
-                "for symbolic sizes, options, rows and columns")
+TABLE_METHOD = (
+    "exact: each index read by floor, Mod or (−1)^x split by parity (x = 2k or 2k + 1, "
+    "k an integer symbol); integer-linear Kronecker deltas decided; both sides expanded, "
+    "for symbolic sizes, options, rows and columns"
+)
 
 
 def prove_entries(table, entries: dict | None = None) -> Proof:
@@ -239,12 +256,18 @@ def prove_entries(table, entries: dict | None = None) -> Proof:
             if res != 0:
                 cx = _table_check(table).refute({arr.name: printed})
                 where = ", ".join(f"{k} = {sp.sstr(v)}" for k, v in case.items()) or "no split"
-                return Proof("refuted" if cx else "unproven", TABLE_METHOD, [],
-                             f"{arr.name} ({where}): {sp.sstr(res)}", counterexample=cx)
-    assumptions = ["row, col integers (every entry of the grid; the identity needs no range)",
-                   "sizes and options symbolic"]
-    return Proof("proved-general", TABLE_METHOD, assumptions, "0",
-                 spot_check=_table_check(table).spot_check())
+                return Proof(
+                    "refuted" if cx else "unproven",
+                    TABLE_METHOD,
+                    [],
+                    f"{arr.name} ({where}): {sp.sstr(res)}",
+                    counterexample=cx,
+                )
+    assumptions = [
+        "row, col integers (every entry of the grid; the identity needs no range)",
+        "sizes and options symbolic",
+    ]
+    return Proof("proved-general", TABLE_METHOD, assumptions, "0", spot_check=_table_check(table).spot_check())
 
 
 @dataclass(frozen=True)
@@ -262,21 +285,21 @@ def table_mutants(table) -> list[EntryMutant]:
     out = []
     for arr in table.arrays:
         for n, (kind, what, new) in enumerate(expression_mutants(arr.entry, lambda a: [])):
-            out.append(EntryMutant(f"{arr.name}.{kind}{n}", f"{arr.name}[row, col] = …: {what}",
-                                   arr.name, new))
+            out.append(EntryMutant(f"{arr.name}.{kind}{n}", f"{arr.name}[row, col] = …: {what}", arr.name, new))
     return out
 
 
 def _table_sample(table) -> list[EntryMutant]:
     """The mutants a table's claim carries: its classic mistakes, and the whole-value sign and
     factor edits of every entry."""
-    out = [EntryMutant(name, mistake, target, sp.sympify(expr))
-           for name, (mistake, target, expr) in table.mistakes.items()]
+    out = [
+        EntryMutant(name, mistake, target, sp.sympify(expr)) for name, (mistake, target, expr) in table.mistakes.items()
+    ]
     for arr in table.arrays:
-        out.append(EntryMutant(f"auto-sign.{arr.name}", f"{arr.name}: the whole entry negated",
-                               arr.name, -arr.entry))
-        out.append(EntryMutant(f"auto-factor.{arr.name}", f"{arr.name}: the whole entry doubled",
-                               arr.name, 2 * arr.entry))
+        out.append(EntryMutant(f"auto-sign.{arr.name}", f"{arr.name}: the whole entry negated", arr.name, -arr.entry))
+        out.append(
+            EntryMutant(f"auto-factor.{arr.name}", f"{arr.name}: the whole entry doubled", arr.name, 2 * arr.entry)
+        )
     return out
 
 
@@ -289,12 +312,18 @@ def table_claims(table) -> list[Claim]:
     if not table.spec:
         return []
     check = _table_check(table)
-    mutants = [Mutant(m.name, m.mistake, (lambda m=m: check.refute({m.array: m.expr})))
-               for m in _table_sample(table)]
-    return [Claim(
-        id=table_claim_id(table), title=f"{table.title}: every printed entry equals the sources' formula",
-        source=table.source or table.module, latex=table.latex,
-        prove=lambda: prove_entries(table), mutants=mutants, module=table.module)]
+    mutants = [Mutant(m.name, m.mistake, (lambda m=m: check.refute({m.array: m.expr}))) for m in _table_sample(table)]
+    return [
+        Claim(
+            id=table_claim_id(table),
+            title=f"{table.title}: every printed entry equals the sources' formula",
+            source=table.source or table.module,
+            latex=table.latex,
+            prove=lambda: prove_entries(table),
+            mutants=mutants,
+            module=table.module,
+        )
+    ]
 
 
 def _spread(mutants: list, limit: int | None) -> list:
@@ -334,15 +363,18 @@ def _is_zero(expr) -> bool:
     """Exact zero test: the inside of every square root in lowest terms (√(g²c/c) becomes |g|),
     then expand and cancel. No `simplify`."""
     expr = sp.sympify(expr)
-    expr = expr.replace(lambda e: isinstance(e, sp.Pow) and e.exp == sp.S.Half,
-                        lambda e: sp.sqrt(sp.factor(sp.cancel(e.base))))
+    expr = expr.replace(
+        lambda e: isinstance(e, sp.Pow) and e.exp == sp.S.Half, lambda e: sp.sqrt(sp.factor(sp.cancel(e.base)))
+    )
     return sp.cancel(sp.expand(sp.together(expr))) == 0
 
 
 _A, _B = index("a"), index("b")
-STEP_METHOD = ("exact algebra, elementwise: entry (a, b) of every output of the printed lines (earlier "
-               "lines substituted) minus the spec's (its own intermediates substituted); square-root "
-               "insides in lowest terms, then expand and cancel")
+STEP_METHOD = (
+    "exact algebra, elementwise: entry (a, b) of every output of the printed lines (earlier "
+    "lines substituted) minus the spec's (its own intermediates substituted); square-root "
+    "insides in lowest terms, then expand and cancel"
+)
 
 
 def _bias_corrections(step) -> tuple[dict, list[str]]:
@@ -353,15 +385,20 @@ def _bias_corrections(step) -> tuple[dict, list[str]]:
     own, which the generated code checks at run time (`_validate.in_domain`)."""
     unit = sp.Interval.Ropen(0, 1)
     betas = [o for o in step.options if o.symbol is not None and o.allowed().is_subset(unit)]
-    steps_ = [o for o in step.options if o.symbol is not None and o.symbol.is_integer
-              and o.allowed().is_subset(sp.Range(1, sp.oo))]
+    steps_ = [
+        o
+        for o in step.options
+        if o.symbol is not None and o.symbol.is_integer and o.allowed().is_subset(sp.Range(1, sp.oo))
+    ]
     subs, facts = {}, []
     for b in betas:
         for t in steps_:
-            subs[b.symbol ** t.symbol] = 1 - sp.Dummy(f"c_{b.name}", positive=True)
-            facts.append(f"1 − {b.name}^{t.name} > 0: proved from the options' domain 0 ≤ {b.name} < 1, "
-                         f"{t.name} ≥ 1 ({b.name}^{t.name} ∈ [0, {b.name}]), a precondition the generated "
-                         "code checks at run time (_validate.in_domain)")
+            subs[b.symbol**t.symbol] = 1 - sp.Dummy(f"c_{b.name}", positive=True)
+            facts.append(
+                f"1 − {b.name}^{t.name} > 0: proved from the options' domain 0 ≤ {b.name} < 1, "
+                f"{t.name} ≥ 1 ({b.name}^{t.name} ∈ [0, {b.name}]), a precondition the generated "
+                "code checks at run time (_validate.in_domain)"
+            )
     return subs, facts
 
 
@@ -379,18 +416,27 @@ def prove_update(step, assigns: list | None = None) -> Proof:
         diff = entry(printed[o], (_A, _B)) - entry(spec[o], (_A, _B))
         if not _is_zero(diff.xreplace(corrections)):
             cx = _step_check(step).refute(step.assigns if assigns is None else assigns)
-            return Proof("refuted" if cx else "unproven", STEP_METHOD, [],
-                         f"{o.name}: {sp.sstr(diff)}", counterexample=cx)
-    assumptions = ["r, n symbolic sizes (the step is elementwise: any shape)",
-                   "every divisor of the rule is positive: 1 − β₁^t and 1 − β₂^t (below), "
-                   "√v̂ + ε ≥ ε > 0 (ε's domain, checked at run time by _validate.in_domain)"
-                   if len(step.spec) > 1 else "η, W, ∂L/∂W real"] + facts
-    return Proof("proved-general", STEP_METHOD, assumptions, "0",
-                 spot_check=_step_check(step).spot_check())
+            return Proof(
+                "refuted" if cx else "unproven", STEP_METHOD, [], f"{o.name}: {sp.sstr(diff)}", counterexample=cx
+            )
+    assumptions = [
+        "r, n symbolic sizes (the step is elementwise: any shape)",
+        "every divisor of the rule is positive: 1 − β₁^t and 1 − β₂^t (below), "
+        "√v̂ + ε ≥ ε > 0 (ε's domain, checked at run time by _validate.in_domain)"
+        if len(step.spec) > 1
+        else "η, W, ∂L/∂W real",
+    ] + facts
+    return Proof("proved-general", STEP_METHOD, assumptions, "0", spot_check=_step_check(step).spot_check())
 
 
-_SCALARS = (sp.Rational(1, 10), sp.Rational(4, 5), sp.Rational(9, 10), sp.Rational(1, 7),
-            sp.Rational(1, 5), sp.Rational(2, 3))
+_SCALARS = (
+    sp.Rational(1, 10),
+    sp.Rational(4, 5),
+    sp.Rational(9, 10),
+    sp.Rational(1, 7),
+    sp.Rational(1, 5),
+    sp.Rational(2, 3),
+)
 
 
 class _StepCheck:
@@ -439,9 +485,12 @@ class _StepCheck:
                     continue
                 got = _exact(printed[o], pt) if o in printed else None
                 if _differ(got, want):
-                    return {"output": o.name, "at": {str(s): str(v) for s, v in pt.items()},
-                            "printed": "not a finite real" if got is None else float(got),
-                            "spec": float(want)}
+                    return {
+                        "output": o.name,
+                        "at": {str(s): str(v) for s, v in pt.items()},
+                        "printed": "not a finite real" if got is None else float(got),
+                        "spec": float(want),
+                    }
         return None
 
     def spot_check(self) -> dict:
@@ -486,10 +535,9 @@ def step_mutants(step) -> list[LineMutant]:
     out = []
     available = list(step.inputs)
     for pos, a in enumerate(step.assigns):
-        like = (lambda av: (lambda x: [b for b in av if b != x]))(list(available))
+        like = (lambda av: lambda x: [b for b in av if b != x])(list(available))
         for n, (kind, what, new) in enumerate(expression_mutants(a.expr, like)):
-            out.append(LineMutant(f"{pos}.{a.target.name}.{kind}{n}", f"{a.target.name} = …: {what}",
-                                  pos, new))
+            out.append(LineMutant(f"{pos}.{a.target.name}.{kind}{n}", f"{a.target.name} = …: {what}", pos, new))
         if a.target not in available:
             available.append(a.target)
     return out
@@ -498,11 +546,14 @@ def step_mutants(step) -> list[LineMutant]:
 def _step_sample(step) -> list[LineMutant]:
     """A step claim's mutants: its classic mistakes, and the whole-value sign and factor edits of
     every output's line."""
+
     def line_of(name):
         return max(k for k, a in enumerate(step.assigns) if a.target.name == name)
 
-    out = [LineMutant(name, mistake, line_of(target), sp.sympify(expr))
-           for name, (mistake, target, expr) in step.mistakes.items()]
+    out = [
+        LineMutant(name, mistake, line_of(target), sp.sympify(expr))
+        for name, (mistake, target, expr) in step.mistakes.items()
+    ]
     for o in step.outputs:
         pos = line_of(o.name)
         a = step.assigns[pos]
@@ -520,12 +571,18 @@ def step_claims(step) -> list[Claim]:
     if not step.spec:
         return []
     check = _step_check(step)
-    mutants = [Mutant(m.name, m.mistake, (lambda m=m: check.refute(m.apply(step))))
-               for m in _step_sample(step)]
-    return [Claim(
-        id=step_claim_id(step), title=f"{step.title}: the printed update equals the sources' rule",
-        source=step.source or step.module, latex=step.latex,
-        prove=lambda: prove_update(step), mutants=mutants, module=step.module)]
+    mutants = [Mutant(m.name, m.mistake, (lambda m=m: check.refute(m.apply(step)))) for m in _step_sample(step)]
+    return [
+        Claim(
+            id=step_claim_id(step),
+            title=f"{step.title}: the printed update equals the sources' rule",
+            source=step.source or step.module,
+            latex=step.latex,
+            prove=lambda: prove_update(step),
+            mutants=mutants,
+            module=step.module,
+        )
+    ]
 
 
 def audit_step(step, limit: int | None = None) -> list[AuditResult]:
@@ -544,6 +601,16 @@ def audit_step(step, limit: int | None = None) -> list[AuditResult]:
     return out
 
 
-__all__ = ["table_claims", "step_claims", "table_mutants", "step_mutants", "audit_table",
-           "audit_step", "prove_entries", "prove_update", "entry_residuals", "EntryMutant",
-           "LineMutant"]
+__all__ = [
+    "table_claims",
+    "step_claims",
+    "table_mutants",
+    "step_mutants",
+    "audit_table",
+    "audit_step",
+    "prove_entries",
+    "prove_update",
+    "entry_residuals",
+    "EntryMutant",
+    "LineMutant",
+]

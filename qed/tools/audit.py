@@ -13,6 +13,7 @@ each with a counterexample. Outcomes per mutant:
 
 The exit status is non-zero when any mutant survives. Only proofs count: no test is run.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,8 +55,7 @@ def audit_unit(kind: str, name: str, limit: int | None = None) -> list[dict]:
     return [dict(asdict(r), kind=kind) for r in results]
 
 
-def run(prefixes: list[str] | None, limit: int | None = None, workers: int | None = None,
-        progress=None) -> list[dict]:
+def run(prefixes: list[str] | None, limit: int | None = None, workers: int | None = None, progress=None) -> list[dict]:
     todo = units(prefixes)
     workers = workers or min(len(todo), os.cpu_count() or 1) or 1
     done: dict = {}
@@ -82,8 +82,9 @@ def main(prefixes: list[str] | None, as_json: bool, limit: int | None, workers: 
 
     err = Console(stderr=True)
     if not units(prefixes):
-        raise QedError(f"no op, table or step matches {' '.join(prefixes)} (names or their prefixes, e.g. "
-                       "attention or adam)")
+        raise QedError(
+            f"no op, table or step matches {' '.join(prefixes)} (names or their prefixes, e.g. attention or adam)"
+        )
     start = time.perf_counter()
     results = run(prefixes, limit, workers)
     wall = time.perf_counter() - start
@@ -102,15 +103,23 @@ def main(prefixes: list[str] | None, as_json: bool, limit: int | None, workers: 
         for unit, c in per.items():
             wrong = c["killed"] + c["survived"]
             pct = 100.0 * c["killed"] / wrong if wrong else 100.0
-            table.add_row(unit, str(sum(c.values())), str(c["killed"]), str(c["equivalent"]),
-                          f"[red]{c['survived']}[/]" if c["survived"] else "0", f"{pct:.0f}")
+            table.add_row(
+                unit,
+                str(sum(c.values())),
+                str(c["killed"]),
+                str(c["equivalent"]),
+                f"[red]{c['survived']}[/]" if c["survived"] else "0",
+                f"{pct:.0f}",
+            )
         out.print(table)
         total = Counter(r["outcome"] for r in results)
         wrong = total["killed"] + total["survived"]
         pct = 100.0 * total["killed"] / wrong if wrong else 100.0
-        out.print(f"{len(results)} mutants: {total['killed']} killed by proofs, {total['equivalent']} "
-                  f"equivalent, {total['survived']} survived; {pct:.1f} % of the wrong edits killed; "
-                  f"{wall:.1f} s")
+        out.print(
+            f"{len(results)} mutants: {total['killed']} killed by proofs, {total['equivalent']} "
+            f"equivalent, {total['survived']} survived; {pct:.1f} % of the wrong edits killed; "
+            f"{wall:.1f} s"
+        )
     for r in survived:
         err.print(f"[red]SURVIVED[/red] {r['kind']} {r['unit']}: {r['mutant']} ({r['mistake']})")
     return 1 if survived else 0

@@ -17,6 +17,7 @@ A survivor is printed with its line and edit: either the edit computes the same 
 input the proofs cover (a `keepdim` on an axis that is then broadcast the same way, a `dim=1` that
 is `dim=-1` of a 2-D array at every rank the kernel accepts) or a judge is missing something.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,7 +32,7 @@ from . import ROOT
 
 __all__ = ["Outcome", "units_of_file", "judge_mutant", "run", "main", "DEFAULT_LIMIT"]
 
-DEFAULT_LIMIT = 12          # mutants per file in a default run (evenly spread); --limit 0: all
+DEFAULT_LIMIT = 12  # mutants per file in a default run (evenly spread); --limit 0: all
 BACKENDS = ("numpy", "torch")
 
 
@@ -58,12 +59,13 @@ def units_of_file(path: Path):
     own = [u for u in every if u.file == stem]
     if not stem.startswith("_"):
         return own
-    if stem == "_validate":           # every op's checks, and the probes of its generic ones
+    if stem == "_validate":  # every op's checks, and the probes of its generic ones
         return [u for u in every if u.kind in ("op", "step", "table", "mha", "tiled")]
 
-    def calls(u) -> bool:             # a helper module: every unit whose file calls into it
+    def calls(u) -> bool:  # a helper module: every unit whose file calls into it
         f = path.parent / f"{u.file}.py"
         return u.file != stem and f.exists() and f"{stem}." in f.read_text()
+
     return own + [u for u in every if calls(u)]
 
 
@@ -155,8 +157,11 @@ def _float_outputs(unit, backend: str) -> list:
                 res, cache = je._forward(op, backend)(*[je._convert(backend, a) for a in args])
                 outs = [je._numpy(o).astype(np.float64) for o in je.as_tuple(res)]
                 ups = [je._convert(backend, np.ones(o.shape, np.float32)) for o in outs]
-                grads = [je._numpy(g).astype(np.float64) for g in je.as_tuple(je._backward(op, backend)(*ups, cache))
-                         if g is not None]
+                grads = [
+                    je._numpy(g).astype(np.float64)
+                    for g in je.as_tuple(je._backward(op, backend)(*ups, cache))
+                    if g is not None
+                ]
             except Exception as exc:  # noqa: BLE001
                 out.append(f"raised {type(exc).__name__}")
                 continue
@@ -222,8 +227,9 @@ def _audit_file_task(path: str, limit: int | None) -> list[dict]:
         return [asdict(o) for o in audit_file(Path(path), limit)]
 
 
-def run(selectors: list[str] | None = None, limit: int | None = DEFAULT_LIMIT, workers: int | None = None,
-        progress=None) -> list[dict]:
+def run(
+    selectors: list[str] | None = None, limit: int | None = DEFAULT_LIMIT, workers: int | None = None, progress=None
+) -> list[dict]:
     """Every file's sampled mutants judged, files in parallel (one process each)."""
     import multiprocessing
     import os
@@ -261,14 +267,14 @@ def main(selectors: list[str] | None, as_json: bool, limit: int | None, workers:
     err = Console(stderr=True)
     todo = files(selectors)
     if not todo:
-        raise QedError(f"no generated file matches {' '.join(selectors)} (file names or their prefixes, "
-                       "e.g. softmax or _support)")
+        raise QedError(
+            f"no generated file matches {' '.join(selectors)} (file names or their prefixes, e.g. softmax or _support)"
+        )
 
     def tick(path, rows):
         if not err.is_terminal:
             bad = sum(not r["refuted_by"] for r in rows)
-            err.print(f"{path.relative_to(ROOT).as_posix()}  {len(rows) - bad}/{len(rows)} refuted",
-                      highlight=False)
+            err.print(f"{path.relative_to(ROOT).as_posix()}  {len(rows) - bad}/{len(rows)} refuted", highlight=False)
 
     start = time.perf_counter()
     rows = run(selectors, limit, workers, tick)
@@ -286,14 +292,24 @@ def main(selectors: list[str] | None, as_json: bool, limit: int | None, workers:
         for r in rows:
             per.setdefault(r["file"], Counter())[r["refuted_by"] or "survived"] += 1
         for f, c in per.items():
-            table.add_row(f, str(sum(c.values())), str(c["rational"]), str(c["symbolic"]), str(c["edges"]),
-                          str(c["stability"]), f"[red]{c['survived']}[/]" if c["survived"] else "0")
+            table.add_row(
+                f,
+                str(sum(c.values())),
+                str(c["rational"]),
+                str(c["symbolic"]),
+                str(c["edges"]),
+                str(c["stability"]),
+                f"[red]{c['survived']}[/]" if c["survived"] else "0",
+            )
         out.print(table)
         total = Counter(r["refuted_by"] or "survived" for r in rows)
-        out.print(f"{len(rows)} wrong edits of the printed text: {len(rows) - len(survived)} refuted "
-                  f"(rational {total['rational']}, symbolic {total['symbolic']}, edges {total['edges']}, "
-                  f"stability {total['stability']}), "
-                  f"{len(survived)} survived; {wall:.1f} s", highlight=False)
+        out.print(
+            f"{len(rows)} wrong edits of the printed text: {len(rows) - len(survived)} refuted "
+            f"(rational {total['rational']}, symbolic {total['symbolic']}, edges {total['edges']}, "
+            f"stability {total['stability']}), "
+            f"{len(survived)} survived; {wall:.1f} s",
+            highlight=False,
+        )
     for r in survived:
         err.print(f"[red]SURVIVED[/red] {r['file']} {r['mutant']}", highlight=False)
     return 1 if survived else 0

@@ -40,6 +40,7 @@ Model FLOPs per step (dense, the causal mask not exploited, as all three compute
 in matrix products (every linear weight and the lm_head) — forward 2·N per token, backward 4·N;
 attention QKᵀ and AV: 4·T·C per token per layer forward, twice that backward.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,7 +60,7 @@ DEFAULT_MODEL = dict(n_layer=4, n_head=4, n_embd=128, block_size=64, vocab_size=
 DEFAULT_BATCH = 12
 LARGE_MODEL = dict(DEFAULT_MODEL, n_embd=384, n_head=6, block_size=256)
 IMPLS = ("numpy", "torch-gen", "eager")
-COMPILED = "torch-compiled"      # optional row: torch-gen under torch.compile
+COMPILED = "torch-compiled"  # optional row: torch-gen under torch.compile
 COMPILED_REF = "eager-compiled"  # optional row: the torch.nn reference under the same torch.compile
 COMPILED_ROWS = (COMPILED, COMPILED_REF)
 # Untimed steps of the same implementation before each timed one. PyTorch's OpenMP threads spin
@@ -68,13 +69,20 @@ COMPILED_ROWS = (COMPILED, COMPILED_REF)
 # eager's than with OMP_WAIT_POLICY=PASSIVE), while eager's own steps find its threads awake.
 # One untimed step first puts every implementation in the state of a training loop.
 SETTLE_STEPS = 1
-LABELS = {"numpy": "(a) NumPy backend (generated kernels)",
-          "torch-gen": "(b) PyTorch backend (generated autograd Functions)",
-          COMPILED: "(b′) the same, compiled by torch.compile (inductor fuses the generated expressions)",
-          "eager": "(c) PyTorch eager (torch.nn, F.scaled_dot_product_attention)",
-          COMPILED_REF: "(c′) the same torch.nn model, compiled by torch.compile with (b′)'s flags"}
-SHORT = {"numpy": "(a) numpy", "torch-gen": "(b) torch-gen", COMPILED: "(b′) compiled",
-         "eager": "(c) eager", COMPILED_REF: "(c′) eager compiled"}
+LABELS = {
+    "numpy": "(a) NumPy backend (generated kernels)",
+    "torch-gen": "(b) PyTorch backend (generated autograd Functions)",
+    COMPILED: "(b′) the same, compiled by torch.compile (inductor fuses the generated expressions)",
+    "eager": "(c) PyTorch eager (torch.nn, F.scaled_dot_product_attention)",
+    COMPILED_REF: "(c′) the same torch.nn model, compiled by torch.compile with (b′)'s flags",
+}
+SHORT = {
+    "numpy": "(a) numpy",
+    "torch-gen": "(b) torch-gen",
+    COMPILED: "(b′) compiled",
+    "eager": "(c) eager",
+    COMPILED_REF: "(c′) eager compiled",
+}
 HP = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
 
 
@@ -126,8 +134,14 @@ def build_config(overrides: dict, vocab_size: int | None = None):
         raise ConfigError(f"batch_size={batch} must be a positive integer")
     from ..memory import check_fits
 
-    check_fits(cfg, batch_size=batch, seq_len=cfg.block_size, itemsize=4, backend="torch",
-               what="n_embd, n_layer, block_size or batch_size in --config")
+    check_fits(
+        cfg,
+        batch_size=batch,
+        seq_len=cfg.block_size,
+        itemsize=4,
+        backend="torch",
+        what="n_embd, n_layer, block_size or batch_size in --config",
+    )
     return cfg, batch
 
 
@@ -168,17 +182,21 @@ def set_threads(threads: int) -> dict:
     from ..cpu import tune_malloc
 
     torch.set_num_threads(threads)
-    info = {"threads": threads, "torch_threads": torch.get_num_threads(), "pools": [],
-            "malloc_tuned": tune_malloc()}
+    info = {"threads": threads, "torch_threads": torch.get_num_threads(), "pools": [], "malloc_tuned": tune_malloc()}
     try:
         from threadpoolctl import threadpool_info, threadpool_limits
 
         threadpool_limits(limits=threads)
         for p in threadpool_info():
-            info["pools"].append({"library": p.get("internal_api"), "version": p.get("version"),
-                                  "num_threads": p.get("num_threads"),
-                                  "file": os.path.basename(p.get("filepath", ""))})
-    except ImportError:                                   # pragma: no cover - a dependency
+            info["pools"].append(
+                {
+                    "library": p.get("internal_api"),
+                    "version": p.get("version"),
+                    "num_threads": p.get("num_threads"),
+                    "file": os.path.basename(p.get("filepath", "")),
+                }
+            )
+    except ImportError:  # pragma: no cover - a dependency
         info["pools"].append({"library": "threadpoolctl missing", "num_threads": None})
     return info
 
@@ -191,15 +209,22 @@ def machine() -> dict:
 
     from ..cpu import cpu_model, simd_level
 
-    return {"cpu": cpu_model(), "simd": simd_level(), "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "cpus": cpu_count(), "python": platform.python_version(), "numpy": np.__version__,
-            "torch": torch.__version__, "loadavg": _loadavg()}
+    return {
+        "cpu": cpu_model(),
+        "simd": simd_level(),
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpus": cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "torch": torch.__version__,
+        "loadavg": _loadavg(),
+    }
 
 
 def _loadavg():
     try:
         return [round(x, 2) for x in os.getloadavg()]
-    except OSError:                                       # pragma: no cover
+    except OSError:  # pragma: no cover
         return None
 
 
@@ -243,7 +268,7 @@ def compile_rows(impls: dict, batches: list, result: dict) -> None:
         _log(f"qed bench: compiling {tag} (torch.compile, inductor) ...")
         try:
             result.setdefault("compile_seconds_by_row", {})[name] = compile_first(impls[name], *batches[0])
-        except Exception as e:                    # no C++ compiler, an unsupported platform, ...
+        except Exception as e:  # no C++ compiler, an unsupported platform, ...
             error = f"{type(e).__name__}: {e}"[:2000]
             result.setdefault("compile_errors", {})[name] = error
             _log(f"qed bench: torch.compile failed, row {tag} left out: {error[:300]}")
@@ -261,8 +286,13 @@ def close_all(impls: dict) -> None:
 def summarize(times: list[float]) -> dict:
     ts = sorted(times)
     q1, _, q3 = statistics.quantiles(ts, n=4, method="inclusive") if len(ts) >= 2 else (ts[0],) * 3
-    return {"median_ms": 1e3 * statistics.median(ts), "min_ms": 1e3 * ts[0], "max_ms": 1e3 * ts[-1],
-            "iqr_ms": [1e3 * q1, 1e3 * q3], "steps": len(ts)}
+    return {
+        "median_ms": 1e3 * statistics.median(ts),
+        "min_ms": 1e3 * ts[0],
+        "max_ms": 1e3 * ts[-1],
+        "iqr_ms": [1e3 * q1, 1e3 * q3],
+        "steps": len(ts),
+    }
 
 
 def time_interleaved(impls: list, batches: list, warmup: int, steps: int, progress: bool = True) -> dict:
@@ -274,7 +304,7 @@ def time_interleaved(impls: list, batches: list, warmup: int, steps: int, progre
         x, y = batches[r % len(batches)]
         last = []
         for name, runner in impls.items():
-            for _ in range(SETTLE_STEPS):             # untimed: this one's threads in their stride
+            for _ in range(SETTLE_STEPS):  # untimed: this one's threads in their stride
                 runner.step(x, y)
             t0 = time.perf_counter()
             loss = runner.step(x, y)
@@ -284,8 +314,12 @@ def time_interleaved(impls: list, batches: list, warmup: int, steps: int, progre
                 times[name].append(dt)
             losses[name].append(float(loss))
         if progress:
-            _log(f"  round {r + 1}/{warmup + steps}" + ("" if r >= warmup else " (warm-up)") + ": "
-                 + ", ".join(f"{name} {1e3 * t:.0f} ms" for name, t in zip(impls, last)))
+            _log(
+                f"  round {r + 1}/{warmup + steps}"
+                + ("" if r >= warmup else " (warm-up)")
+                + ": "
+                + ", ".join(f"{name} {1e3 * t:.0f} ms" for name, t in zip(impls, last))
+            )
     return {"times": times, "losses": losses}
 
 
@@ -295,15 +329,23 @@ def model_flops(cfg, batch: int) -> dict:
     from ..params import param_shapes
 
     shapes = param_shapes(cfg)
-    n_matmul = sum(math.prod(s) for k, s in shapes.items()      # every linear weight ...
-                   if len(s) == 2 and k not in ("wte.weight", "wpe.weight", "lm_head.weight"))
-    n_matmul += cfg.vocab_size * cfg.n_embd                     # ... and the lm_head (tied or not)
+    n_matmul = sum(
+        math.prod(s)
+        for k, s in shapes.items()  # every linear weight ...
+        if len(s) == 2 and k not in ("wte.weight", "wpe.weight", "lm_head.weight")
+    )
+    n_matmul += cfg.vocab_size * cfg.n_embd  # ... and the lm_head (tied or not)
     tokens = batch * cfg.block_size
     attn = 12 * cfg.n_layer * cfg.block_size * cfg.n_embd * tokens
     dense = 6 * n_matmul * tokens
-    return {"params": int(sum(math.prod(s) for s in shapes.values())), "matmul_params": int(n_matmul),
-            "tokens": tokens, "flops": int(dense + attn), "flops_matmul": int(dense),
-            "flops_attention": int(attn)}
+    return {
+        "params": int(sum(math.prod(s) for s in shapes.values())),
+        "matmul_params": int(n_matmul),
+        "tokens": tokens,
+        "flops": int(dense + attn),
+        "flops_matmul": int(dense),
+        "flops_attention": int(attn),
+    }
 
 
 def matmul_rate(cfg, batch: int, threads: int, repeats: int = 20) -> dict:
@@ -317,8 +359,10 @@ def matmul_rate(cfg, batch: int, threads: int, repeats: int = 20) -> dict:
     a = rng.standard_normal((M, K), dtype=np.float32)
     b = rng.standard_normal((K, N), dtype=np.float32)
     out = {}
-    for lib, fn in (("numpy", lambda: a @ b),
-                    ("torch", (lambda ta, tb: (lambda: ta @ tb))(torch.from_numpy(a), torch.from_numpy(b)))):
+    for lib, fn in (
+        ("numpy", lambda: a @ b),
+        ("torch", (lambda ta, tb: lambda: ta @ tb)(torch.from_numpy(a), torch.from_numpy(b))),
+    ):
         fn()
         best = math.inf
         for _ in range(repeats):
@@ -326,8 +370,12 @@ def matmul_rate(cfg, batch: int, threads: int, repeats: int = 20) -> dict:
             fn()
             best = min(best, time.perf_counter() - t0)
         out[lib] = 2 * M * K * N / best / 1e9
-    return {"shape": [M, K, N], "gflops": out, "peak_gflops": max(out.values()),
-            "method": f"best of {repeats}: float32 ({M}×{K}) @ ({K}×{N})"}
+    return {
+        "shape": [M, K, N],
+        "gflops": out,
+        "peak_gflops": max(out.values()),
+        "method": f"best of {repeats}: float32 ({M}×{K}) @ ({K}×{N})",
+    }
 
 
 # --------------------------------------------------------------------------- memory (subprocess)
@@ -364,7 +412,7 @@ def probe(spec: dict) -> dict:
     batches = make_batches(cfg, spec["batch"], max(1, spec["steps"]), spec.get("data"), seed=0)
     runner = build_impl(spec["impl"], cfg, threads, parallel=spec.get("parallel", NUMPY_PARALLEL))
     if spec["impl"] in COMPILED_ROWS:
-        compile_first(runner, *batches[0])           # compile before the peak reset
+        compile_first(runner, *batches[0])  # compile before the peak reset
     reset = _reset_peak()
     before = _read_status().get("VmRSS", 0)
     times = []
@@ -374,7 +422,7 @@ def probe(spec: dict) -> dict:
         runner.step(x, y)
         times.append(time.perf_counter() - t0)
     st = _read_status()
-    workers = runner.worker_peak_bytes()              # worker processes: their whole peak counts
+    workers = runner.worker_peak_bytes()  # worker processes: their whole peak counts
     runner.close()
     if reset and "VmHWM" in st:
         peak, method = st["VmHWM"], "VmHWM after resetting it (/proc/self/clear_refs = 5) once the model was built"
@@ -386,17 +434,29 @@ def probe(spec: dict) -> dict:
     if workers:
         peak += workers
         method += " + the worker processes' VmHWM"
-    return {"impl": spec["impl"], "peak_rss_mb": peak / 2**20, "baseline_rss_mb": before / 2**20,
-            "step_mb": max(0.0, (peak - before) / 2**20), "method": method,
-            "times": times, "summary": summarize(times[spec.get("skip", 1):] or times)}
+    return {
+        "impl": spec["impl"],
+        "peak_rss_mb": peak / 2**20,
+        "baseline_rss_mb": before / 2**20,
+        "step_mb": max(0.0, (peak - before) / 2**20),
+        "method": method,
+        "times": times,
+        "summary": summarize(times[spec.get("skip", 1) :] or times),
+    }
 
 
 def run_probe(spec: dict, timeout: float = 1800) -> dict:
     env = dict(os.environ)
     root = str(ROOT)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    proc = subprocess.run([sys.executable, "-m", "qed.tools.bench", "--probe", json.dumps(spec)],
-                          capture_output=True, text=True, env=env, timeout=timeout, cwd=root)
+    proc = subprocess.run(
+        [sys.executable, "-m", "qed.tools.bench", "--probe", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=root,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"memory probe of {spec['impl']} failed:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -409,8 +469,9 @@ def timed_command(args: list[str], timeout: float = 3600) -> dict:
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env,
-                              timeout=timeout, cwd=root)
+        proc = subprocess.run(
+            [sys.executable, *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=root
+        )
         rc = proc.returncode
     except subprocess.TimeoutExpired:
         rc = None
@@ -418,16 +479,34 @@ def timed_command(args: list[str], timeout: float = 3600) -> dict:
 
 
 # --------------------------------------------------------------------------- the benchmark
-def bench(overrides: dict | None = None, *, data: str | None = None, steps: int = 20, warmup: int = 3,
-          threads: int | None = None, proofs: bool = True, codegen: bool = True, memory: bool = True,
-          progress: bool = True, parallel: str = NUMPY_PARALLEL, compile: bool = True) -> dict:
+def bench(
+    overrides: dict | None = None,
+    *,
+    data: str | None = None,
+    steps: int = 20,
+    warmup: int = 3,
+    threads: int | None = None,
+    proofs: bool = True,
+    codegen: bool = True,
+    memory: bool = True,
+    progress: bool = True,
+    parallel: str = NUMPY_PARALLEL,
+    compile: bool = True,
+) -> dict:
     """The side-by-side benchmark at one config; a JSON-able dict. `compile`: also time the
     generated-PyTorch backend under torch.compile (a fourth row, after its compilation)."""
     threads = threads or cpu_count()
     cfg, batch = build_config(overrides or {}, data_vocab(data))
-    result: dict = {"config": cfg.to_dict(), "batch_size": batch, "dtype": "float32",
-                    "data": data or "random tokens", "steps": steps, "warmup": warmup, "settle_steps": SETTLE_STEPS,
-                    "step": "forward + loss + backward + AdamW (lr 1e-3, betas (0.9, 0.95), wd 0.1 on matrices)"}
+    result: dict = {
+        "config": cfg.to_dict(),
+        "batch_size": batch,
+        "dtype": "float32",
+        "data": data or "random tokens",
+        "steps": steps,
+        "warmup": warmup,
+        "settle_steps": SETTLE_STEPS,
+        "step": "forward + loss + backward + AdamW (lr 1e-3, betas (0.9, 0.95), wd 0.1 on matrices)",
+    }
     result["threads"] = set_threads(threads)
     result["threads"]["numpy_parallel"] = parallel
     result["machine"] = machine()
@@ -441,13 +520,15 @@ def bench(overrides: dict | None = None, *, data: str | None = None, steps: int 
     result["flops"] = model_flops(cfg, batch)
     result["matmul"] = matmul_rate(cfg, batch, threads)
     batches = make_batches(cfg, batch, warmup + steps, data)
-    _log(f"qed bench: {cfg.n_layer} layers, {cfg.n_head} heads, n_embd {cfg.n_embd}, block {cfg.block_size}, "
-         f"batch {batch}, {threads} threads: {warmup} warm-up + {steps} interleaved rounds ...")
+    _log(
+        f"qed bench: {cfg.n_layer} layers, {cfg.n_head} heads, n_embd {cfg.n_embd}, block {cfg.block_size}, "
+        f"batch {batch}, {threads} threads: {warmup} warm-up + {steps} interleaved rounds ..."
+    )
     names = IMPLS[:2] + ((COMPILED,) if compile else ()) + IMPLS[2:] + ((COMPILED_REF,) if compile else ())
     impls = build_impls(names, cfg, threads, parallel=parallel)
     try:
         compile_rows(impls, batches, result)
-        if COMPILED in result.get("compile_seconds_by_row", {}):     # the keys of earlier results
+        if COMPILED in result.get("compile_seconds_by_row", {}):  # the keys of earlier results
             result["compile_seconds"] = result["compile_seconds_by_row"][COMPILED]
         if COMPILED in result.get("compile_errors", {}):
             result["compile_error"] = result["compile_errors"][COMPILED]
@@ -462,60 +543,106 @@ def bench(overrides: dict | None = None, *, data: str | None = None, steps: int 
     for name in names:
         s = summarize(timed["times"][name])
         med = s["median_ms"] / 1e3
-        s.update(label=LABELS[name], ratio_to_eager=statistics.median(timed["times"][name]) / ref,
-                 tokens_per_s=result["flops"]["tokens"] / med,
-                 gflops=result["flops"]["flops"] / med / 1e9,
-                 fraction_of_matmul_peak=result["flops"]["flops"] / med / 1e9 / result["matmul"]["peak_gflops"],
-                 first_loss=timed["losses"][name][0], last_loss=timed["losses"][name][-1])
+        s.update(
+            label=LABELS[name],
+            ratio_to_eager=statistics.median(timed["times"][name]) / ref,
+            tokens_per_s=result["flops"]["tokens"] / med,
+            gflops=result["flops"]["flops"] / med / 1e9,
+            fraction_of_matmul_peak=result["flops"]["flops"] / med / 1e9 / result["matmul"]["peak_gflops"],
+            first_loss=timed["losses"][name][0],
+            last_loss=timed["losses"][name][-1],
+        )
         rows[name] = s
     result["results"] = rows
     if memory:
         _log("qed bench: peak memory, one fresh process per implementation ...")
         for name in names:
-            m = run_probe({"impl": name, "config": cfg.to_dict(), "batch": batch, "threads": threads,
-                           "steps": 3, "data": data, "parallel": parallel})
+            m = run_probe(
+                {
+                    "impl": name,
+                    "config": cfg.to_dict(),
+                    "batch": batch,
+                    "threads": threads,
+                    "steps": 3,
+                    "data": data,
+                    "parallel": parallel,
+                }
+            )
             rows[name]["memory"] = {k: m[k] for k in ("peak_rss_mb", "baseline_rss_mb", "step_mb", "method")}
     return result
 
 
-def memory_comparison(overrides: dict | None = None, *, T: int = MEMORY_T, batch: int = MEMORY_BATCH,
-                      threads: int | None = None, steps: int = 3, data: str | None = None,
-                      parallel: str = NUMPY_PARALLEL) -> dict:
+def memory_comparison(
+    overrides: dict | None = None,
+    *,
+    T: int = MEMORY_T,
+    batch: int = MEMORY_BATCH,
+    threads: int | None = None,
+    steps: int = 3,
+    data: str | None = None,
+    parallel: str = NUMPY_PARALLEL,
+) -> dict:
     """Peak memory and step time of attention vs attention_lse at block size T, for both
     generated backends (a fresh process each: one peak-RSS counter per process)."""
     threads = threads or cpu_count()
     over = dict(overrides or {})
     over.setdefault("block_size", T)
     over.setdefault("batch_size", batch)
-    out = {"T": over["block_size"], "batch_size": over["batch_size"], "threads": threads, "steps": steps,
-           "rows": []}
+    out = {"T": over["block_size"], "batch_size": over["batch_size"], "threads": threads, "steps": steps, "rows": []}
     for backend in ("numpy", "torch-gen"):
         pair = {}
         for attn in ("attention", "attention_lse"):
             cfg, b = build_config(dict(over, attention=attn), data_vocab(data))
             _log(f"qed bench --memory: {backend} {attn} T={cfg.block_size} batch {b} ...")
-            m = run_probe({"impl": backend, "config": cfg.to_dict(), "batch": b, "threads": threads,
-                           "steps": steps + 1, "data": data, "skip": 1, "parallel": parallel})
+            m = run_probe(
+                {
+                    "impl": backend,
+                    "config": cfg.to_dict(),
+                    "batch": b,
+                    "threads": threads,
+                    "steps": steps + 1,
+                    "data": data,
+                    "skip": 1,
+                    "parallel": parallel,
+                }
+            )
             pair[attn] = m
         a, l = pair["attention"], pair["attention_lse"]
         # what the standard op keeps and the lse op does not: n_layer · B · heads · T² weights
         cfg, b = build_config(over, data_vocab(data))
-        att_bytes = cfg.n_layer * b * cfg.n_head * cfg.block_size ** 2 * 4
-        out["rows"].append({
-            "backend": backend, "attention_peak_mb": a["peak_rss_mb"], "lse_peak_mb": l["peak_rss_mb"],
-            "attention_step_mb": a["step_mb"], "lse_step_mb": l["step_mb"],
-            "saving_mb": a["peak_rss_mb"] - l["peak_rss_mb"],
-            "saving_fraction_of_step": (a["step_mb"] - l["step_mb"]) / a["step_mb"] if a["step_mb"] else None,
-            "saved_weights_mb": att_bytes / 2**20,
-            "attention_median_ms": a["summary"]["median_ms"], "lse_median_ms": l["summary"]["median_ms"],
-            "time_cost": l["summary"]["median_ms"] / a["summary"]["median_ms"] - 1.0,
-            "method": a["method"]})
+        att_bytes = cfg.n_layer * b * cfg.n_head * cfg.block_size**2 * 4
+        out["rows"].append(
+            {
+                "backend": backend,
+                "attention_peak_mb": a["peak_rss_mb"],
+                "lse_peak_mb": l["peak_rss_mb"],
+                "attention_step_mb": a["step_mb"],
+                "lse_step_mb": l["step_mb"],
+                "saving_mb": a["peak_rss_mb"] - l["peak_rss_mb"],
+                "saving_fraction_of_step": (a["step_mb"] - l["step_mb"]) / a["step_mb"] if a["step_mb"] else None,
+                "saved_weights_mb": att_bytes / 2**20,
+                "attention_median_ms": a["summary"]["median_ms"],
+                "lse_median_ms": l["summary"]["median_ms"],
+                "time_cost": l["summary"]["median_ms"] / a["summary"]["median_ms"] - 1.0,
+                "method": a["method"],
+            }
+        )
     return out
 
 
-def sweep(overrides: dict | None = None, *, out_png: str = SWEEP_FIGURE, Ts=SWEEP_T, Cs=SWEEP_C,
-          steps: int = 5, warmup: int = 2, threads: int | None = None, progress: bool = False,
-          parallel: str = NUMPY_PARALLEL, compile: bool = True) -> dict:
+def sweep(
+    overrides: dict | None = None,
+    *,
+    out_png: str = SWEEP_FIGURE,
+    Ts=SWEEP_T,
+    Cs=SWEEP_C,
+    steps: int = 5,
+    warmup: int = 2,
+    threads: int | None = None,
+    progress: bool = False,
+    parallel: str = NUMPY_PARALLEL,
+    compile: bool = True,
+) -> dict:
     """Step time as T doubles (n_embd fixed) and as n_embd doubles (T fixed), every row
     interleaved at each point (with `compile`, the rows (b′) and (c′) too, each compiled afresh
     at the point's shapes); a PNG of both; fitted growth exponents per row."""
@@ -555,10 +682,20 @@ def sweep(overrides: dict | None = None, *, out_png: str = SWEEP_FIGURE, Ts=SWEE
             ys = np.log2([p[name] for p in pts])
             slope_all = float(np.polyfit(xs, ys, 1)[0]) if len(pts) >= 2 else None
             slope_last = float((ys[-1] - ys[-2]) / (xs[-1] - xs[-2])) if len(pts) >= 2 else None
-            growth[axis][name] = {"exponent_fit": slope_all, "exponent_last_doubling": slope_last,
-                                  "per_doubling_last": 2 ** slope_last if slope_last is not None else None}
-    result = {"base": base.to_dict(), "batch_size": batch, "threads": threads, "steps": steps, "points": points,
-              "growth": growth, "figure": out_png}
+            growth[axis][name] = {
+                "exponent_fit": slope_all,
+                "exponent_last_doubling": slope_last,
+                "per_doubling_last": 2**slope_last if slope_last is not None else None,
+            }
+    result = {
+        "base": base.to_dict(),
+        "batch_size": batch,
+        "threads": threads,
+        "steps": steps,
+        "points": points,
+        "growth": growth,
+        "figure": out_png,
+    }
     plot_sweep(result, out_png)
     return result
 
@@ -573,8 +710,9 @@ def plot_sweep(result: dict, out_png: str) -> str:
     names = {"block_size": "block size T (n_embd {n_embd})", "n_embd": "n_embd (T {block_size})"}
     for ax, axis in zip(axes, ("block_size", "n_embd")):
         pts = [p for p in result["points"] if p["axis"] == axis]
-        for name, style in zip(IMPLS[:2] + COMPILED_ROWS[:1] + IMPLS[2:] + COMPILED_ROWS[1:],
-                               ("o-", "s-", "s:", "^--", "^:")):
+        for name, style in zip(
+            IMPLS[:2] + COMPILED_ROWS[:1] + IMPLS[2:] + COMPILED_ROWS[1:], ("o-", "s-", "s:", "^--", "^:")
+        ):
             if not all(name in p for p in pts):
                 continue
             ax.plot([p["value"] for p in pts], [p[name] for p in pts], style, label=SHORT[name])
@@ -585,8 +723,10 @@ def plot_sweep(result: dict, out_png: str) -> str:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     b = result["base"]
-    fig.suptitle(f"qed bench --sweep: {b['n_layer']} layers, batch {result['batch_size']}, "
-                 f"{result['threads']} threads, float32", fontsize=9)
+    fig.suptitle(
+        f"qed bench --sweep: {b['n_layer']} layers, batch {result['batch_size']}, {result['threads']} threads, float32",
+        fontsize=9,
+    )
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(out_png)), exist_ok=True)
     fig.savefig(out_png, dpi=110, metadata={"Software": None})
@@ -608,42 +748,68 @@ def render(result: dict, console=None) -> None:
     if "results" in result:
         cfg, fl, mm = result["config"], result["flops"], result["matmul"]
         th = result["threads"]
-        pools = ", ".join(f"{p['library']} {p.get('version') or ''} {p['num_threads']} threads".replace("  ", " ")
-                          for p in th["pools"])
-        con.print(f"[bold]qed bench[/bold] — {cfg['n_layer']} layers, {cfg['n_head']} heads, n_embd {cfg['n_embd']}, "
-                  f"block {cfg['block_size']}, vocab {cfg['vocab_size']}, batch {result['batch_size']}, "
-                  f"{result['dtype']}, data: {result['data']}")
+        pools = ", ".join(
+            f"{p['library']} {p.get('version') or ''} {p['num_threads']} threads".replace("  ", " ")
+            for p in th["pools"]
+        )
+        con.print(
+            f"[bold]qed bench[/bold] — {cfg['n_layer']} layers, {cfg['n_head']} heads, n_embd {cfg['n_embd']}, "
+            f"block {cfg['block_size']}, vocab {cfg['vocab_size']}, batch {result['batch_size']}, "
+            f"{result['dtype']}, data: {result['data']}"
+        )
         how = {"processes": "this process and {} worker process(es)", "threads": "{} more Python thread(s)"}
         par = th.get("numpy_parallel", "threads")
-        con.print(f"threads: torch.set_num_threads({th['torch_threads']}); {pools}; NumPy backend: the batch in "
-                  f"{th['threads']} slices, run by " + how[par].format(th['threads'] - 1)
-                  + ", BLAS at 1 thread in each"
-                  + ("; glibc malloc keeps freed memory (every row)" if th.get("malloc_tuned") else ""))
+        con.print(
+            f"threads: torch.set_num_threads({th['torch_threads']}); {pools}; NumPy backend: the batch in "
+            f"{th['threads']} slices, run by "
+            + how[par].format(th["threads"] - 1)
+            + ", BLAS at 1 thread in each"
+            + ("; glibc malloc keeps freed memory (every row)" if th.get("malloc_tuned") else "")
+        )
         m = result["machine"]
-        con.print(f"machine: {m['cpu']} ({m.get('simd', '?')}; torch kernels {m.get('torch_cpu_capability', '?')}), "
-                  f"{m['cpus']} CPUs; load average {m['loadavg']} before, "
-                  f"{m.get('loadavg_after')} after; numpy {m['numpy']}, torch {m['torch']}")
-        con.print(f"step: {result['step']}; {result['warmup']} warm-up + {result['steps']} interleaved rounds "
-                  f"(each timed step after {result.get('settle_steps', 0)} untimed step(s) of the same implementation)")
-        con.print(f"model: {fl['params']:,} parameters ({fl['matmul_params']:,} in matmuls); "
-                  f"{fl['flops'] / 1e9:.2f} GFLOP per step = 6·N·tokens {fl['flops_matmul'] / 1e9:.2f} + attention "
-                  f"{fl['flops_attention'] / 1e9:.2f} ({fl['tokens']} tokens)")
-        con.print(f"matmul rate: {mm['method']}: NumPy {mm['gflops']['numpy']:.0f}, torch "
-                  f"{mm['gflops']['torch']:.0f} GFLOP/s")
+        con.print(
+            f"machine: {m['cpu']} ({m.get('simd', '?')}; torch kernels {m.get('torch_cpu_capability', '?')}), "
+            f"{m['cpus']} CPUs; load average {m['loadavg']} before, "
+            f"{m.get('loadavg_after')} after; numpy {m['numpy']}, torch {m['torch']}"
+        )
+        con.print(
+            f"step: {result['step']}; {result['warmup']} warm-up + {result['steps']} interleaved rounds "
+            f"(each timed step after {result.get('settle_steps', 0)} untimed step(s) of the same implementation)"
+        )
+        con.print(
+            f"model: {fl['params']:,} parameters ({fl['matmul_params']:,} in matmuls); "
+            f"{fl['flops'] / 1e9:.2f} GFLOP per step = 6·N·tokens {fl['flops_matmul'] / 1e9:.2f} + attention "
+            f"{fl['flops_attention'] / 1e9:.2f} ({fl['tokens']} tokens)"
+        )
+        con.print(
+            f"matmul rate: {mm['method']}: NumPy {mm['gflops']['numpy']:.0f}, torch {mm['gflops']['torch']:.0f} GFLOP/s"
+        )
         t = Table(title="training step, float32 (ratios: median step time / eager's)")
-        for col, just in (("implementation", "left"), ("median ms", "right"), ("min–max ms", "right"),
-                          ("IQR ms", "right"), ("tokens/s", "right"), ("GFLOP/s (% matmul)", "right"),
-                          ("peak RSS MB (step)", "right"), ("ratio to (c)", "right")):
+        for col, just in (
+            ("implementation", "left"),
+            ("median ms", "right"),
+            ("min–max ms", "right"),
+            ("IQR ms", "right"),
+            ("tokens/s", "right"),
+            ("GFLOP/s (% matmul)", "right"),
+            ("peak RSS MB (step)", "right"),
+            ("ratio to (c)", "right"),
+        ):
             t.add_column(col, justify=just)
         names = result.get("impls", IMPLS)
         for name in names:
             r = result["results"][name]
             mem = r.get("memory")
-            t.add_row(SHORT[name], f"{r['median_ms']:.1f}", f"{r['min_ms']:.1f}–{r['max_ms']:.1f}",
-                      f"{r['iqr_ms'][0]:.1f}–{r['iqr_ms'][1]:.1f}", f"{r['tokens_per_s']:,.0f}",
-                      f"{r['gflops']:.1f} ({100 * r['fraction_of_matmul_peak']:.0f}%)",
-                      "—" if mem is None else f"{_fmt_mb(mem['peak_rss_mb'])} ({_fmt_mb(mem['step_mb'])})",
-                      f"{r['ratio_to_eager']:.2f}")
+            t.add_row(
+                SHORT[name],
+                f"{r['median_ms']:.1f}",
+                f"{r['min_ms']:.1f}–{r['max_ms']:.1f}",
+                f"{r['iqr_ms'][0]:.1f}–{r['iqr_ms'][1]:.1f}",
+                f"{r['tokens_per_s']:,.0f}",
+                f"{r['gflops']:.1f} ({100 * r['fraction_of_matmul_peak']:.0f}%)",
+                "—" if mem is None else f"{_fmt_mb(mem['peak_rss_mb'])} ({_fmt_mb(mem['step_mb'])})",
+                f"{r['ratio_to_eager']:.2f}",
+            )
         con.print(t)
         con.print("; ".join(LABELS[n] for n in names))
         for name, seconds in result.get("compile_seconds_by_row", {}).items():
@@ -651,24 +817,43 @@ def render(result: dict, console=None) -> None:
         for name, error in result.get("compile_errors", {}).items():
             con.print(f"{SHORT[name].split()[0]} left out: torch.compile failed: {error[:300]}")
         if any("memory" in r for r in result["results"].values()):
-            con.print("peak memory: " + next(r["memory"]["method"] for r in result["results"].values()
-                                             if "memory" in r) + "; (step) = peak − RSS before the first step")
+            con.print(
+                "peak memory: "
+                + next(r["memory"]["method"] for r in result["results"].values() if "memory" in r)
+                + "; (step) = peak − RSS before the first step"
+            )
         for key, what in (("prove", "proof suite"), ("codegen_check", "codegen --check")):
             if key in result:
                 p = result[key]
                 con.print(f"{what}: `{p['command']}` {p['seconds']:.1f} s (exit {p['returncode']})")
     if "memory_comparison" in result:
         mc = result["memory_comparison"]
-        t = Table(title=f"attention vs attention_lse at T = {mc['T']}, batch {mc['batch_size']} "
-                        f"(peak RSS, fresh process each)")
-        for col in ("backend", "attention peak MB (step)", "attention_lse peak MB (step)", "saving MB",
-                    "T×T weights kept MB", "attention ms", "attention_lse ms", "time cost"):
+        t = Table(
+            title=f"attention vs attention_lse at T = {mc['T']}, batch {mc['batch_size']} "
+            f"(peak RSS, fresh process each)"
+        )
+        for col in (
+            "backend",
+            "attention peak MB (step)",
+            "attention_lse peak MB (step)",
+            "saving MB",
+            "T×T weights kept MB",
+            "attention ms",
+            "attention_lse ms",
+            "time cost",
+        ):
             t.add_column(col, justify="left" if col == "backend" else "right")
         for r in mc["rows"]:
-            t.add_row(r["backend"], f"{r['attention_peak_mb']:,.0f} ({r['attention_step_mb']:,.0f})",
-                      f"{r['lse_peak_mb']:,.0f} ({r['lse_step_mb']:,.0f})", f"{r['saving_mb']:,.0f}",
-                      f"{r['saved_weights_mb']:,.0f}", f"{r['attention_median_ms']:,.0f}",
-                      f"{r['lse_median_ms']:,.0f}", f"{100 * r['time_cost']:+.0f}%")
+            t.add_row(
+                r["backend"],
+                f"{r['attention_peak_mb']:,.0f} ({r['attention_step_mb']:,.0f})",
+                f"{r['lse_peak_mb']:,.0f} ({r['lse_step_mb']:,.0f})",
+                f"{r['saving_mb']:,.0f}",
+                f"{r['saved_weights_mb']:,.0f}",
+                f"{r['attention_median_ms']:,.0f}",
+                f"{r['lse_median_ms']:,.0f}",
+                f"{100 * r['time_cost']:+.0f}%",
+            )
         con.print(t)
     if "sweep" in result:
         sw = result["sweep"]
@@ -676,14 +861,15 @@ def render(result: dict, console=None) -> None:
             t = Table(title=f"sweep over {axis} (median ms per step; ratio to eager)")
             t.add_column(axis, justify="right")
             g = sw["growth"][axis]
-            rows = list(g)                                # the rows timed at every point
+            rows = list(g)  # the rows timed at every point
             for name in rows:
                 t.add_column(SHORT[name], justify="right")
             for p in sw["points"]:
                 if p["axis"] == axis:
                     t.add_row(str(p["value"]), *[f"{p[n]:.1f} ({p['ratios'][n]:.2f})" for n in rows])
             t.caption = "growth exponent (time ∝ size^k), fit over all points / last doubling: " + ", ".join(
-                f"{SHORT[n]} {g[n]['exponent_fit']:.2f}/{g[n]['exponent_last_doubling']:.2f}" for n in rows)
+                f"{SHORT[n]} {g[n]['exponent_fit']:.2f}/{g[n]['exponent_last_doubling']:.2f}" for n in rows
+            )
             con.print(t)
         con.print(f"figure: {sw['figure']}")
 
@@ -696,18 +882,37 @@ def run_cli(args, sections=()) -> int:
     progress = True
     result: dict = {}
     if not (args.only_extra and (args.memory or args.sweep or sections)):
-        result.update(bench(overrides, data=args.data, steps=args.steps, warmup=args.warmup, threads=args.threads,
-                            proofs=not args.no_proofs, codegen=not args.no_codegen,
-                            memory=not args.no_peak_memory, progress=progress, parallel=args.numpy_parallel,
-                            compile=not args.no_compile))
+        result.update(
+            bench(
+                overrides,
+                data=args.data,
+                steps=args.steps,
+                warmup=args.warmup,
+                threads=args.threads,
+                proofs=not args.no_proofs,
+                codegen=not args.no_codegen,
+                memory=not args.no_peak_memory,
+                progress=progress,
+                parallel=args.numpy_parallel,
+                compile=not args.no_compile,
+            )
+        )
     if args.memory:
         over = {k: v for k, v in overrides.items() if k != "block_size"}
-        result["memory_comparison"] = memory_comparison(over, T=args.memory_T, threads=args.threads,
-                                                        data=args.data, parallel=args.numpy_parallel)
+        result["memory_comparison"] = memory_comparison(
+            over, T=args.memory_T, threads=args.threads, data=args.data, parallel=args.numpy_parallel
+        )
     if args.sweep:
-        result["sweep"] = sweep(overrides, out_png=args.sweep, threads=args.threads, steps=args.sweep_steps,
-                                Ts=args.sweep_T, Cs=args.sweep_embd, parallel=args.numpy_parallel,
-                                compile=not args.no_compile)
+        result["sweep"] = sweep(
+            overrides,
+            out_png=args.sweep,
+            threads=args.threads,
+            steps=args.sweep_steps,
+            Ts=args.sweep_T,
+            Cs=args.sweep_embd,
+            parallel=args.numpy_parallel,
+            compile=not args.no_compile,
+        )
     for key, compute, _ in sections:
         result[key] = compute(overrides, args)
     if args.json:

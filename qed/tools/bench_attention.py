@@ -14,6 +14,7 @@ then; time: the best of three forward + backward calls after one untimed call. A
 exponent (peak ∝ T^k over the points) says how each grows: 2 for the T×T kernels, 1 for the
 tiled one (its q, k, v, o and gradients are T × 64 each).
 """
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,7 @@ import time
 import numpy as np
 
 TS = (256, 512, 1024, 2048, 4096)
-KERNELS = ("numpy attention", "numpy attention_lse", "numpy attention_tiled", "torch attention_tiled",
-           "torch sdpa")
+KERNELS = ("numpy attention", "numpy attention_lse", "numpy attention_tiled", "torch attention_tiled", "torch sdpa")
 HEADS, HEAD_DIM = 4, 64
 
 
@@ -43,6 +43,7 @@ def probe(kernel: str, T: int, threads: int) -> dict:
         q, k, v = (torch.from_numpy(a).requires_grad_() for a in arrays[:3])
         do = torch.from_numpy(arrays[3])
         if name == "sdpa":
+
             def step():
                 o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
                 o.backward(do)
@@ -63,6 +64,7 @@ def probe(kernel: str, T: int, threads: int) -> dict:
         def step():
             o, cache = fwd(q, k, v, causal=True)
             bwd(do, cache)
+
     step()
     reset = _reset_peak()
     before = _read_status().get("VmRSS", 0)
@@ -72,8 +74,7 @@ def probe(kernel: str, T: int, threads: int) -> dict:
         step()
         best = min(best, time.perf_counter() - t0)
     peak = _read_status().get("VmHWM", 0)
-    return {"kernel": kernel, "T": T, "peak_mb": (peak - before) / 2**20 if reset else None,
-            "seconds": best}
+    return {"kernel": kernel, "T": T, "peak_mb": (peak - before) / 2**20 if reset else None, "seconds": best}
 
 
 def scaling(Ts=TS, kernels=KERNELS, threads: int | None = None, timeout: float = 900) -> dict:
@@ -84,9 +85,13 @@ def scaling(Ts=TS, kernels=KERNELS, threads: int | None = None, timeout: float =
     for T in Ts:
         for kernel in kernels:
             print(f"qed bench --attention-scaling: {kernel} at T = {T} ...", file=sys.stderr, flush=True)
-            out = subprocess.run([sys.executable, "-m", "qed.tools.bench_attention", "--probe", kernel, str(T),
-                                  str(threads)], capture_output=True, text=True, timeout=timeout,
-                                 env={**os.environ})
+            out = subprocess.run(
+                [sys.executable, "-m", "qed.tools.bench_attention", "--probe", kernel, str(T), str(threads)],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env={**os.environ},
+            )
             if out.returncode != 0:
                 rows.append({"kernel": kernel, "T": T, "error": out.stderr.strip()[-500:]})
                 continue
@@ -96,15 +101,27 @@ def scaling(Ts=TS, kernels=KERNELS, threads: int | None = None, timeout: float =
         pts = [r for r in rows if r["kernel"] == kernel and r.get("peak_mb")]
         if len(pts) >= 2:
             xs = np.log2([r["T"] for r in pts])
-            fits[kernel] = {"peak_exponent": float(np.polyfit(xs, np.log2([r["peak_mb"] for r in pts]), 1)[0]),
-                            "time_exponent": float(np.polyfit(xs, np.log2([r["seconds"] for r in pts]), 1)[0])}
-    return {"batch": 1, "heads": HEADS, "head_dim": HEAD_DIM, "dtype": "float32", "causal": True,
-            "threads": threads, "rows": rows, "fits": fits}
+            fits[kernel] = {
+                "peak_exponent": float(np.polyfit(xs, np.log2([r["peak_mb"] for r in pts]), 1)[0]),
+                "time_exponent": float(np.polyfit(xs, np.log2([r["seconds"] for r in pts]), 1)[0]),
+            }
+    return {
+        "batch": 1,
+        "heads": HEADS,
+        "head_dim": HEAD_DIM,
+        "dtype": "float32",
+        "causal": True,
+        "threads": threads,
+        "rows": rows,
+        "fits": fits,
+    }
 
 
 def render(result: dict) -> None:
-    print(f"attention, causal, batch 1, {result['heads']} heads, head dim {result['head_dim']}, float32, "
-          f"{result['threads']} threads: peak MB above the inputs / ms for forward + backward")
+    print(
+        f"attention, causal, batch 1, {result['heads']} heads, head dim {result['head_dim']}, float32, "
+        f"{result['threads']} threads: peak MB above the inputs / ms for forward + backward"
+    )
     kernels = list(dict.fromkeys(r["kernel"] for r in result["rows"]))
     print(f"{'T':>6}" + "".join(f"{k:>24}" for k in kernels))
     for T in sorted({r["T"] for r in result["rows"]}):
@@ -113,8 +130,10 @@ def render(result: dict) -> None:
             r = next(x for x in result["rows"] if x["T"] == T and x["kernel"] == k)
             cells.append("error" if "error" in r else f"{r['peak_mb']:.1f} / {1e3 * r['seconds']:.1f}")
         print(f"{T:>6}" + "".join(f"{c:>24}" for c in cells))
-    print("fitted exponents (peak, time ∝ T^k): " + ", ".join(
-        f"{k} {f['peak_exponent']:.2f}, {f['time_exponent']:.2f}" for k, f in result["fits"].items()))
+    print(
+        "fitted exponents (peak, time ∝ T^k): "
+        + ", ".join(f"{k} {f['peak_exponent']:.2f}, {f['time_exponent']:.2f}" for k, f in result["fits"].items())
+    )
 
 
 def _compute(overrides, args):

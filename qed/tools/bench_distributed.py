@@ -20,6 +20,7 @@ receives
 (a reduce-scatter then an all-gather, each passing (N−1)/N of the buffer), which is what a step
 costs on a network for planning runs on many machines (docs/performance.md).
 """
+
 from __future__ import annotations
 
 import json
@@ -32,11 +33,13 @@ import time
 from . import ROOT
 from .bench import HP, _log, build_config, build_impl, make_batches, set_threads, summarize, time_interleaved
 
-ROWS = {"numpy-threads": "numpy, 1 process, the batch in {n} threads",
-        "numpy-processes": "numpy, 1 process + {workers} worker process(es) (the existing split)",
-        "numpy-ranks": "numpy, {n} ranks (gloo), one all_reduce a step",
-        "torch-threads": "torch (generated), 1 process, {n} intra-op threads",
-        "torch-ranks": "torch (generated), {n} ranks (gloo), DistributedDataParallel"}
+ROWS = {
+    "numpy-threads": "numpy, 1 process, the batch in {n} threads",
+    "numpy-processes": "numpy, 1 process + {workers} worker process(es) (the existing split)",
+    "numpy-ranks": "numpy, {n} ranks (gloo), one all_reduce a step",
+    "torch-threads": "torch (generated), 1 process, {n} intra-op threads",
+    "torch-ranks": "torch (generated), {n} ranks (gloo), DistributedDataParallel",
+}
 ALLREDUCE_REPEATS = 20
 
 
@@ -67,7 +70,7 @@ def rank_main(spec: dict) -> int:
         runner = world.shard(build_runner(cfg, backend, "float32", threads=1, optimizer=HP))
         times, comm = [], []
         for r, (x, y) in enumerate(batches):
-            dist.all_reduce(line_up)                         # every rank starts the step together
+            dist.all_reduce(line_up)  # every rank starts the step together
             before = runner.comm_seconds
             t0 = time.perf_counter()
             runner.step(x, y)
@@ -75,8 +78,9 @@ def rank_main(spec: dict) -> int:
                 times.append(time.perf_counter() - t0)
                 comm.append(runner.comm_seconds - before)
         runner.close()
-        out[f"{backend}-ranks"] = dict(summarize(times), comm_ms=1e3 * statistics.median(comm) if backend == "numpy"
-                                       else None)
+        out[f"{backend}-ranks"] = dict(
+            summarize(times), comm_ms=1e3 * statistics.median(comm) if backend == "numpy" else None
+        )
     n = sum(int(np.prod(s)) for s in runner.param_shapes().values())
     buf = torch.zeros(n, dtype=torch.float32)
     dist.all_reduce(buf)
@@ -95,8 +99,15 @@ def rank_main(spec: dict) -> int:
 
 
 # --------------------------------------------------------------------------- the comparison
-def bench_distributed(overrides: dict | None = None, *, nproc: int = 2, steps: int = 20, warmup: int = 3,
-                      data: str | None = None, progress: bool = True) -> dict:
+def bench_distributed(
+    overrides: dict | None = None,
+    *,
+    nproc: int = 2,
+    steps: int = 20,
+    warmup: int = 3,
+    data: str | None = None,
+    progress: bool = True,
+) -> dict:
     """Step times of N ranks against one process with N threads (and, for NumPy, with worker
     processes), and the all-reduce's share; a JSON-able dict."""
     from ..launch import launch
@@ -106,14 +117,31 @@ def bench_distributed(overrides: dict | None = None, *, nproc: int = 2, steps: i
         from ..errors import QedError
 
         raise QedError(f"--nproc {nproc}: the bench batch of {batch} rows cannot be shared by {nproc} ranks")
-    result = {"nproc": nproc, "config": cfg.to_dict(), "batch_size": batch, "steps": steps, "warmup": warmup,
-              "rows": {}}
+    result = {
+        "nproc": nproc,
+        "config": cfg.to_dict(),
+        "batch_size": batch,
+        "steps": steps,
+        "warmup": warmup,
+        "rows": {},
+    }
     _log(f"qed bench --nproc {nproc}: {nproc} ranks (gloo), {warmup} warm-up + {steps} steps per backend ...")
     with tempfile.TemporaryDirectory(prefix="qed-bench-") as tmp:
-        spec = {"config": cfg.to_dict(), "batch": batch, "steps": steps, "warmup": warmup, "data": data,
-                "backends": ["numpy", "torch"], "result": os.path.join(tmp, "ranks.json")}
-        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-                   PYTHONPATH=str(ROOT) + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""))
+        spec = {
+            "config": cfg.to_dict(),
+            "batch": batch,
+            "steps": steps,
+            "warmup": warmup,
+            "data": data,
+            "backends": ["numpy", "torch"],
+            "result": os.path.join(tmp, "ranks.json"),
+        }
+        env = dict(
+            os.environ,
+            OMP_NUM_THREADS="1",
+            OPENBLAS_NUM_THREADS="1",
+            PYTHONPATH=str(ROOT) + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""),
+        )
         rc = launch([sys.executable, "-m", "qed.tools.bench_distributed", json.dumps(spec)], nproc, 600, env=env)
         if rc != 0:
             raise RuntimeError(f"qed bench --nproc {nproc}: the ranks failed (exit status {rc})")
@@ -122,9 +150,11 @@ def bench_distributed(overrides: dict | None = None, *, nproc: int = 2, steps: i
     _log(f"qed bench --nproc {nproc}: one process, {nproc} threads / worker processes, interleaved ...")
     set_threads(nproc)
     batches = make_batches(cfg, batch, warmup + steps, data)
-    impls = {"numpy-threads": build_impl("numpy", cfg, nproc, parallel="threads"),
-             "numpy-processes": build_impl("numpy", cfg, nproc, parallel="processes"),
-             "torch-threads": build_impl("torch-gen", cfg, nproc)}
+    impls = {
+        "numpy-threads": build_impl("numpy", cfg, nproc, parallel="threads"),
+        "numpy-processes": build_impl("numpy", cfg, nproc, parallel="processes"),
+        "torch-threads": build_impl("torch-gen", cfg, nproc),
+    }
     try:
         timed = time_interleaved(impls, batches, warmup, steps, progress)
     finally:
@@ -135,8 +165,11 @@ def bench_distributed(overrides: dict | None = None, *, nproc: int = 2, steps: i
     tokens = batch * cfg.block_size
     for name, row in rows.items():
         ref = rows[name.split("-")[0] + "-threads"]["median_ms"]
-        row.update(label=ROWS[name].format(n=nproc, workers=nproc - 1), ratio_to_threads=row["median_ms"] / ref,
-                   tokens_per_s=tokens / (row["median_ms"] / 1e3))
+        row.update(
+            label=ROWS[name].format(n=nproc, workers=nproc - 1),
+            ratio_to_threads=row["median_ms"] / ref,
+            tokens_per_s=tokens / (row["median_ms"] / 1e3),
+        )
     rows["numpy-processes"]["ratio_to_ranks"] = rows["numpy-processes"]["median_ms"] / rows["numpy-ranks"]["median_ms"]
     result["rows"] = {name: rows[name] for name in ROWS}
     result["allreduce"] = ranks["allreduce"]
@@ -149,28 +182,38 @@ def render_distributed(res: dict, console=None) -> None:
 
     con = console or Console(width=max(132, Console().width))
     cfg, n = res["config"], res["nproc"]
-    t = Table(title=f"qed bench --nproc {n}: {cfg['n_layer']} layers, n_embd {cfg['n_embd']}, block "
-                    f"{cfg['block_size']}, batch {res['batch_size']}, float32 (ratio: to the 1-process, "
-                    f"{n}-thread row of the same backend)")
+    t = Table(
+        title=f"qed bench --nproc {n}: {cfg['n_layer']} layers, n_embd {cfg['n_embd']}, block "
+        f"{cfg['block_size']}, batch {res['batch_size']}, float32 (ratio: to the 1-process, "
+        f"{n}-thread row of the same backend)"
+    )
     for col in ("row", "median ms", "min–max ms", "tokens/s", "all-reduce ms", "ratio"):
         t.add_column(col, justify="left" if col == "row" else "right")
-    for name, r in res["rows"].items():
+    for _name, r in res["rows"].items():
         comm = r.get("comm_ms")
-        t.add_row(r["label"], f"{r['median_ms']:.1f}", f"{r['min_ms']:.1f}–{r['max_ms']:.1f}",
-                  f"{r['tokens_per_s']:,.0f}", "—" if comm is None else f"{comm:.2f}", f"{r['ratio_to_threads']:.2f}")
+        t.add_row(
+            r["label"],
+            f"{r['median_ms']:.1f}",
+            f"{r['min_ms']:.1f}–{r['max_ms']:.1f}",
+            f"{r['tokens_per_s']:,.0f}",
+            "—" if comm is None else f"{comm:.2f}",
+            f"{r['ratio_to_threads']:.2f}",
+        )
     con.print(t)
     a = res["allreduce"]
-    con.print(f"all_reduce of {a['params']:,} float32 alone: median {a['median_ms']:.2f} ms; a ring all-reduce "
-              f"moves parameters × 4 × 2(N−1)/N = {a['bytes'] / 2**20:.2f} MiB per rank per step "
-              f"({a['bytes'] / (a['median_ms'] / 1e3) / 1e9:.2f} GB/s here). The ranks ran as one block before the "
-              "interleaved single-process rows; the torch ranks' all-reduce overlaps their backward.")
+    con.print(
+        f"all_reduce of {a['params']:,} float32 alone: median {a['median_ms']:.2f} ms; a ring all-reduce "
+        f"moves parameters × 4 × 2(N−1)/N = {a['bytes'] / 2**20:.2f} MiB per rank per step "
+        f"({a['bytes'] / (a['median_ms'] / 1e3) / 1e9:.2f} GB/s here). The ranks ran as one block before the "
+        "interleaved single-process rows; the torch ranks' all-reduce overlaps their backward."
+    )
 
 
 def _from_cli(overrides: dict, args) -> dict:
     return bench_distributed(overrides, nproc=args.nproc, steps=args.steps, warmup=args.warmup, data=args.data)
 
 
-SECTION = ("distributed", _from_cli, render_distributed)     # bench.run_cli's part for --nproc
+SECTION = ("distributed", _from_cli, render_distributed)  # bench.run_cli's part for --nproc
 
 
 if __name__ == "__main__":

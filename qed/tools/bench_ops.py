@@ -16,6 +16,7 @@ upstream gradients, interleaved, in float32:
 Ops declared by their forward alone have only the derived backward and are listed as such.
 Sizes: rows 128 with 8 leading rows, features 64, hidden widths 256, vocabulary 256.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -28,8 +29,22 @@ import time
 import numpy as np
 import sympy as sp
 
-SIZES = {"r": 128, "m": 128, "T": 128, "n": 64, "d": 64, "d_k": 64, "d_v": 64, "n_in": 64, "n_out": 64,
-         "d_model": 64, "f": 256, "n_hidden": 256, "d_ff": 256, "V": 256}
+SIZES = {
+    "r": 128,
+    "m": 128,
+    "T": 128,
+    "n": 64,
+    "d": 64,
+    "d_k": 64,
+    "d_v": 64,
+    "n_in": 64,
+    "n_out": 64,
+    "d_model": 64,
+    "f": 256,
+    "n_hidden": 256,
+    "d_ff": 256,
+    "V": 256,
+}
 BATCH = (8,)
 TARGET = 1.5
 
@@ -66,8 +81,11 @@ def allocations(module, name: str) -> int:
     import inspect
 
     body = inspect.getsource(getattr(module, f"{name}_backward"))
-    return sum(1 for line in body.split("\n")
-               if re.match(r"\s+[A-Za-z_]\w* = (?!_v\.|\(|layout)", line) and " = cache" not in line)
+    return sum(
+        1
+        for line in body.split("\n")
+        if re.match(r"\s+[A-Za-z_]\w* = (?!_v\.|\(|layout)", line) and " = cache" not in line
+    )
 
 
 def _time(fn, repeats: int) -> float:
@@ -98,25 +116,33 @@ def compare(op, pkg, backend: str, rounds: int, repeats: int) -> dict:
     outs = outs if isinstance(outs, tuple) else (outs,)
     rng = np.random.default_rng(1)
     ups = [_convert(rng.standard_normal(tuple(o.shape)).astype(np.float32), backend) for o in outs]
-    run_printed = lambda: getattr(printed, f"{op.name}_backward")(*ups, cache)   # noqa: E731
-    run_derived = lambda: getattr(derived, f"{op.name}_backward")(*ups, cache)   # noqa: E731
+    run_printed = lambda: getattr(printed, f"{op.name}_backward")(*ups, cache)  # noqa: E731
+    run_derived = lambda: getattr(derived, f"{op.name}_backward")(*ups, cache)  # noqa: E731
     got, want = run_derived(), run_printed()
     got, want = (g if isinstance(g, tuple) else (g,) for g in (got, want))
     # float32 rounding of sums over 1024 rows: each gradient within 1e-5 of its largest entry
-    agree = all(np.abs(np.asarray(a) - np.asarray(b)).max() <= 1e-5 * max(np.abs(np.asarray(b)).max(), 1e-30)
-                for a, b in zip(got, want))
+    agree = all(
+        np.abs(np.asarray(a) - np.asarray(b)).max() <= 1e-5 * max(np.abs(np.asarray(b)).max(), 1e-30)
+        for a, b in zip(got, want)
+    )
     times = {"printed": [], "derived": []}
-    for _ in range(rounds):                          # interleaved: the machine's drift hits both
+    for _ in range(rounds):  # interleaved: the machine's drift hits both
         times["printed"].append(_time(run_printed, repeats))
         times["derived"].append(_time(run_derived, repeats))
     med = {k: statistics.median(v) for k, v in times.items()}
-    return {"printed_us": med["printed"] * 1e6, "derived_us": med["derived"] * 1e6,
-            "ratio": med["derived"] / med["printed"], "agree": agree,
-            "printed_arrays": allocations(printed, op.name), "derived_arrays": allocations(derived, op.name)}
+    return {
+        "printed_us": med["printed"] * 1e6,
+        "derived_us": med["derived"] * 1e6,
+        "ratio": med["derived"] / med["printed"],
+        "agree": agree,
+        "printed_arrays": allocations(printed, op.name),
+        "derived_arrays": allocations(derived, op.name),
+    }
 
 
-def bench_ops(names=None, *, rounds: int = 7, repeats: int = 5, backends=("numpy", "torch"),
-              progress: bool = True) -> dict:
+def bench_ops(
+    names=None, *, rounds: int = 7, repeats: int = 5, backends=("numpy", "torch"), progress: bool = True
+) -> dict:
     from derivations import registry
 
     ops = [o for o in registry.ops() if names is None or o.name in names]
@@ -141,17 +167,23 @@ def bench_ops(names=None, *, rounds: int = 7, repeats: int = 5, backends=("numpy
 
 
 def render(result: dict) -> None:
-    print(f"derived vs printed backward, float32, sizes {result['sizes']} with batch {result['batch']}; "
-          f"target: derived ≤ {result['target']}× printed")
+    print(
+        f"derived vs printed backward, float32, sizes {result['sizes']} with batch {result['batch']}; "
+        f"target: derived ≤ {result['target']}× printed"
+    )
     print(f"{'op':<15}{'backend':<8}{'printed µs':>12}{'derived µs':>12}{'ratio':>8}{'arrays p/d':>12}  agree")
     for name, row in result["ops"].items():
         for backend, r in row.items():
             flag = "" if r["ratio"] <= result["target"] else "  over"
-            print(f"{name:<15}{backend:<8}{r['printed_us']:>12.1f}{r['derived_us']:>12.1f}{r['ratio']:>8.2f}"
-                  f"{r['printed_arrays']:>6}/{r['derived_arrays']:<5}  {'yes' if r['agree'] else 'NO'}{flag}")
+            print(
+                f"{name:<15}{backend:<8}{r['printed_us']:>12.1f}{r['derived_us']:>12.1f}{r['ratio']:>8.2f}"
+                f"{r['printed_arrays']:>6}/{r['derived_arrays']:<5}  {'yes' if r['agree'] else 'NO'}{flag}"
+            )
     if result["derived_only"]:
-        print("declared by the forward alone (the printed backward is the derived one): "
-              + ", ".join(result["derived_only"]))
+        print(
+            "declared by the forward alone (the printed backward is the derived one): "
+            + ", ".join(result["derived_only"])
+        )
 
 
 def _compute(overrides, args):

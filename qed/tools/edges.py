@@ -72,6 +72,7 @@ Entry points: `units()` (every op and step), `magnitudes(dtype)`, `cases()`,
 `check(unit, backend, dtype, magnitude) -> [Finding]`, `report(findings)`;
 `python -m qed.tools.edges [unit ...]` prints every finding.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -80,7 +81,7 @@ import math
 import warnings
 import zlib
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import mpmath
 import numpy as np
@@ -88,21 +89,20 @@ import sympy as sp
 
 from derivations import registry
 from derivations.language.arrays import Array, document_form, entry
-from derivations.proof.obligations import input_of, setting_for, spec_scope
 from derivations.language.ops import Op
+from derivations.proof.obligations import input_of, setting_for, spec_scope
 
 BACKENDS = ("numpy", "torch")
 DTYPES = ("float32", "float64")
 # float32 inputs up to ~1e30 (its range ends at 3.4e38); float64 beyond, to 1e300
-MAGNITUDES = {"float32": (1e4, 1e6, 1e20, 1e30),
-              "float64": (1e4, 1e6, 1e20, 1e30, 1e100, 1e300)}
+MAGNITUDES = {"float32": (1e4, 1e6, 1e20, 1e30), "float64": (1e4, 1e6, 1e20, 1e30, 1e100, 1e300)}
 PATTERNS = ("random", "equal", "spike", "alternating")
 RTOL = {"float32": 1e-3, "float64": 1e-6}
-SPREAD_FACTOR = 32       # allowed multiple of the point's own rounding noise (`_Case.spread`)
-NOISE_RUNS = 3           # simulated floating-point evaluations that measure it
-BASE_DPS = 40            # digits of the first exact evaluation
-CONFIRM_DIGITS = 30      # extra digits between the two confirming evaluations
-SETTLED = mpmath.mpf("1e-20")   # relative agreement of the confirming evaluations
+SPREAD_FACTOR = 32  # allowed multiple of the point's own rounding noise (`_Case.spread`)
+NOISE_RUNS = 3  # simulated floating-point evaluations that measure it
+BASE_DPS = 40  # digits of the first exact evaluation
+CONFIRM_DIGITS = 30  # extra digits between the two confirming evaluations
+SETTLED = mpmath.mpf("1e-20")  # relative agreement of the confirming evaluations
 
 
 def magnitudes(dtype: str) -> tuple:
@@ -112,11 +112,18 @@ def magnitudes(dtype: str) -> tuple:
 # =============================================================================================
 # The tape: the specification's index form as a straight-line program over scalar entries.
 
-_IN, _CONST, _ADD, _MUL, _POWC, _POW, _EXP, _LOG, _ERF, _TANH, _SIN, _COS, _ABS, _SIGN, \
-    _STEP, _MAX, _MIN = range(17)
+_IN, _CONST, _ADD, _MUL, _POWC, _POW, _EXP, _LOG, _ERF, _TANH, _SIN, _COS, _ABS, _SIGN, _STEP, _MAX, _MIN = range(17)
 
-_UNARY = {sp.exp: _EXP, sp.log: _LOG, sp.erf: _ERF, sp.tanh: _TANH, sp.sin: _SIN, sp.cos: _COS,
-          sp.Abs: _ABS, sp.sign: _SIGN}
+_UNARY = {
+    sp.exp: _EXP,
+    sp.log: _LOG,
+    sp.erf: _ERF,
+    sp.tanh: _TANH,
+    sp.sin: _SIN,
+    sp.cos: _COS,
+    sp.Abs: _ABS,
+    sp.sign: _SIGN,
+}
 
 
 class TapeError(ValueError):
@@ -128,10 +135,10 @@ class Tape:
     identical operands are one op (common subexpressions shared)."""
 
     def __init__(self, integers: dict):
-        self.ops: list = []               # (code, operand slots, extra)
+        self.ops: list = []  # (code, operand slots, extra)
         self._memo: dict = {}
-        self.inputs: dict = {}            # (array name, index tuple) -> slot
-        self.integers = integers          # integer array name -> {index tuple: int}
+        self.inputs: dict = {}  # (array name, index tuple) -> slot
+        self.integers = integers  # integer array name -> {index tuple: int}
 
     # ------------------------------------------------------------------ building
     def _add_op(self, code, args=(), extra=None) -> int:
@@ -194,8 +201,7 @@ class Tape:
             return False
         if isinstance(cond, sp.core.relational.Relational):
             x, y = self.integer(cond.lhs, b), self.integer(cond.rhs, b)
-            return {"<=": x <= y, "<": x < y, ">=": x >= y, ">": x > y, "==": x == y,
-                    "!=": x != y}[cond.rel_op]
+            return {"<=": x <= y, "<": x < y, ">=": x >= y, ">": x > y, "==": x == y, "!=": x != y}[cond.rel_op]
         if isinstance(cond, sp.And):
             return all(self.truth(c, b) for c in cond.args)
         if isinstance(cond, sp.Or):
@@ -234,7 +240,7 @@ class Tape:
             x, y = (self.integer(a, b) for a in e.args)
             return self.const(1 if x == y else 0)
         args = [self.compile(a, b) for a in e.args]
-        if all(self.is_const(a) for a in args):          # fold: the sympy value
+        if all(self.is_const(a) for a in args):  # fold: the sympy value
             return self.const(e.func(*[self.const_value(a) for a in args]))
         if isinstance(e, sp.Add):
             return self._nary(_ADD, args)
@@ -248,8 +254,7 @@ class Tape:
         if isinstance(e, (sp.Max, sp.Min)):
             return self._add_op(_MAX if isinstance(e, sp.Max) else _MIN, tuple(args))
         if isinstance(e, sp.Heaviside):
-            return self._add_op(_STEP, (args[0],), self.const_value(args[1])
-                                if len(args) > 1 else sp.S.Half)
+            return self._add_op(_STEP, (args[0],), self.const_value(args[1]) if len(args) > 1 else sp.S.Half)
         code = _UNARY.get(e.func)
         if code is None:
             raise TapeError(f"no rule for {type(e).__name__} ({e})")
@@ -259,7 +264,7 @@ class Tape:
         if not limits:
             out.append(self.compile(body, b))
             return
-        var, lo, hi = limits[-1]          # SymPy lists the innermost limit first
+        var, lo, hi = limits[-1]  # SymPy lists the innermost limit first
         for k in range(self.integer(lo, b), self.integer(hi, b) + 1):
             self._sum_terms(body, limits[:-1], {**b, var: k}, out)
 
@@ -270,7 +275,7 @@ class Tape:
             values = [self.const_value(a) for a in consts]
             c = sp.Add(*values) if code == _ADD else sp.Mul(*values)
             if c.is_infinite and code == _ADD:
-                return self.const(c)      # a finite rest plus −∞ (a masked score)
+                return self.const(c)  # a finite rest plus −∞ (a masked score)
             if c == 0 and code == _MUL:
                 return self.const(0)
             if not (c == 0 and code == _ADD) and not (c == 1 and code == _MUL):
@@ -310,7 +315,7 @@ class Tape:
                 up, down = 1 + mpmath.mpf(size), 1 - mpmath.mpf(size)
             for k, (code, a, extra) in enumerate(self.ops):
                 if code == _IN:
-                    v[k] = values_in[extra]      # the kernel's inputs are exact
+                    v[k] = values_in[extra]  # the kernel's inputs are exact
                     continue
                 elif code == _CONST:
                     v[k] = consts[k]
@@ -368,8 +373,10 @@ class Tape:
                 def acc(i, c):
                     adj[i] = adj[i] + c * (up if hash((run, -1, c)) & 1 else down)
             else:
+
                 def acc(i, c):
                     adj[i] = adj[i] + c
+
             for s, w in seeds.items():
                 adj[s] = adj[s] + w
             for k in range(len(self.ops) - 1, -1, -1):
@@ -470,10 +477,10 @@ class ArgSpec:
 
     name: str
     array: Array
-    role: str            # "input", "param", "state" (a step's m, v)
+    role: str  # "input", "param", "state" (a step's m, v)
     integer: bool = False
     constant: bool = False
-    shape: tuple = ()    # storage shape at the unit's concrete sizes
+    shape: tuple = ()  # storage shape at the unit's concrete sizes
 
     @property
     def scalable(self) -> bool:
@@ -483,15 +490,15 @@ class ArgSpec:
 @dataclass
 class Unit:
     name: str
-    kind: str                       # "op" or "step"
-    obj: object                     # the Op or the Step
-    args: list                      # ArgSpec, in call order
-    outputs: list                   # (name, Array, storage shape)
-    grads: list                     # (grad name, input ArgSpec): op only
-    sizes: dict                     # size Symbol -> int
-    integers: dict                  # integer input name -> np array (fixed)
-    option_sets: list               # [(label, kwargs for the kernel, flags frozenset)]
-    scenarios: list                 # [(label, names of the arguments scaled)]
+    kind: str  # "op" or "step"
+    obj: object  # the Op or the Step
+    args: list  # ArgSpec, in call order
+    outputs: list  # (name, Array, storage shape)
+    grads: list  # (grad name, input ArgSpec): op only
+    sizes: dict  # size Symbol -> int
+    integers: dict  # integer input name -> np array (fixed)
+    option_sets: list  # [(label, kwargs for the kernel, flags frozenset)]
+    scenarios: list  # [(label, names of the arguments scaled)]
 
     @property
     def float_args(self):
@@ -534,8 +541,7 @@ def _op_unit(op: Op) -> Unit:
     args = []
     for a in op.inputs:
         integer = a in op.integer_inputs
-        args.append(ArgSpec(a.name, a, "input", integer, a in op.constant_inputs,
-                            storage_shape(a, integer, sizes)))
+        args.append(ArgSpec(a.name, a, "input", integer, a in op.constant_inputs, storage_shape(a, integer, sizes)))
     for a in op.params:
         args.append(ArgSpec(a.name, a, "param", False, False, storage_shape(a, False, sizes)))
     integers = {}
@@ -565,25 +571,33 @@ STEP_SHAPE = (2, 3)
 
 
 def _step_unit(st) -> Unit:
-    sizes = {s: n for s, n in zip(sorted({d for a in st.inputs for d in a.shape
-                                         if isinstance(d, sp.Symbol)}, key=lambda s: s.name),
-                                  STEP_SHAPE)}
+    sizes = {
+        s: n
+        for s, n in zip(
+            sorted({d for a in st.inputs for d in a.shape if isinstance(d, sp.Symbol)}, key=lambda s: s.name),
+            STEP_SHAPE,
+        )
+    }
     state = set(getattr(st, "state", []) or [])
-    args = [ArgSpec(a.name, a, "state" if a in state else "input", False, False,
-                    storage_shape(a, False, sizes)) for a in st.inputs]
+    args = [
+        ArgSpec(a.name, a, "state" if a in state else "input", False, False, storage_shape(a, False, sizes))
+        for a in st.inputs
+    ]
     outputs = [(o.name, o, storage_shape(o, False, sizes)) for o in st.outputs]
     scalable = [a.name for a in args if a.scalable]
     scenarios = [("all", tuple(scalable))] + ([(n, (n,)) for n in scalable] if len(scalable) > 1 else [])
     has_t = any(o.name == "t" for o in st.options)
     if has_t and state:
-        option_sets = [("t=1, fresh state", {"t": 1}, frozenset()),
-                       ("t=2, state after one step", {"t": 2}, frozenset({"after-one-step"}))]
+        option_sets = [
+            ("t=1, fresh state", {"t": 1}, frozenset()),
+            ("t=2, state after one step", {"t": 2}, frozenset({"after-one-step"})),
+        ]
     else:
         option_sets = [("", {"t": 1} if has_t else {}, frozenset())]
     return Unit(st.name, "step", st, args, outputs, [], sizes, {}, option_sets, scenarios)
 
 
-@lru_cache(maxsize=None)
+@cache
 def units() -> tuple:
     """Every op and every optimiser step of the registry, as harness units."""
     return tuple([_op_unit(o) for o in registry.ops()] + [_step_unit(s) for s in registry.steps()])
@@ -603,7 +617,7 @@ def unit(name: str) -> Unit:
 @dataclass
 class Compiled:
     tape: Tape
-    outputs: dict          # output name -> {storage position: slot}
+    outputs: dict  # output name -> {storage position: slot}
     layout: tuple | None = None
 
 
@@ -611,12 +625,14 @@ def _positions(shape):
     return list(np.ndindex(*shape))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _compile_op(name: str, flags: frozenset) -> Compiled:
     u = unit(name)
     op = u.obj
-    ints = {n: {entry_index(a.array, pos): int(u.integers[n][pos]) for pos in _positions(a.shape)}
-            for n, a in ((a.name, a) for a in u.args if a.integer)}
+    ints = {
+        n: {entry_index(a.array, pos): int(u.integers[n][pos]) for pos in _positions(a.shape)}
+        for n, a in ((a.name, a) for a in u.args if a.integer)
+    }
     tape = Tape(ints)
     env = spec_scope(op, flags)
     subs = {**u.sizes, **_option_values(op, {})}
@@ -643,7 +659,7 @@ def _option_values(unit_obj, kw: dict) -> dict:
     return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def _compile_step(name: str, t: int) -> Compiled:
     u = unit(name)
     st = u.obj
@@ -672,14 +688,15 @@ def _layout(u: Unit, comp: Compiled) -> tuple:
     if comp.layout is None:
         by_name = {a.name: a for a in u.args}
         ins = [(key, key[0], _storage_pos(by_name[key[0]], key[1])) for key in comp.tape.inputs]
-        grads = [(g, a.shape, [(pos, (a.name, entry_index(a.array, pos))) for pos in _positions(a.shape)])
-                 for g, a in u.grads]
+        grads = [
+            (g, a.shape, [(pos, (a.name, entry_index(a.array, pos))) for pos in _positions(a.shape)])
+            for g, a in u.grads
+        ]
         comp.layout = (ins, grads)
     return comp.layout
 
 
-def exact(u: Unit, inputs: dict, upstream: dict | None, flags: frozenset, dps: int,
-          t: int = 1, noise=None) -> dict:
+def exact(u: Unit, inputs: dict, upstream: dict | None, flags: frozenset, dps: int, t: int = 1, noise=None) -> dict:
     """The specification's outputs (and, for an op, the gradients of Σ upstream·outputs) at
     `inputs` (name -> float array), `dps` digits: {array name: object array of mpf}."""
     comp = _compile_op(u.name, flags) if u.kind == "op" else _compile_step(u.name, t)
@@ -689,7 +706,7 @@ def exact(u: Unit, inputs: dict, upstream: dict | None, flags: frozenset, dps: i
     v = tape.forward(values, dps, noise)
     out = {}
     seeds: dict = {}
-    for (oname, _, shape) in u.outputs:
+    for oname, _, shape in u.outputs:
         arr = np.empty(shape, dtype=object)
         for pos, s in comp.outputs[oname].items():
             arr[pos] = v[s]
@@ -801,8 +818,11 @@ def _guard(strict: bool):
     stack = contextlib.ExitStack()
     stack.enter_context(warnings.catch_warnings())
     warnings.simplefilter("error" if strict else "ignore")
-    stack.enter_context(np.errstate(over="raise", invalid="raise", divide="raise", under="ignore")
-                        if strict else np.errstate(all="ignore"))
+    stack.enter_context(
+        np.errstate(over="raise", invalid="raise", divide="raise", under="ignore")
+        if strict
+        else np.errstate(all="ignore")
+    )
     return stack
 
 
@@ -846,8 +866,11 @@ def run_kernel(u: Unit, backend: str, dtype: str, args: dict, upstream, kw: dict
     outs, cache = (_tuple(res[0]) if len(res) == 2 else res[:-1]), res[-1]
     ups = [_to_backend(upstream[n], backend, dtype) for n, _, _ in u.outputs]
     grads = _tuple(_call(getattr(mod, f"{u.name}_backward"), ups + [cache], {}, raised, "backward"))
-    return ({n: _to_numpy(o) for (n, _, _), o in zip(u.outputs, outs)},
-            {g: _to_numpy(x) for (g, _), x in zip(u.grads, grads)}, raised)
+    return (
+        {n: _to_numpy(o) for (n, _, _), o in zip(u.outputs, outs)},
+        {g: _to_numpy(x) for (g, _), x in zip(u.grads, grads)},
+        raised,
+    )
 
 
 # =============================================================================================
@@ -860,30 +883,34 @@ class Finding:
     backend: str
     dtype: str
     magnitude: float
-    scenario: str        # which arguments were scaled ("all", "x", ...)
-    pattern: str         # random, equal, spike, alternating
-    options: str         # flags / step count
-    kind: str            # "raised", "nonfinite", "inaccurate", "error"
-    target: str = ""     # output or gradient name ("y", "dx", "p_new"); "" for a raised call
+    scenario: str  # which arguments were scaled ("all", "x", ...)
+    pattern: str  # random, equal, spike, alternating
+    options: str  # flags / step count
+    kind: str  # "raised", "nonfinite", "inaccurate", "error"
+    target: str = ""  # output or gradient name ("y", "dx", "p_new"); "" for a raised call
     index: tuple = ()
     exact: str = ""
     got: str = ""
     rel_error: float = float("nan")
-    count: int = 1       # elements of `target` with the same kind of failure
+    count: int = 1  # elements of `target` with the same kind of failure
     detail: str = ""
 
     def key(self) -> tuple:
         return (self.unit, self.backend, self.dtype, self.magnitude)
 
     def __str__(self) -> str:
-        where = f"{self.unit} [{self.backend} {self.dtype} |x|~{self.magnitude:g}; scaled " \
-                f"{self.scenario}, {self.pattern}" + (f", {self.options}" if self.options else "") + "]"
+        where = (
+            f"{self.unit} [{self.backend} {self.dtype} |x|~{self.magnitude:g}; scaled "
+            f"{self.scenario}, {self.pattern}" + (f", {self.options}" if self.options else "") + "]"
+        )
         if self.kind in ("raised", "error"):
             return f"{where}: {self.kind}: {self.detail}"
         rel = "" if math.isnan(self.rel_error) else f", rel. error {self.rel_error:.3g}"
         more = f" (and {self.count - 1} more)" if self.count > 1 else ""
-        return (f"{where}: {self.target}{list(self.index)} {self.kind}: exact {self.exact}, "
-                f"got {self.got}{rel}{more}" + (f" — {self.detail}" if self.detail else ""))
+        return (
+            f"{where}: {self.target}{list(self.index)} {self.kind}: exact {self.exact}, "
+            f"got {self.got}{rel}{more}" + (f" — {self.detail}" if self.detail else "")
+        )
 
 
 def report(findings: list) -> str:
@@ -914,8 +941,10 @@ def _float(x) -> float:
 
 def _exponent_range(*arrays) -> int:
     """Decimal digits between the largest and the smallest non-zero magnitude among the inputs."""
-    vals = np.concatenate([np.abs(np.asarray(a, dtype=np.float64)).ravel() for a in arrays
-                           if np.asarray(a).dtype.kind == "f"] or [np.zeros(1)])
+    vals = np.concatenate(
+        [np.abs(np.asarray(a, dtype=np.float64)).ravel() for a in arrays if np.asarray(a).dtype.kind == "f"]
+        or [np.zeros(1)]
+    )
     vals = vals[vals > 0]
     if not len(vals):
         return 0
@@ -955,22 +984,21 @@ class _Case:
             self._state[dtype] = args if ok else None
         return self._state[dtype]
 
-    def exact(self, dtype: str, dps: int = BASE_DPS, args: dict | None = None,
-              upstream: dict | None = None) -> dict:
+    def exact(self, dtype: str, dps: int = BASE_DPS, args: dict | None = None, upstream: dict | None = None) -> dict:
         key = (dtype if "after-one-step" in self.flags else "", dps)
         if args is not None:
             return exact(self.u, args, upstream, self.flags, dps, self.t)
         if key not in self._exact:
-            self._exact[key] = exact(self.u, self.inputs_for(dtype), self.upstream, self.flags,
-                                     dps, self.t)
+            self._exact[key] = exact(self.u, self.inputs_for(dtype), self.upstream, self.flags, dps, self.t)
         return self._exact[key]
 
     def floats(self, dtype: str) -> dict:
         """The first exact values as float64 arrays (±inf beyond float64's range)."""
         key = ("floats", dtype)
         if key not in self._exact:
-            self._exact[key] = {n: np.array([_float(x) for x in a.ravel()]).reshape(a.shape)
-                                for n, a in self.exact(dtype).items()}
+            self._exact[key] = {
+                n: np.array([_float(x) for x in a.ravel()]).reshape(a.shape) for n, a in self.exact(dtype).items()
+            }
         return self._exact[key]
 
     def confirm_dps(self, dtype: str) -> int:
@@ -992,8 +1020,7 @@ class _Case:
             size = float(np.finfo(dtype).eps) / 2
             worst = {n: np.zeros(a.shape, dtype=object) for n, a in base.items()}
             for run in range(NOISE_RUNS):
-                other = exact(self.u, self.inputs_for(dtype), self.upstream, self.flags, dps,
-                              self.t, noise=(run, size))
+                other = exact(self.u, self.inputs_for(dtype), self.upstream, self.flags, dps, self.t, noise=(run, size))
                 for n in base:
                     for pos in np.ndindex(base[n].shape):
                         worst[n][pos] = max(worst[n][pos], abs(other[n][pos] - base[n][pos]))
@@ -1027,8 +1054,9 @@ def _compare(case: _Case, dtype: str, name: str, got: np.ndarray, base: dict, co
     tiny = mpmath.mpf(float(info.tiny)) * 1024
     want = base[name]
     if got.shape != want.shape:
-        return [Finding(**common, kind="error", target=name,
-                        detail=f"shape {got.shape}, the specification's {want.shape}")]
+        return [
+            Finding(**common, kind="error", target=name, detail=f"shape {got.shape}, the specification's {want.shape}")
+        ]
     # first pass, in float64: the exact values rounded to float64 (±inf beyond its range)
     ex64 = case.floats(dtype)[name]
     with np.errstate(all="ignore"):
@@ -1065,9 +1093,20 @@ def _compare(case: _Case, dtype: str, name: str, got: np.ndarray, base: dict, co
         if spread is None:
             spread = case.spread(dtype, dps)
         allowed = rtol * abs(ex) + SPREAD_FACTOR * spread[name][pos] + tiny
-        MARGINS.append((float(err / allowed), common["unit"], common["backend"], dtype,
-                        common["magnitude"], common["scenario"], common["pattern"],
-                        common["options"], name, pos))
+        MARGINS.append(
+            (
+                float(err / allowed),
+                common["unit"],
+                common["backend"],
+                dtype,
+                common["magnitude"],
+                common["scenario"],
+                common["pattern"],
+                common["options"],
+                name,
+                pos,
+            )
+        )
         if err <= allowed:
             continue
         rel = float(err / abs(ex)) if ex != 0 else float("inf")
@@ -1080,9 +1119,19 @@ def _compare(case: _Case, dtype: str, name: str, got: np.ndarray, base: dict, co
         detail = ""
         if kind == "inaccurate" and spread is not None:
             detail = f"spread {_fmt(spread[name][pos])}"
-        out.append(Finding(**common, kind=kind, target=name, index=tuple(int(p) for p in pos),
-                           exact=_fmt(ex), got=_fmt(g), rel_error=rel, count=len(items),
-                           detail=detail))
+        out.append(
+            Finding(
+                **common,
+                kind=kind,
+                target=name,
+                index=tuple(int(p) for p in pos),
+                exact=_fmt(ex),
+                got=_fmt(g),
+                rel_error=rel,
+                count=len(items),
+                detail=detail,
+            )
+        )
     return out
 
 
@@ -1098,15 +1147,22 @@ def check_case(u: Unit, backend: str, dtype: str, magnitude: float, scenario, pa
     produces an output that is itself out of range is the correctly rounded result."""
     case = _case(u, scenario, pattern, magnitude, opt)
     args = case.inputs_for(dtype)
-    common = dict(unit=u.name, backend=backend, dtype=dtype, magnitude=magnitude,
-                  scenario=scenario[0], pattern=pattern, options=opt[0])
+    common = dict(
+        unit=u.name,
+        backend=backend,
+        dtype=dtype,
+        magnitude=magnitude,
+        scenario=scenario[0],
+        pattern=pattern,
+        options=opt[0],
+    )
     if args is None:
-        return []           # the state of a second step is out of the dtype's range
+        return []  # the state of a second step is out of the dtype's range
     try:
         base = case.exact(dtype)
     except TapeError as exc:
         return [Finding(**common, kind="error", detail=f"specification: {exc}")]
-    except (ZeroDivisionError, ValueError):   # the specification itself is undefined here
+    except (ZeroDivisionError, ValueError):  # the specification itself is undefined here
         return []
     try:
         outs, grads, raised = run_kernel(u, backend, dtype, args, case.upstream, dict(opt[1]))
@@ -1140,8 +1196,7 @@ def check(name: str, backend: str, dtype: str, magnitude: float) -> list:
 
 def cases() -> list:
     """(unit, backend, dtype, magnitude) for every check."""
-    return [(u.name, b, d, m) for u in units() for b in BACKENDS for d in DTYPES
-            for m in magnitudes(d)]
+    return [(u.name, b, d, m) for u in units() for b in BACKENDS for d in DTYPES for m in magnitudes(d)]
 
 
 def main(argv=None) -> int:
@@ -1152,8 +1207,13 @@ def main(argv=None) -> int:
     p.add_argument("units", nargs="*", help="ops or steps (default: all)")
     p.add_argument("--backend", choices=BACKENDS, action="append")
     p.add_argument("--dtype", choices=DTYPES, action="append")
-    p.add_argument("--margins", type=int, metavar="N", default=0,
-                   help="print the N passing decisions closest to the bound (error/allowed)")
+    p.add_argument(
+        "--margins",
+        type=int,
+        metavar="N",
+        default=0,
+        help="print the N passing decisions closest to the bound (error/allowed)",
+    )
     a = p.parse_args(argv)
     names = a.units or [u.name for u in units()]
     total = 0
@@ -1168,7 +1228,7 @@ def main(argv=None) -> int:
                         print(f)
         print(f"# {name}: {time.perf_counter() - t0:.2f} s", flush=True)
     if a.margins:
-        close = sorted((m for m in MARGINS if m[0] <= 1), key=lambda m: -m[0])[:a.margins]
+        close = sorted((m for m in MARGINS if m[0] <= 1), key=lambda m: -m[0])[: a.margins]
         for ratio, *where in close:
             print(f"# margin {ratio:.3g}: {where}")
     return 1 if total else 0

@@ -1,6 +1,7 @@
 """The exact scalars that the judges' shims of NumPy and PyTorch share: a value of the printed
 code as an exact number (`exact_value`), a printed comparison as 0/1 or a Heaviside step
 (`comparison`), a strict namespace (`Namespace`), and the error of a construct no shim models."""
+
 from __future__ import annotations
 
 import types
@@ -59,5 +60,7 @@ class Namespace(types.SimpleNamespace):
     """A strict namespace: an attribute it does not have names the shim's gap."""
 
     def __getattr__(self, name):
-        raise ShimError(f"the printed text uses {self.__dict__.get('_label', '?')}.{name}, which "
-                        "the translation-validation shim does not model")
+        raise ShimError(
+            f"the printed text uses {self.__dict__.get('_label', '?')}.{name}, which "
+            "the translation-validation shim does not model"
+        )

@@ -81,6 +81,7 @@ each op also its printed `<Op>Function.forward`/`.backward` and functional form)
 A point whose draw meets a zero denominator is redrawn (five times at most). A mismatch names
 the file, the output, the flags, the sizes and the point's seed (`Result`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -94,21 +95,46 @@ from fractions import Fraction
 
 import numpy as _np
 import sympy as sp
-from sympy.codegen.cfunctions import expm1 as _sp_expm1, log1p as _sp_log1p
+from sympy.codegen.cfunctions import expm1 as _sp_expm1
+from sympy.codegen.cfunctions import log1p as _sp_log1p
 
 from derivations import registry
 from derivations.language import functions as _functions
-from derivations.language.arrays import (Array, CausalMask, DocumentFunction, HalfStep, NormalCDF,
-                                         RowMax, Sigmoid, _label, entry, shape_of)
+from derivations.language.arrays import (
+    Array,
+    CausalMask,
+    DocumentFunction,
+    HalfStep,
+    NormalCDF,
+    RowMax,
+    Sigmoid,
+    _label,
+    entry,
+    shape_of,
+)
 from derivations.language.ops import Op, grad_of
 from derivations.proof.obligations import backward_scope, flag_sets, forward_scope, setting_for
 
 from . import ROOT
 from .translation import _Backend as _TranslationBackend
 
-__all__ = ["Exact", "FieldError", "ZeroDenominator", "Result", "judge_op", "judge_step",
-           "judge_table", "judge_tiled", "judge_mha", "judge_all", "evaluate", "same", "main", "P",
-           "TRUSTED"]
+__all__ = [
+    "Exact",
+    "FieldError",
+    "ZeroDenominator",
+    "Result",
+    "judge_op",
+    "judge_step",
+    "judge_table",
+    "judge_tiled",
+    "judge_mha",
+    "judge_all",
+    "evaluate",
+    "same",
+    "main",
+    "P",
+    "TRUSTED",
+]
 
 # F_P with P = 2P' + 1, P' prime: exp maps a rational a to g^(a mod P') in the subgroup of order P'
 P = 207643559321822423
@@ -117,8 +143,7 @@ P_SUB = 103821779660911211
 TRUSTED = (
     "NumPy's object-array operations (matrix products, broadcasting, indexing, reshapes): run, "
     "not modelled, as in translation validation",
-    "the reading of each library function as the row of derivations/language/functions.py that "
-    "names its spelling",
+    "the reading of each library function as the row of derivations/language/functions.py that names its spelling",
     "uninterpreted functions: an identity between different arguments of tanh, erf, sin, cos, √ "
     "or a fractional power is not modelled (a file relying on one would be reported)",
     "order decisions on values that met an exponential or a logarithm are taken on their real "
@@ -142,10 +167,10 @@ class ZeroDenominator(FieldError):
 
 class _Model:
     seed = 0
-    g = 4                     # a square ≠ 1 mod P: of order P'
-    exp_inverse: dict = {}    # residue of e^{a} -> a (log(e^{a}) = a)
-    log_shadow: dict = {}     # key of y -> log of y's shadow
-    log_args: dict = {}       # key of y -> (residue of y, shadow of y): e^{c·log y} = y^c
+    g = 4  # a square ≠ 1 mod P: of order P'
+    exp_inverse: dict = {}  # residue of e^{a} -> a (log(e^{a}) = a)
+    log_shadow: dict = {}  # key of y -> log of y's shadow
+    log_args: dict = {}  # key of y -> (residue of y, shadow of y): e^{c·log y} = y^c
 
     @classmethod
     def reset(cls, seed: int) -> None:
@@ -196,18 +221,18 @@ class Exact:
 
     def __init__(self, kind, q=None, logs=None, r=0, s=0.0):
         self.kind = kind
-        self.q = q            # Fraction (_RAT); the sign ±1 (_INF)
-        self.logs = logs      # None, or a tuple of (key of y, coefficient) sorted by key
-        self.r = r            # residue (_FLD)
-        self.s = s            # shadow (_FLD)
+        self.q = q  # Fraction (_RAT); the sign ±1 (_INF)
+        self.logs = logs  # None, or a tuple of (key of y, coefficient) sorted by key
+        self.r = r  # residue (_FLD)
+        self.s = s  # shadow (_FLD)
 
     # construction ----------------------------------------------------------------------------
     @staticmethod
-    def rational(v) -> "Exact":
+    def rational(v) -> Exact:
         return Exact(_RAT, Fraction(v))
 
     @staticmethod
-    def infinity(sign: int) -> "Exact":
+    def infinity(sign: int) -> Exact:
         return Exact(_INF, q=1 if sign > 0 else -1)
 
     # views -----------------------------------------------------------------------------------
@@ -233,7 +258,7 @@ class Exact:
             return self.s
         return _math.inf * self.q
 
-    def field(self) -> "Exact":
+    def field(self) -> Exact:
         """This finite value as a residue (formal logarithms drawn as residues)."""
         if self.kind == _FLD:
             return self
@@ -331,7 +356,7 @@ class Exact:
 
     __rmul__ = __mul__
 
-    def inverse(self) -> "Exact":
+    def inverse(self) -> Exact:
         if self.kind == _INF:
             return Exact(_RAT, Fraction(0))
         if self.is_pure:
@@ -371,7 +396,7 @@ class Exact:
         b = _lift(other)
         if b is NotImplemented:
             return b
-        return b ** self
+        return b**self
 
     def __mod__(self, other):
         o = _lift(other)
@@ -472,7 +497,7 @@ def _lift(v, floats: bool = False):
     if isinstance(v, Fraction):
         return Exact(_RAT, v)
     if isinstance(v, (float, _np.floating)):
-        if floats:          # an argument check's bound (eps > 0.0)
+        if floats:  # an argument check's bound (eps > 0.0)
             return Exact.infinity(1 if v > 0 else -1) if _math.isinf(v) else Exact(_RAT, Fraction(float(v)))
         raise FieldError(f"an inexact float {v!r} met an exact value")
     if isinstance(v, sp.Basic):
@@ -510,13 +535,13 @@ def _power(b: Exact, e: Fraction) -> Exact:
                 return _ONE
             return Exact.infinity(1 if b.q > 0 or n % 2 == 0 else -1)
         if b.is_pure:
-            return Exact(_RAT, b.q ** n)
+            return Exact(_RAT, b.q**n)
         if n == 0:
             return _ONE
         if n == 1:
             return b
         f = b.field()
-        return Exact(_FLD, r=pow(f.r, n, P), s=f.s ** n if abs(f.s) < 1e100 else _math.inf)
+        return Exact(_FLD, r=pow(f.r, n, P), s=f.s**n if abs(f.s) < 1e100 else _math.inf)
     if e.denominator == 2:
         return _power(_sqrt(b), Fraction(e.numerator))
     whole = Fraction(e.numerator // e.denominator)
@@ -547,7 +572,7 @@ def _squarefree(m: int) -> tuple[int, int]:
     return a, m
 
 
-_SMALL_PRIMES = [p for p in range(2, 1000) if all(p % d for d in range(2, int(p ** 0.5) + 1))]
+_SMALL_PRIMES = [p for p in range(2, 1000) if all(p % d for d in range(2, int(p**0.5) + 1))]
 
 
 def _sqrt(u: Exact) -> Exact:
@@ -561,7 +586,7 @@ def _sqrt(u: Exact) -> Exact:
         if u.q == 0:
             return _ZERO
         n, d = u.q.numerator, u.q.denominator
-        a, r = _squarefree(n * d)          # √(n/d) = √(n·d)/d = a·√r/d
+        a, r = _squarefree(n * d)  # √(n/d) = √(n·d)/d = a·√r/d
         out = Fraction(a, d)
         if r == 1:
             return Exact(_RAT, out)
@@ -637,6 +662,7 @@ def _log1p(u: Exact) -> Exact:
 
 def _symmetric(name, at_zero, odd: bool):
     """An uninterpreted function with a parity: f(−u) = −f(u) (odd) or f(u) (even), f(0) given."""
+
     def f(u: Exact) -> Exact:
         if u.kind == _INF:
             raise FieldError(f"{name}(±∞)")
@@ -645,6 +671,7 @@ def _symmetric(name, at_zero, odd: bool):
             return Exact(_RAT, Fraction(at_zero))
         v = Exact(_RAT, _drawn(name, (u if sg > 0 else -u).key()))
         return -v if odd and sg < 0 else v
+
     return f
 
 
@@ -702,9 +729,20 @@ def evaluate(name: str, *args) -> Exact:
 # The claims' side: an index expression compiled into closures, memoised per index values.
 
 
-_SP_FUNCS = {sp.exp: "exp", sp.log: "log", _sp_log1p: "log1p", _sp_expm1: "expm1",
-             sp.tanh: "tanh", sp.sin: "sin", sp.cos: "cos", sp.erf: "erf", sp.Abs: "abs",
-             sp.sign: "sign", Sigmoid: "sigmoid", NormalCDF: "ndtr"}
+_SP_FUNCS = {
+    sp.exp: "exp",
+    sp.log: "log",
+    _sp_log1p: "log1p",
+    _sp_expm1: "expm1",
+    sp.tanh: "tanh",
+    sp.sin: "sin",
+    sp.cos: "cos",
+    sp.erf: "erf",
+    sp.Abs: "abs",
+    sp.sign: "sign",
+    Sigmoid: "sigmoid",
+    NormalCDF: "ndtr",
+}
 
 
 class _Compiler:
@@ -717,7 +755,7 @@ class _Compiler:
         self.values: dict = {}
         self.scalars: dict = {}
         self.sizes: dict = {}
-        self.maxes = maxes or {}          # max_<label> -> argument of RowMax
+        self.maxes = maxes or {}  # max_<label> -> argument of RowMax
         self._cache: dict = {}
         self._index: set = set()
         self._memos: list = []
@@ -764,12 +802,14 @@ class _Compiler:
                         v = memo[k] = f(env)
                     return v
             else:
+
                 def memoised(env, f=f, memo=memo, deps=deps):
                     k = tuple([env[d] for d in deps])
                     v = memo.get(k)
                     if v is None:
                         v = memo[k] = f(env)
                     return v
+
             out = memoised
         self._cache[e] = out
         return out
@@ -795,7 +835,7 @@ class _Compiler:
         if e is sp.S.NegativeInfinity:
             return lambda env: Exact.infinity(-1)
         if e is sp.pi:
-            return lambda env: Exact(_RAT, _drawn("pi", ()))      # the run's seed, at run time
+            return lambda env: Exact(_RAT, _drawn("pi", ()))  # the run's seed, at run time
         if e is sp.E:
             return lambda env: _exp(_ONE)
         if isinstance(e, sp.Float):
@@ -808,6 +848,7 @@ class _Compiler:
                 for p in parts[1:]:
                     v = v + p(env)
                 return v
+
             return add
         if isinstance(e, sp.Mul):
             parts = [self._node(a) for a in e.args]
@@ -817,6 +858,7 @@ class _Compiler:
                 for p in parts[1:]:
                     v = v * p(env)
                 return v
+
             return mul
         if isinstance(e, sp.Pow):
             b = self._node(e.base)
@@ -841,6 +883,7 @@ class _Compiler:
                 for p in parts[1:]:
                     v = g(v, p(env))
                 return v
+
             return fold
         if isinstance(e, sp.Heaviside):
             a = self._node(e.args[0])
@@ -849,11 +892,12 @@ class _Compiler:
             def step(env, a=a, h0=h0):
                 s = a(env).sign()
                 return _ONE if s > 0 else _ZERO if s < 0 else h0(env)
+
             return step
         if isinstance(e, HalfStep):
             a = self._node(e.args[0])
             return lambda env, a=a: (_ONE + _sign(a(env))) / 2
-        if isinstance(e, DocumentFunction):        # Gaussian: e^{−u²/2}, its document's form
+        if isinstance(e, DocumentFunction):  # Gaussian: e^{−u²/2}, its document's form
             return self._build(e.document_form())
         if isinstance(e, sp.KroneckerDelta):
             a, b = (self._node(x) for x in e.args)
@@ -866,6 +910,7 @@ class _Compiler:
                 if not v.is_pure:
                     raise FieldError("floor of a non-rational")
                 return Exact(_RAT, Fraction(_math.floor(v.q)))
+
             return floor
         if isinstance(e, sp.Mod):
             a, b = (self._node(x) for x in e.args)
@@ -878,6 +923,7 @@ class _Compiler:
                     if c(env):
                         return v(env)
                 raise FieldError("no piece of a Piecewise holds")
+
             return piecewise
         raise FieldError(f"the field judge has no rule for {type(e).__name__}: {e}")
 
@@ -886,8 +932,7 @@ class _Compiler:
             return lambda env: True
         if c is sp.false:
             return lambda env: False
-        ops = {sp.Le: "__le__", sp.Lt: "__lt__", sp.Ge: "__ge__", sp.Gt: "__gt__",
-               sp.Eq: "__eq__", sp.Ne: "__ne__"}
+        ops = {sp.Le: "__le__", sp.Lt: "__lt__", sp.Ge: "__ge__", sp.Gt: "__gt__", sp.Eq: "__eq__", sp.Ne: "__ne__"}
         for cls, meth in ops.items():
             if isinstance(c, cls):
                 a, b = self._node(c.lhs), self._node(c.rhs)
@@ -928,6 +973,7 @@ class _Compiler:
                     x = cell(sub)
                     v = x if v is None else _maximum(v, x)
                 return v
+
             return row_max
 
         def look(env, idx=idx, name=name):
@@ -945,6 +991,7 @@ class _Compiler:
             if not (0 <= i < r and 0 <= j < c):
                 raise FieldError(f"{name}[{i}, {j}] is outside its shape ({r}, {c})")
             return _lift_strict(arr[i, j])
+
         return look
 
 
@@ -974,8 +1021,9 @@ def _compile(expr, scalars: dict):
 
 class _Strict(types.SimpleNamespace):
     def __getattr__(self, name):
-        raise FieldError(f"the printed text uses {self.__dict__.get('_label', '?')}.{name}, which "
-                         "the field judge does not model")
+        raise FieldError(
+            f"the printed text uses {self.__dict__.get('_label', '?')}.{name}, which the field judge does not model"
+        )
 
 
 def _obj(a):
@@ -988,12 +1036,13 @@ def _entrywise(name: str, arity: int):
     def ufunc(*args, out=None, **kwargs):
         if kwargs:
             raise FieldError(f"{name}: arguments {sorted(kwargs)} are not modelled")
-        with _np.errstate(all="ignore"):      # the shadows' floating point, not the values
+        with _np.errstate(all="ignore"):  # the shadows' floating point, not the values
             res = f(*[_obj(a) for a in args])
         if out is not None:
             out[...] = res
             return out
         return res
+
     ufunc.__name__ = name
     return ufunc
 
@@ -1009,6 +1058,7 @@ def _arith(op):
             out[...] = res
             return out
         return res
+
     return ufunc
 
 
@@ -1051,6 +1101,7 @@ def _creating(f, name):
         if dtype is not None and _np.dtype(dtype).kind == "f":
             raise FieldError(f"np.{name}(dtype={dtype}): a float array next to exact ones")
         return f(*args, dtype=dtype, **kwargs)
+
     return call
 
 
@@ -1062,16 +1113,45 @@ def _numpy_namespace():
             ns[attr] = _entrywise(row.name, row.arity)
     ns.update(
         negative=_negative,
-        add=_arith(lambda a, b: _lift_strict(a) + b), subtract=_arith(lambda a, b: _lift_strict(a) - b),
-        multiply=_arith(lambda a, b: _lift_strict(a) * b), divide=_arith(lambda a, b: _lift_strict(a) / b),
-        max=_np_max, arange=_arange, errstate=lambda **flags: contextlib.nullcontext(),
-        ones=_creating(_np.ones, "ones"), zeros=_creating(_np.zeros, "zeros"),
-        full=_creating(_np.full, "full"), empty=_creating(_np.empty, "empty"),
+        add=_arith(lambda a, b: _lift_strict(a) + b),
+        subtract=_arith(lambda a, b: _lift_strict(a) - b),
+        multiply=_arith(lambda a, b: _lift_strict(a) * b),
+        divide=_arith(lambda a, b: _lift_strict(a) / b),
+        max=_np_max,
+        arange=_arange,
+        errstate=lambda **flags: contextlib.nullcontext(),
+        ones=_creating(_np.ones, "ones"),
+        zeros=_creating(_np.zeros, "zeros"),
+        full=_creating(_np.full, "full"),
+        empty=_creating(_np.empty, "empty"),
     )
-    for name in ("where", "tri", "broadcast_to", "broadcast_shapes", "take_along_axis", "swapaxes",
-                 "split", "concatenate", "sum", "asarray", "ravel", "any", "dtype", "ndarray",
-                 "integer", "floating", "float32", "float64", "bool_", "issubdtype", "array",
-                 "moveaxis", "expand_dims", "reshape", "newaxis"):
+    for name in (
+        "where",
+        "tri",
+        "broadcast_to",
+        "broadcast_shapes",
+        "take_along_axis",
+        "swapaxes",
+        "split",
+        "concatenate",
+        "sum",
+        "asarray",
+        "ravel",
+        "any",
+        "dtype",
+        "ndarray",
+        "integer",
+        "floating",
+        "float32",
+        "float64",
+        "bool_",
+        "issubdtype",
+        "array",
+        "moveaxis",
+        "expand_dims",
+        "reshape",
+        "newaxis",
+    ):
         ns[name] = getattr(_np, name)
     return _Strict(**ns)
 
@@ -1079,6 +1159,7 @@ def _numpy_namespace():
 def _math_namespace():
     """`math.<f>` for every `math.` spelling of the functions table: an Exact argument through
     the table's row; a constant stays SymPy (math.sqrt(2) is √2, math.sqrt(2/math.pi) is √2/√π)."""
+
     def fn(name):
         row = _functions.FUNCTIONS[name]
 
@@ -1086,17 +1167,21 @@ def _math_namespace():
             if isinstance(x, Exact):
                 return _functions.apply(name, x)
             return row.sympy(sp.sympify(x))
+
         call.__name__ = name
         return call
-    ns = {s.partition(".")[2]: fn(row.name) for s, row in _functions.spelled("numpy").items()
-          if s.startswith("math.")}
+
+    ns = {s.partition(".")[2]: fn(row.name) for s, row in _functions.spelled("numpy").items() if s.startswith("math.")}
     return _Strict(_label="math", pi=sp.pi, e=sp.E, inf=sp.oo, prod=_math.prod, **ns)
 
 
 def _scipy_namespace():
     """`scipy.special.<f>` for every such spelling of the functions table, entry by entry."""
-    ns = {s.rpartition(".")[2]: _entrywise(row.name, row.arity)
-          for s, row in _functions.spelled("numpy").items() if s.startswith("scipy.special.")}
+    ns = {
+        s.rpartition(".")[2]: _entrywise(row.name, row.arity)
+        for s, row in _functions.spelled("numpy").items()
+        if s.startswith("scipy.special.")
+    }
     special = _Strict(_label="scipy.special", **ns)
     return _Strict(_label="scipy", special=special), special
 
@@ -1126,9 +1211,12 @@ def _rewire(mod, helpers: dict | None = None):
             ns[var] = _SCIPY
         elif label == "scipy.special":
             ns[var] = _SCIPY_SPECIAL
-        elif isinstance(val, types.ModuleType) and val.__name__.startswith("generated.numpy.") \
-                and val.__name__ != "generated.numpy._validate":
-            helper = val.__name__.rsplit(".", 1)[1]      # _special, _support; linear for mha
+        elif (
+            isinstance(val, types.ModuleType)
+            and val.__name__.startswith("generated.numpy.")
+            and val.__name__ != "generated.numpy._validate"
+        ):
+            helper = val.__name__.rsplit(".", 1)[1]  # _special, _support; linear for mha
             ns[var] = _load(helper, (helpers or {}).get(helper), helpers)
     ns["float"] = _exact_float
 
@@ -1140,14 +1228,13 @@ def _load(name: str, source: str | None = None, helpers: dict | None = None):
     """generated/numpy/<name>.py (or `source`, an edited text) with the field judge's shims;
     `helpers`: edited texts of `_special` / `_support` (name -> text)."""
     from . import translation
-
     from .translation import editing, printed_text
 
     cacheable = source is None and not helpers and not editing()
     if cacheable and name in _HELPERS:
         return _HELPERS[name]
     text = source if source is not None else printed_text(ROOT / "generated" / "numpy" / f"{name}.py")
-    mod = translation.load(name, text)       # a fresh module: the loader caches only source=None
+    mod = translation.load(name, text)  # a fresh module: the loader caches only source=None
     _rewire(mod, helpers)
     if cacheable:
         _HELPERS[name] = mod
@@ -1200,7 +1287,7 @@ class _Backend(_TranslationBackend):
         if name not in ("numpy", "torch"):
             raise ValueError(f"backend {name!r}")
         self.name = name
-        self.helpers = helpers or {}     # edited texts of other generated modules of the backend
+        self.helpers = helpers or {}  # edited texts of other generated modules of the backend
 
     def file(self, name: str) -> str:
         return f"generated/{self.name}/{name}.py"
@@ -1227,6 +1314,7 @@ class _Backend(_TranslationBackend):
                     for w in vars(v).values():
                         if isinstance(w, types.ModuleType) and w.__name__.startswith("generated.torch."):
                             rewire(w)
+
         rewire(mod)
         return mod
 
@@ -1239,6 +1327,7 @@ class _Backend(_TranslationBackend):
                     yield
             else:
                 yield
+
 
 # ---------------------------------------------------------------------------------------------
 # Results.
@@ -1254,7 +1343,7 @@ class Result:
     sizes: dict = field(default_factory=dict)
     seed: int = 0
     entries: int = 0
-    mismatches: list = field(default_factory=list)      # (position, expected, got)
+    mismatches: list = field(default_factory=list)  # (position, expected, got)
     error: str = ""
     seconds: float = 0.0
 
@@ -1269,8 +1358,10 @@ class Result:
             return head + "ERROR " + self.error
         if self.mismatches:
             pos, want, got = self.mismatches[0]
-            return (head + f"{len(self.mismatches)}/{self.entries} entries differ; first at {pos}: "
-                    f"expected {want!r}, got {got!r}")
+            return (
+                head + f"{len(self.mismatches)}/{self.entries} entries differ; first at {pos}: "
+                f"expected {want!r}, got {got!r}"
+            )
         return head + f"{self.entries} entries equal exactly ({self.seconds:.2f} s)"
 
 
@@ -1368,7 +1459,7 @@ def _stored(shape) -> tuple:
 def _integer_values(draw: _Draw, lo: int, hi: int, count: int) -> list[int]:
     vals = [draw.rng.randint(lo, hi) for _ in range(count)]
     if hi >= 1 and lo <= 1 and count:
-        vals[draw.rng.randrange(count)] = hi       # a 0/1 mask has at least one 1
+        vals[draw.rng.randrange(count)] = hi  # a 0/1 mask has at least one 1
     return vals
 
 
@@ -1377,9 +1468,17 @@ def _as2d(a, shape):
     return _np.asarray(a, dtype=object).reshape(r, c)
 
 
-def judge_op(op: Op | str, backend: str = "numpy", seed: int = 0, source: str | None = None,
-             sizes: list | None = None, batch: int | None = None, flags=None,
-             helpers: dict | None = None, modes: list | None = None) -> list[Result]:
+def judge_op(
+    op: Op | str,
+    backend: str = "numpy",
+    seed: int = 0,
+    source: str | None = None,
+    sizes: list | None = None,
+    batch: int | None = None,
+    flags=None,
+    helpers: dict | None = None,
+    modes: list | None = None,
+) -> list[Result]:
     """Run generated/<backend>/<op>.py (or `source`) at random points and sizes, forward and
     backward, every flag combination, and compare every output and gradient exactly with the
     claims' index form evaluated at the same point. `modes`, one per run: "same" (every batched
@@ -1410,9 +1509,11 @@ def judge_op(op: Op | str, backend: str = "numpy", seed: int = 0, source: str | 
     out: list[Result] = []
     for run, mode in enumerate(modes):
         assigned = runs[run % len(runs)]
-        assigned = {(s if isinstance(s, sp.Symbol) else next(x for x in size_syms if x.name == s)): int(v)
-                    for s, v in assigned.items()}
-        for when in (flag_sets(op) if flags is None else flags):
+        assigned = {
+            (s if isinstance(s, sp.Symbol) else next(x for x in size_syms if x.name == s)): int(v)
+            for s, v in assigned.items()
+        }
+        for when in flag_sets(op) if flags is None else flags:
             with be.run():
                 out += _judge_run(op, mod, be, assigned, when, seed * 1000 + run, plan["batch"], mode)
     return out
@@ -1426,8 +1527,16 @@ def _judge_run(op, mod, be, size_map, when, seed, batch, mode="same") -> list[Re
             return _judge_point(op, mod, be, size_map, when, seed + 7919 * attempt, batch, mode)
         except ZeroDenominator:
             continue
-    return [Result(fname, "run", tuple(sorted(when)), {s.name: v for s, v in size_map.items()}, seed,
-                   error="a zero denominator at five points in a row")]
+    return [
+        Result(
+            fname,
+            "run",
+            tuple(sorted(when)),
+            {s.name: v for s, v in size_map.items()},
+            seed,
+            error="a zero denominator at five points in a row",
+        )
+    ]
 
 
 def _judge_point(op, mod, be, size_map, when, seed, batch, mode="same") -> list[Result]:
@@ -1439,7 +1548,7 @@ def _judge_point(op, mod, be, size_map, when, seed, batch, mode="same") -> list[
     per_slice = bool(op.broadcast)
     B = batch if batch and mode != "absent" else 1
     setting = setting_for(op, {})
-    absent: set = set()                  # the rows axis of these inputs and outputs is absent
+    absent: set = set()  # the rows axis of these inputs and outputs is absent
     if mode == "absent":
         size_map = dict(size_map)
         for a in op.inputs:
@@ -1462,7 +1571,7 @@ def _judge_point(op, mod, be, size_map, when, seed, batch, mode="same") -> list[
     def shape(a):
         return tuple(int(sp.sympify(s).xreplace(size_map)) for s in a.shape)
 
-    arrays: dict = {}          # name -> (declared 2-D shape, stored array as passed)
+    arrays: dict = {}  # name -> (declared 2-D shape, stored array as passed)
     args = []
     for a in op.inputs + op.params:
         shp = shape(a)
@@ -1472,7 +1581,7 @@ def _judge_point(op, mod, be, size_map, when, seed, batch, mode="same") -> list[
             lo, hi = int(sp.sympify(lo).xreplace(size_map)), int(sp.sympify(hi).xreplace(size_map))
             vocab = [v for sym, v in size_map.items() if sym.name == "V"]
             if hi > 1 and vocab:
-                hi = vocab[0] - 1             # ids and targets over the whole vocabulary
+                hi = vocab[0] - 1  # ids and targets over the whole vocabulary
             vals = _integer_values(draw, lo, hi, shp[0] * (lead[0] if lead else 1))
             arr = _np.array(vals, dtype=_np.int64).reshape(lead + (() if a.name in absent else (shp[0],)))
         else:
@@ -1506,19 +1615,25 @@ def _judge_point(op, mod, be, size_map, when, seed, batch, mode="same") -> list[
     except Exception as exc:  # noqa: BLE001
         grads = exc
     fwd, bwd = forward_scope(op, when), backward_scope(op, when)
-    targets = [("forward", o, fwd[o], g, B if B > 1 and shape(o) != (1, 1) else 0)
-               for o, g in zip(op.outputs, got)]
+    targets = [("forward", o, fwd[o], g, B if B > 1 and shape(o) != (1, 1) else 0) for o, g in zip(op.outputs, got)]
     if isinstance(grads, Exception):
-        results.append(Result(fname, "backward", flags_on, sizes_named, seed,
-                              error=f"{type(grads).__name__}: {grads}"))
+        results.append(Result(fname, "backward", flags_on, sizes_named, seed, error=f"{type(grads).__name__}: {grads}"))
     else:
         grads = grads if isinstance(grads, tuple) else (grads,)
         floats = [a for a in op.inputs + op.params if a not in op.integer_inputs and a not in op.constant_inputs]
         for g, v, a in zip(op.grads, grads, floats):
             targets.append(("backward", g, bwd[g], v, arrays[a.name][2]))
         if len(grads) != len(op.grads):
-            results.append(Result(fname, "backward", flags_on, sizes_named, seed,
-                                  error=f"{len(grads)} gradients returned, {len(op.grads)} declared"))
+            results.append(
+                Result(
+                    fname,
+                    "backward",
+                    flags_on,
+                    sizes_named,
+                    seed,
+                    error=f"{len(grads)} gradients returned, {len(op.grads)} declared",
+                )
+            )
     wants: dict = {}
     for what, a, expr, value, lead in targets:
         res = Result(fname, f"{what} {a.name}", flags_on, dict(sizes_named, batch=B), seed)
@@ -1526,10 +1641,12 @@ def _judge_point(op, mod, be, size_map, when, seed, batch, mode="same") -> list[
         def want(a=a, expr=expr, lead=lead):
             wants[a.name] = _expected(op, expr, shape(a), arrays, scalars, size_map, B, per_slice, lead)
             return wants[a.name]
+
         results.append(_judged(res, want, be.unwrap, value))
     if be.name == "torch" and mode == "same":
-        results += _torch_wrappers(op, mod, be, args, kwargs, ups, wants,
-                                   (fname, flags_on, dict(sizes_named, batch=B), seed))
+        results += _torch_wrappers(
+            op, mod, be, args, kwargs, ups, wants, (fname, flags_on, dict(sizes_named, batch=B), seed)
+        )
     return results
 
 
@@ -1569,6 +1686,7 @@ def _torch_wrappers(op, mod, be, args, kwargs, ups, wants, where) -> list[Result
         except FieldError as exc:
             res.error = f"{type(exc).__name__}: {exc}"
         out.append(res)
+
     fcls = getattr(mod, f"{_camel(op.name)}Function", None)
     options = [kwargs[o.name] for o in op.options]
     try:
@@ -1610,7 +1728,7 @@ def _broadcast_lead(mode: str, k: int, B: int) -> int:
     each gradient's sum back to its input's shape is exercised by some carrier)."""
     if not mode.startswith("broadcast"):
         return B
-    c = int(mode[len("broadcast"):] or 0)
+    c = int(mode[len("broadcast") :] or 0)
     return (B, 1, 0)[(k - c) % 3]
 
 
@@ -1622,21 +1740,22 @@ def _expected(op, expr, shp, arrays, scalars, size_map, B, per_slice, lead) -> _
     if B > 1 and per_slice:
         slices = []
         for b in range(B):
-            values = {name: (_as2d(arr[b if n == B else 0] if n else arr, s), s)
-                      for name, (s, arr, n) in arrays.items()}
+            values = {
+                name: (_as2d(arr[b if n == B else 0] if n else arr, s), s) for name, (s, arr, n) in arrays.items()
+            }
             slices.append(_evaluate(expr, shp, values, scalars, size_map))
         if lead == B:
             return _np.stack([_store(w, shp) for w in slices])
         total = slices[0]
         for w in slices[1:]:
-            total = total + w                 # a broadcast input's gradient: Σ over the slices
+            total = total + w  # a broadcast input's gradient: Σ over the slices
         return _store(total, shp)[None] if lead == 1 else _store(total, shp)
     values, sizes = {}, dict(size_map)
     fold = B > 1
     rowsyms = set()
     for name, (s, arr, batched) in arrays.items():
         r, c = s
-        if fold and batched:     # "same" leading axes only: a row op's inputs share them
+        if fold and batched:  # "same" leading axes only: a row op's inputs share them
             values[name] = (_np.asarray(arr, dtype=object).reshape(B * r, c), (B * r, c))
             a = next((x for x in op.inputs + op.outputs if x.name == name or grad_of(x).name == name), None)
             if a is not None:
@@ -1671,8 +1790,11 @@ def _evaluate(expr, shp, values, scalars, sizes) -> _np.ndarray:
     hit = _COMPILED.get(expr)
     if hit is None:
         unmasked, masks = _unmask(expr)
-        maxes = {"max_" + _label(node.args[0]): node.args[0]
-                 for node in sp.preorder_traversal(unmasked) if isinstance(node, RowMax)}
+        maxes = {
+            "max_" + _label(node.args[0]): node.args[0]
+            for node in sp.preorder_traversal(unmasked)
+            if isinstance(node, RowMax)
+        }
         comp = _Compiler(maxes)
         hit = (comp, comp.compile(entry(unmasked, (_I, _J)), (_I, _J)), masks)
         _COMPILED[expr] = hit
@@ -1708,6 +1830,7 @@ def _unmask(expr):
         name = f"causal_bias__{len(masks)}"
         masks[name] = shape
         return node.args[0] + Array(name, shape)
+
     return expr.replace(lambda e: isinstance(e, CausalMask), bias), masks
 
 
@@ -1715,8 +1838,9 @@ def _unmask(expr):
 # Steps, tables, attention_tiled.
 
 
-def judge_step(name: str, backend: str = "numpy", seed: int = 0, source: str | None = None,
-               shape=None, t: int | None = None) -> list[Result]:
+def judge_step(
+    name: str, backend: str = "numpy", seed: int = 0, source: str | None = None, shape=None, t: int | None = None
+) -> list[Result]:
     """generated/<backend>/<name>.py's `<name>_step` at a random point (random rows, columns,
     hyperparameters in their domains, t concrete) against `Step.value`."""
     from derivations.optim import STEPS
@@ -1771,13 +1895,15 @@ def judge_step(name: str, backend: str = "numpy", seed: int = 0, source: str | N
             res.seconds = time.perf_counter() - t0
             out.append(res)
     if len(got) != len(step.outputs):
-        out.append(Result(fname, "step", (), sz, seed, error=f"{len(got)} arrays returned, "
-                                                              f"{len(step.outputs)} declared"))
+        out.append(
+            Result(fname, "step", (), sz, seed, error=f"{len(got)} arrays returned, {len(step.outputs)} declared")
+        )
     return out
 
 
-def judge_table(table, backend: str = "numpy", seed: int = 0, source: str | None = None,
-                sizes: dict | None = None) -> list[Result]:
+def judge_table(
+    table, backend: str = "numpy", seed: int = 0, source: str | None = None, sizes: dict | None = None
+) -> list[Result]:
     """A generated table function at random sizes (d even) and a random `base`, entry by entry
     against the TableArray's entry formula."""
     table = registry.table(table) if isinstance(table, str) else table
@@ -1827,9 +1953,15 @@ def judge_table(table, backend: str = "numpy", seed: int = 0, source: str | None
     return out
 
 
-def judge_tiled(backend: str = "numpy", seed: int = 0, source: str | None = None,
-                sizes: dict | None = None, block: int | None = None, batch: int = 2,
-                helpers: dict | None = None) -> list[Result]:
+def judge_tiled(
+    backend: str = "numpy",
+    seed: int = 0,
+    source: str | None = None,
+    sizes: dict | None = None,
+    block: int | None = None,
+    batch: int = 2,
+    helpers: dict | None = None,
+) -> list[Result]:
     """generated/<backend>/attention_tiled.py (online softmax over key blocks) with a block that
     does not divide n, causal off and on, m ≠ n, a leading batch axis, against attention_lse's
     index form: o, and dq, dk, dv from the tiled forward's own cache."""
@@ -1848,15 +1980,23 @@ def judge_tiled(backend: str = "numpy", seed: int = 0, source: str | None = None
     except Exception as exc:  # noqa: BLE001
         return [Result(fname, "load", seed=seed, error=f"{type(exc).__name__}: {exc}")]
     out = []
-    points = [("same", False), ("same", True), ("broadcast0", False), ("broadcast1", True),
-              ("broadcast2", False)]
+    points = [("same", False), ("same", True), ("broadcast0", False), ("broadcast1", True), ("broadcast2", False)]
     for k, (mode, causal) in enumerate(points):
         when = frozenset({"causal"}) if causal else frozenset()
         for attempt in range(5):
             try:
                 with be.run():
-                    out += _tiled_point(op, mod, be, {syms[k]: v for k, v in sizes.items()}, when,
-                                        seed + 7919 * attempt + k, block, batch, mode)
+                    out += _tiled_point(
+                        op,
+                        mod,
+                        be,
+                        {syms[k]: v for k, v in sizes.items()},
+                        when,
+                        seed + 7919 * attempt + k,
+                        block,
+                        batch,
+                        mode,
+                    )
                 break
             except ZeroDenominator:
                 continue
@@ -1877,6 +2017,7 @@ def _tiled_point(op, mod, be, size_map, when, seed, block, batch, mode="same"):
 
     def shape(a):
         return tuple(int(sp.sympify(s).xreplace(size_map)) for s in a.shape)
+
     for k, a in enumerate(op.inputs):
         n = _broadcast_lead(mode, k, batch) if lead else 0
         arr = draw.array(((n,) if n else ()) + shape(a))
@@ -1898,8 +2039,16 @@ def _tiled_point(op, mod, be, size_map, when, seed, block, batch, mode="same"):
     out = []
     for (what, a, expr, value), n in zip(pairs, leads):
         res = Result(fname, what, flags_on, sizes_named, seed)
-        out.append(_judged(res, lambda a=a, expr=expr, n=n: _expected(
-            op, expr, shape(a), arrays, dict(size_map), size_map, batch, True, n), be.unwrap, value))
+        out.append(
+            _judged(
+                res,
+                lambda a=a, expr=expr, n=n: _expected(
+                    op, expr, shape(a), arrays, dict(size_map), size_map, batch, True, n
+                ),
+                be.unwrap,
+                value,
+            )
+        )
     return out
 
 
@@ -1921,8 +2070,16 @@ def _op_value(op, expr, values: dict, when=frozenset()) -> _np.ndarray:
     return _evaluate(expr, shp, named, dict(sizes), sizes)
 
 
-def judge_mha(backend: str = "numpy", seed: int = 0, source: str | None = None, T: int = 6,
-              n_head: int = 3, d: int = 5, batch: int = 2, helpers: dict | None = None) -> list[Result]:
+def judge_mha(
+    backend: str = "numpy",
+    seed: int = 0,
+    source: str | None = None,
+    T: int = 6,
+    n_head: int = 3,
+    d: int = 5,
+    batch: int = 2,
+    helpers: dict | None = None,
+) -> list[Result]:
     """The multi-head attention template (generated/<backend>/mha.py) at a random point, causal
     off and on, against the claims' index forms of linear and attention composed by the index
     map of `mha.concat` (head η of Q, K, V is the fused projection's columns η·d + c, C + η·d + c,
@@ -1951,8 +2108,9 @@ def judge_mha(backend: str = "numpy", seed: int = 0, source: str | None = None, 
             w_o, b_o = draw.array((C, C)), draw.array((C,))
             try:
                 with be.run():
-                    got, cache = mod.mha_forward(*(be.wrap(a) for a in (x, w_qkv, b_qkv, w_o, b_o)),
-                                                 n_head=n_head, causal=causal)
+                    got, cache = mod.mha_forward(
+                        *(be.wrap(a) for a in (x, w_qkv, b_qkv, w_o, b_o)), n_head=n_head, causal=causal
+                    )
                     grads = mod.mha_backward(be.wrap(dout), cache)
                     got = be.unwrap(got)
                     grads = [be.unwrap(g) for g in grads]
@@ -1962,8 +2120,11 @@ def judge_mha(backend: str = "numpy", seed: int = 0, source: str | None = None, 
             except Exception as exc:  # noqa: BLE001
                 out.append(Result(fname, "run", flags, sizes, point, error=f"{type(exc).__name__}: {exc}"))
                 break
-            for what, g, w in zip(("forward out", "backward dx", "backward dw_qkv", "backward db_qkv",
-                                   "backward dw_o", "backward db_o"), [got] + list(grads), want):
+            for what, g, w in zip(
+                ("forward out", "backward dx", "backward dw_qkv", "backward db_qkv", "backward dw_o", "backward db_o"),
+                [got] + list(grads),
+                want,
+            ):
                 res = Result(fname, what, flags, sizes, point)
                 _compare(res, g, w)
                 out.append(res)
@@ -1985,18 +2146,19 @@ def _mha_expected(lin, att, when, x, dout, w_qkv, b_qkv, w_o, b_o, n_head, d, ba
         Y = _np.empty((T, C), dtype=object)
         heads = []
         for h in range(n_head):
-            q, k, v = (qkv[:, part * C + h * d: part * C + (h + 1) * d] for part in range(3))
+            q, k, v = (qkv[:, part * C + h * d : part * C + (h + 1) * d] for part in range(3))
             heads.append((q, k, v))
-            Y[:, h * d:(h + 1) * d] = _op_value(att, fa[o_att], {"q": q, "k": k, "v": v})
+            Y[:, h * d : (h + 1) * d] = _op_value(att, fa[o_att], {"q": q, "k": k, "v": v})
         out = _op_value(lin, fl[y_lin], {"x": Y, "weight": w_o, "bias": b_o})
         up = {"x": Y, "weight": w_o, "dy": db}
         dY, dw_o, db_o = (_op_value(lin, bl[g], up) for g in (dx_l, dw_l, db_l))
         dqkv = _np.empty((T, 3 * C), dtype=object)
         for h, (q, k, v) in enumerate(heads):
-            grads = [_op_value(att, ba[g], {"q": q, "k": k, "v": v, "do": dY[:, h * d:(h + 1) * d]})
-                     for g in att.grads]
+            grads = [
+                _op_value(att, ba[g], {"q": q, "k": k, "v": v, "do": dY[:, h * d : (h + 1) * d]}) for g in att.grads
+            ]
             for part, g in enumerate(grads):
-                dqkv[:, part * C + h * d: part * C + (h + 1) * d] = g
+                dqkv[:, part * C + h * d : part * C + (h + 1) * d] = g
         up = {"x": xb, "weight": w_qkv, "dy": dqkv}
         dx, dw_qkv, db_qkv = (_op_value(lin, bl[g], up) for g in (dx_l, dw_l, db_l))
         slices.append((out, dx, dw_qkv, db_qkv.reshape(-1), dw_o, db_o.reshape(-1)))
@@ -2020,8 +2182,11 @@ def judge_all(backend: str | None = None, seed: int = 26) -> list[Result]:
     out: list[Result] = []
     for be in backends:
         if be == "torch" and not _torch_available():
-            out.append(Result("generated/torch", "load", seed=seed,
-                              error="not judged: no torch shim (qed/tools/torch_shim.py)"))
+            out.append(
+                Result(
+                    "generated/torch", "load", seed=seed, error="not judged: no torch shim (qed/tools/torch_shim.py)"
+                )
+            )
             continue
         for k, op in enumerate(registry.ops()):
             out.extend(judge_op(op, be, seed + k))
@@ -2046,8 +2211,10 @@ def main(argv=None) -> int:  # pragma: no cover - a convenience: python -m qed.t
         if not r.ok or "-v" in args:
             print(r)
         bad += not r.ok
-    print(f"{'FAILED' if bad else 'ok'}: {len(results) - bad}/{len(results)} arrays equal exactly "
-          f"({time.perf_counter() - t0:.1f} s)")
+    print(
+        f"{'FAILED' if bad else 'ok'}: {len(results) - bad}/{len(results)} arrays equal exactly "
+        f"({time.perf_counter() - t0:.1f} s)"
+    )
     return 1 if bad else 0
 
 

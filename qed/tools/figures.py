@@ -12,6 +12,7 @@
 A figure whose input is missing (no run, no benchmark results) is skipped with a message; the
 others are still drawn. Output is deterministic for the same inputs (seeded, no timestamps).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,10 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from . import ROOT
+
 OUT = ROOT / "docs" / "figures"
 RUNS = ROOT / "runs"
 BENCH_RESULTS = RUNS / "bench" / "results.json"
-PNG_META = {"Software": None}   # no matplotlib version in the file: same bytes for the same figure
+PNG_META = {"Software": None}  # no matplotlib version in the file: same bytes for the same figure
 
 
 def _plt():
@@ -34,8 +36,16 @@ def _plt():
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 110, "font.size": 9,
-                         "axes.grid": True, "grid.alpha": 0.3, "svg.hashsalt": "qed"})
+    plt.rcParams.update(
+        {
+            "figure.dpi": 110,
+            "savefig.dpi": 110,
+            "font.size": 9,
+            "axes.grid": True,
+            "grid.alpha": 0.3,
+            "svg.hashsalt": "qed",
+        }
+    )
     return plt
 
 
@@ -55,10 +65,10 @@ def variance_sample(dims, samples: int = 20000, seed: int = 0) -> dict:
     out = {"d_k": list(dims), "var_unscaled": [], "var_scaled": []}
     for d in dims:
         dots = np.empty(samples)
-        for start in range(0, samples, 2000):          # bounded memory at d_k = 1024
+        for start in range(0, samples, 2000):  # bounded memory at d_k = 1024
             q = rng.standard_normal((2000, d))
             k = rng.standard_normal((2000, d))
-            dots[start:start + 2000] = np.einsum("nd,nd->n", q, k)
+            dots[start : start + 2000] = np.einsum("nd,nd->n", q, k)
         out["var_unscaled"].append(float(dots.var()))
         out["var_scaled"].append(float((dots / np.sqrt(d)).var()))
     return out
@@ -73,22 +83,21 @@ def saturation(out: Path = OUT / "saturation.png") -> Path:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
     ax1.plot(d, t["jacobian_unscaled"], "o-", color="tab:red", label=r"$\|J\|_F$, logits $q\cdot k$")
     ax1.plot(d, t["jacobian_scaled"], "o-", color="tab:blue", label=r"$\|J\|_F$, logits $q\cdot k/\sqrt{d_k}$")
-    ax1.plot(d, t["grad_unscaled"], "s--", color="tab:red", alpha=0.7,
-             label=r"$\|\partial L/\partial S\|$, unscaled")
-    ax1.plot(d, t["grad_scaled"], "s--", color="tab:blue", alpha=0.7,
-             label=r"$\|\partial L/\partial S\|$, scaled")
+    ax1.plot(d, t["grad_unscaled"], "s--", color="tab:red", alpha=0.7, label=r"$\|\partial L/\partial S\|$, unscaled")
+    ax1.plot(d, t["grad_scaled"], "s--", color="tab:blue", alpha=0.7, label=r"$\|\partial L/\partial S\|$, scaled")
     ax1.set_xscale("log", base=2)
     ax1.set_xlabel(r"$d_k$")
     ax1.set_ylabel("mean norm")
     ax1.set_ylim(bottom=0)
-    ax1.set_title(f"Softmax saturates without $1/\\sqrt{{d_k}}$\n(one query, {t['n_keys'][0]} keys, "
-                  f"{t['trials'][0]} trials per $d_k$, seed {t['seed'][0]}: evidence, not proof)")
+    ax1.set_title(
+        f"Softmax saturates without $1/\\sqrt{{d_k}}$\n(one query, {t['n_keys'][0]} keys, "
+        f"{t['trials'][0]} trials per $d_k$, seed {t['seed'][0]}: evidence, not proof)"
+    )
     ax1.legend(fontsize=7.5, loc="lower left")
 
     v = variance_sample(t["d_k"])
     ax2.plot(d, d, "-", color="tab:red", label=r"proved: $\mathrm{Var}(q\cdot k) = d_k$")
-    ax2.plot(d, np.ones_like(d), "-", color="tab:blue",
-             label=r"proved: $\mathrm{Var}(q\cdot k/\sqrt{d_k}) = 1$")
+    ax2.plot(d, np.ones_like(d), "-", color="tab:blue", label=r"proved: $\mathrm{Var}(q\cdot k/\sqrt{d_k}) = 1$")
     ax2.plot(d, v["var_unscaled"], "o", color="tab:red", label="sample variance, unscaled")
     ax2.plot(d, v["var_scaled"], "o", color="tab:blue", label="sample variance, scaled")
     ax2.set_xscale("log", base=2)
@@ -120,20 +129,23 @@ def read_metrics(run_dir: Path) -> list[dict]:
         try:
             out.append(json.loads(line))
         except json.JSONDecodeError:
-            break   # a torn last line
+            break  # a torn last line
     return out
 
 
 def training(run_dir: Path | None, out: Path = OUT / "training.png") -> Path | None:
     if run_dir is None or not read_metrics(run_dir):
-        print(f"figures: training curves skipped: no run with metrics.jsonl "
-              f"({run_dir or RUNS / '*'}); run `qed train` first", file=sys.stderr)
+        print(
+            f"figures: training curves skipped: no run with metrics.jsonl "
+            f"({run_dir or RUNS / '*'}); run `qed train` first",
+            file=sys.stderr,
+        )
         return None
     recs = read_metrics(run_dir)
     plt = _plt()
     steps = [r["step"] for r in recs]
     fig, (ax, axl) = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw={"width_ratios": [2, 1]})
-    floor = 1e-8   # a loss that underflowed to 0 (float32) is drawn at the floor of the log axis
+    floor = 1e-8  # a loss that underflowed to 0 (float32) is drawn at the floor of the log axis
     floored = False
     for key, style, label in (("train_loss", "o-", "train loss"), ("val_loss", "s-", "validation loss")):
         pts = [(s, r[key]) for s, r in zip(steps, recs) if r.get(key) is not None]
@@ -177,9 +189,14 @@ def _attention_caches(tree, found=None) -> list:
         for key in tree:
             _attention_caches(tree[key], found)
     elif isinstance(tree, (list, tuple)):
-        if (len(tree) in (6, 7) and all(isinstance(a, np.ndarray) for a in tree[:5])
-                and isinstance(tree[5], (int, np.integer)) and tree[3].ndim >= 2
-                and tree[3].shape[-1] == tree[1].shape[-2] and tree[3].shape[-2] == tree[0].shape[-2]):
+        if (
+            len(tree) in (6, 7)
+            and all(isinstance(a, np.ndarray) for a in tree[:5])
+            and isinstance(tree[5], (int, np.integer))
+            and tree[3].ndim >= 2
+            and tree[3].shape[-1] == tree[1].shape[-2]
+            and tree[3].shape[-2] == tree[0].shape[-2]
+        ):
             found.append(tree)
         else:
             for item in tree:
@@ -199,22 +216,22 @@ def attention(run_dir: Path | None, out: Path = OUT / "attention.png") -> Path |
         runner, ck = load_for_inference(run_dir, backend="numpy", dtype="float64")
         task = task_from_info(ck.meta["task"])
         model = runner.model
-    except Exception as exc:   # no checkpoint, or a model API this script does not know
-        print(f"figures: attention heatmap skipped: cannot load {run_dir} ({type(exc).__name__}: {exc})",
-              file=sys.stderr)
+    except Exception as exc:  # no checkpoint, or a model API this script does not know
+        print(
+            f"figures: attention heatmap skipped: cannot load {run_dir} ({type(exc).__name__}: {exc})", file=sys.stderr
+        )
         return None
     if getattr(task, "kind", None) != "sort":
         print("figures: attention heatmap skipped: only the sorting task is drawn", file=sys.stderr)
         return None
     held_out = task.examples("val")
     inversions = [int(np.sum(np.triu(e[:, None] > e[None, :], 1))) for e in held_out]
-    example = held_out[int(np.argmax(inversions))][None, :]     # the most shuffled held-out input
+    example = held_out[int(np.argmax(inversions))][None, :]  # the most shuffled held-out input
     x, y = task.sequences(example)
     try:
-        logits, _ = model.forward(x, y)      # with targets the model keeps its caches (the tape)
+        logits, _ = model.forward(x, y)  # with targets the model keeps its caches (the tape)
     except Exception as exc:
-        print(f"figures: attention heatmap skipped: forward failed ({type(exc).__name__}: {exc})",
-              file=sys.stderr)
+        print(f"figures: attention heatmap skipped: forward failed ({type(exc).__name__}: {exc})", file=sys.stderr)
         return None
     caches = _attention_caches(getattr(model, "_tape", None) or {})
     if not caches:
@@ -224,10 +241,9 @@ def attention(run_dir: Path | None, out: Path = OUT / "attention.png") -> Path |
     tokens = [str(int(t)) for t in x[0]]
     n_layer, n_head = len(caches), caches[0][3].shape[1]
     plt = _plt()
-    fig, axes = plt.subplots(n_layer, n_head, figsize=(2.3 * n_head + 0.8, 2.3 * n_layer + 0.9),
-                             squeeze=False)
+    fig, axes = plt.subplots(n_layer, n_head, figsize=(2.3 * n_head + 0.8, 2.3 * n_layer + 0.9), squeeze=False)
     for li, cache in enumerate(caches):
-        att = cache[3][0]                                   # (heads, T, T)
+        att = cache[3][0]  # (heads, T, T)
         for h in range(n_head):
             ax = axes[li][h]
             ax.grid(False)
@@ -242,10 +258,12 @@ def attention(run_dir: Path | None, out: Path = OUT / "attention.png") -> Path |
             if li == n_layer - 1:
                 ax.set_xlabel("key position")
     inp = "".join(tokens[: task.length])
-    out_digits = "".join(str(int(t)) for t in pred[task.length - 1:])
-    fig.suptitle(f"Attention weights (causal) on the held-out input {inp}: the model answers "
-                 f"{out_digits} (sorted: {''.join(sorted(inp))}); white lines: input | output",
-                 fontsize=9)
+    out_digits = "".join(str(int(t)) for t in pred[task.length - 1 :])
+    fig.suptitle(
+        f"Attention weights (causal) on the held-out input {inp}: the model answers "
+        f"{out_digits} (sorted: {''.join(sorted(inp))}); white lines: input | output",
+        fontsize=9,
+    )
     fig.tight_layout(h_pad=1.2)
     return _save(fig, out)
 
@@ -279,8 +297,12 @@ def bench(results: Path = BENCH_RESULTS, out: Path = OUT / "bench.png") -> Path 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m qed.tools.figures", description=__doc__.split("\n")[0])
-    p.add_argument("--run", type=Path, default=None,
-                   help="run directory for the training and attention figures (default: newest under runs/)")
+    p.add_argument(
+        "--run",
+        type=Path,
+        default=None,
+        help="run directory for the training and attention figures (default: newest under runs/)",
+    )
     p.add_argument("--bench", type=Path, default=BENCH_RESULTS, help="benchmark results JSON")
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--only", choices=("saturation", "training", "attention", "bench"), action="append")
@@ -289,10 +311,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.run is not None and not args.run.is_dir():
         print(f"figures: no such run directory: {args.run}", file=sys.stderr)
         run = None
-    jobs = {"saturation": lambda: saturation(args.out / "saturation.png"),
-            "training": lambda: training(run, args.out / "training.png"),
-            "attention": lambda: attention(run, args.out / "attention.png"),
-            "bench": lambda: bench(args.bench, args.out / "bench.png")}
+    jobs = {
+        "saturation": lambda: saturation(args.out / "saturation.png"),
+        "training": lambda: training(run, args.out / "training.png"),
+        "attention": lambda: attention(run, args.out / "attention.png"),
+        "bench": lambda: bench(args.bench, args.out / "bench.png"),
+    }
     for name in args.only or jobs:
         path = jobs[name]()
         if path is not None:

@@ -26,23 +26,47 @@ outside the domain, a non-zero gradient of an op with empty outputs — is a fin
 `qed prove`. What runs here is the printed code itself (the real modules, on float64 inputs), so
 its lines count towards the printed-line coverage.
 """
+
 from __future__ import annotations
 
 import importlib
 import itertools
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import sympy as sp
 
-__all__ = ["SIZES", "sizes_of", "dims", "build", "grad_positions", "as_tuple", "Finding",
-           "judge_op", "judge_step", "judge_table", "judge_all"]
+__all__ = [
+    "SIZES",
+    "sizes_of",
+    "dims",
+    "build",
+    "grad_positions",
+    "as_tuple",
+    "Finding",
+    "judge_op",
+    "judge_step",
+    "judge_table",
+    "judge_all",
+]
 
 BACKENDS = ("numpy", "torch")
-SIZES = {"r": 3, "n": 4, "m": 3, "d_k": 4, "d_v": 2, "T": 3, "V": 5, "d": 4, "n_in": 3,
-         "n_out": 2, "f": 3, "n_hidden": 3}
+SIZES = {
+    "r": 3,
+    "n": 4,
+    "m": 3,
+    "d_k": 4,
+    "d_v": 2,
+    "T": 3,
+    "V": 5,
+    "d": 4,
+    "n_in": 3,
+    "n_out": 2,
+    "f": 3,
+    "n_hidden": 3,
+}
 
 
 # ------------------------------------------------------------------------------ building calls
@@ -74,7 +98,7 @@ def build(op, sizes, lead=(2,), drop=0, seed=0, leads=None) -> list:
     for a in an.args:
         shape = dims(a, sizes)
         if a.batched:
-            shape = tuple((leads or {}).get(a.name, lead)) + shape[min(drop, a.optional):]
+            shape = tuple((leads or {}).get(a.name, lead)) + shape[min(drop, a.optional) :]
         if a.integer:
             hi = max(bound.get(a.name, 2), 1)
             args.append(rng.integers(0, hi, size=shape) if a.name != "mask" else np.ones(shape, np.int64))
@@ -149,10 +173,10 @@ def _call(unit: str, fn, *args, _quiet: str = "", **kwargs):
         except (TypeError, ValueError, IndexError) as exc:
             msg = str(exc)
             if not msg.startswith(f"{unit}: ") or "\n" in msg:
-                raise _Refused(f"not the op's own one-line error: {type(exc).__name__}: {msg[:200]}")
+                raise _Refused(f"not the op's own one-line error: {type(exc).__name__}: {msg[:200]}") from exc
             return None, msg
         except Exception as exc:  # noqa: BLE001 - a raw library error is the finding
-            raise _Refused(f"a raw {type(exc).__name__}: {str(exc)[:200]}")
+            raise _Refused(f"a raw {type(exc).__name__}: {str(exc)[:200]}") from exc
 
 
 def _expect_refusal(out: list, unit: str, backend: str, case: str, fn, *args, **kwargs) -> None:
@@ -213,12 +237,20 @@ def judge_op(op, backend: str, file: str | None = None) -> list[Finding]:
         if backend == "numpy":
             refuse(f"{an.args[i].name} as a list", [a.tolist() if k == i else a for k, a in enumerate(base)])
         else:
-            _expect_refusal(out, u, backend, f"{an.args[i].name} as a NumPy array", fwd,
-                            *[base[k] if k == i else c for k, c in enumerate(conv)])
+            _expect_refusal(
+                out,
+                u,
+                backend,
+                f"{an.args[i].name} as a NumPy array",
+                fwd,
+                *[base[k] if k == i else c for k, c in enumerate(conv)],
+            )
     if len(floats) > 1:
         j = floats[1]
-        refuse(f"{an.args[j].name} float32 beside float64",
-               [a.astype(np.float32) if k == j else a for k, a in enumerate(base)])
+        refuse(
+            f"{an.args[j].name} float32 beside float64",
+            [a.astype(np.float32) if k == j else a for k, a in enumerate(base)],
+        )
     for i in ints:
         refuse(f"{an.args[i].name} as floats", [a.astype(np.float64) if k == i else a for k, a in enumerate(base)])
     # rank: one axis fewer than the fewest accepted (an input that may be 0-D cannot be refused)
@@ -250,7 +282,7 @@ def judge_op(op, backend: str, file: str | None = None) -> list[Finding]:
         args = list(base)
         j = batched[-1]
         args[j] = np.concatenate([args[j]] * 2, axis=0) if args[j].ndim else args[j]
-        args[j] = np.concatenate([args[j], args[j][:1]], axis=0)           # leading 2 vs 5
+        args[j] = np.concatenate([args[j], args[j][:1]], axis=0)  # leading 2 vs 5
         refuse(f"{an.args[j].name} with leading axes that do not agree", args)
     # ids
     sizes = sizes_of(op)
@@ -294,8 +326,16 @@ def judge_tiled(backend: str) -> list[Finding]:
         _expect_refusal(out, "attention_tiled", backend, f"block = {block!r}", fwd, *args, block=block)
     res, _ = _call("attention_tiled", fwd, *args)
     o, cache = res
-    _expect_refusal(out, "attention_tiled", backend, "backward block = 0", _backward(op, backend, "attention_tiled"),
-                    _convert(backend, np.ones(tuple(o.shape))), cache, block=0)
+    _expect_refusal(
+        out,
+        "attention_tiled",
+        backend,
+        "backward block = 0",
+        _backward(op, backend, "attention_tiled"),
+        _convert(backend, np.ones(tuple(o.shape))),
+        cache,
+        block=0,
+    )
     return out
 
 
@@ -307,7 +347,7 @@ def _empty_case(op, an, backend, case, args, must_refuse, file=None) -> Finding:
     try:
         res, msg = _call(u, _forward(op, backend, file), *[_convert(backend, a) for a in args])
         if msg is not None:
-            return Finding(u, backend, case)          # refused by name (a size, an id or a count)
+            return Finding(u, backend, case)  # refused by name (a size, an id or a count)
         outs, cache = res
         outs = [_numpy(o) for o in as_tuple(outs)]
         if must_refuse and not all(o.size == 0 for o in outs):
@@ -322,8 +362,9 @@ def _empty_case(op, an, backend, case, args, must_refuse, file=None) -> Finding:
         for k, g in enumerate(as_tuple(grads)):
             g = _numpy(g)
             if g.shape != np.shape(args[pos[k]]):
-                return Finding(u, backend, case, f"gradient {k} has shape {g.shape}, its argument "
-                                                 f"{np.shape(args[pos[k]])}")
+                return Finding(
+                    u, backend, case, f"gradient {k} has shape {g.shape}, its argument {np.shape(args[pos[k]])}"
+                )
             if np.any(g != 0):
                 return Finding(u, backend, case, f"gradient {k} of an op with empty outputs is not 0")
         return Finding(u, backend, case)
@@ -337,7 +378,7 @@ def judge_step(step, backend: str) -> list[Finding]:
     rng = np.random.default_rng(0)
     arrs = [rng.standard_normal((2, 3)) for _ in step.inputs]
     if len(arrs) > 3:
-        arrs[3] = np.abs(arrs[3])                                           # v ≥ 0
+        arrs[3] = np.abs(arrs[3])  # v ≥ 0
     base = {"t": 3} if any(o.name == "t" for o in step.options) else {}
     out: list[Finding] = []
     u = step.name
@@ -363,12 +404,15 @@ def judge_table(table, backend: str) -> list[Finding]:
     n = len(table.sizes)
     for k, s in enumerate(table.sizes):
         sizes = [4] * n
-        sizes[k] = 0                               # an empty table: its declared shape, no error
+        sizes[k] = 0  # an empty table: its declared shape, no error
         try:
             got, msg = _call(u, fn, *sizes)
             shapes = [tuple(g.shape) for g in as_tuple(got)] if msg is None else []
-            out.append(Finding(u, backend, f"{s.name} = 0", msg or ("" if any(0 in sh for sh in shapes)
-                                                                    else f"shapes {shapes}")))
+            out.append(
+                Finding(
+                    u, backend, f"{s.name} = 0", msg or ("" if any(0 in sh for sh in shapes) else f"shapes {shapes}")
+                )
+            )
         except _Refused as exc:
             out.append(Finding(u, backend, f"{s.name} = 0", str(exc)))
         sizes[k] = -1
@@ -378,20 +422,38 @@ def judge_table(table, backend: str) -> list[Finding]:
     if backend == "numpy":
         _expect_refusal(out, u, backend, "dtype = int64", fn, *([4] * n), dtype=np.int64)
         got = as_tuple(fn(*([4] * n), dtype=np.float32))
-        out.append(Finding(u, backend, "dtype = float32", "" if all(g.dtype == np.float32 for g in got)
-                           else f"returned {[str(g.dtype) for g in got]}"))
+        out.append(
+            Finding(
+                u,
+                backend,
+                "dtype = float32",
+                "" if all(g.dtype == np.float32 for g in got) else f"returned {[str(g.dtype) for g in got]}",
+            )
+        )
     else:
         import torch
 
         _expect_refusal(out, u, backend, "dtype = torch.int64", fn, *([4] * n), dtype=torch.int64)
         got = as_tuple(fn(*([4] * n), dtype=torch.float32))
-        out.append(Finding(u, backend, "dtype = torch.float32", "" if all(g.dtype == torch.float32 for g in got)
-                           else f"returned {[str(g.dtype) for g in got]}"))
+        out.append(
+            Finding(
+                u,
+                backend,
+                "dtype = torch.float32",
+                "" if all(g.dtype == torch.float32 for g in got) else f"returned {[str(g.dtype) for g in got]}",
+            )
+        )
         # a size given as a 0-d integer tensor reads as that integer
         same = as_tuple(fn(*[torch.tensor(4)] * n, dtype=torch.float64))
         want = as_tuple(fn(*([4] * n), dtype=torch.float64))
-        out.append(Finding(u, backend, "sizes as 0-d integer tensors",
-                           "" if all(torch.equal(a, b) for a, b in zip(same, want)) else "differs from int sizes"))
+        out.append(
+            Finding(
+                u,
+                backend,
+                "sizes as 0-d integer tensors",
+                "" if all(torch.equal(a, b) for a, b in zip(same, want)) else "differs from int sizes",
+            )
+        )
     for o in table.options:
         if o.symbol is not None and o.allowed() not in (sp.S.Reals, sp.S.Integers):
             for value in _outside(o):
@@ -411,8 +473,9 @@ def judge_mha(backend: str) -> list[Finding]:
     conv = lambda *a: [_convert(backend, v) for v in a]  # noqa: E731
     _expect_refusal(out, "mha", backend, "n_head = 3 of C = 4", fn, *conv(x, w_qkv, b_qkv, w_o, b_o), n_head=3)
     _expect_refusal(out, "mha", backend, "n_head = 0", fn, *conv(x, w_qkv, b_qkv, w_o, b_o), n_head=0)
-    _expect_refusal(out, "mha", backend, "w_qkv of width 2C", fn,
-                    *conv(x, w_qkv[:2 * C], b_qkv[:2 * C], w_o, b_o), n_head=2)
+    _expect_refusal(
+        out, "mha", backend, "w_qkv of width 2C", fn, *conv(x, w_qkv[: 2 * C], b_qkv[: 2 * C], w_o, b_o), n_head=2
+    )
     try:
         _, msg = _call("mha", fn, *conv(x, w_qkv, b_qkv, w_o, b_o), n_head=1)
         out.append(Finding("mha", backend, "n_head = 1 (one head of C)", msg or ""))
@@ -430,8 +493,13 @@ def judge_validate(backend: str) -> list[Finding]:
     refused one off; a signature with an unknown field refused where it is built."""
     v = _module(backend, "_validate")
     out: list[Finding] = []
-    sig = v.Signature("probe", floats=(("x", 2, False, "(r, c)"),), sizes=(("r", "x", -2),),
-                      size_is=(("x", -1, ("r", 2), "2·r"),), returns=("x",))
+    sig = v.Signature(
+        "probe",
+        floats=(("x", 2, False, "(r, c)"),),
+        sizes=(("r", "x", -2),),
+        size_is=(("x", -1, ("r", 2), "2·r"),),
+        returns=("x",),
+    )
     x = _convert(backend, np.zeros((3, 6)))
     try:
         _, msg = _call("probe", v.checked, sig, x=x)
@@ -451,8 +519,10 @@ def judge_validate(backend: str) -> list[Finding]:
         compiling = torch.compiler.is_compiling
         torch.compiler.is_compiling = lambda: True
         try:
-            skipped = v.in_range("probe", "ids", torch.tensor([9]), 3, "V") is None and \
-                v.nonzero("probe", "n", torch.tensor([0]), "a count", "a mean") is None
+            skipped = (
+                v.in_range("probe", "ids", torch.tensor([9]), 3, "V") is None
+                and v.nonzero("probe", "n", torch.tensor([0]), "a count", "a mean") is None
+            )
         finally:
             torch.compiler.is_compiling = compiling
         out.append(Finding("_validate", backend, "value checks while compiling", "" if skipped else "checked"))
@@ -460,8 +530,14 @@ def judge_validate(backend: str) -> list[Finding]:
         v.Signature("probe", no_such_field=())
         out.append(Finding("_validate", backend, "unknown field", "accepted"))
     except TypeError as exc:
-        out.append(Finding("_validate", backend, "unknown field",
-                           "" if str(exc).startswith("Signature of probe: unknown fields") else str(exc)))
+        out.append(
+            Finding(
+                "_validate",
+                backend,
+                "unknown field",
+                "" if str(exc).startswith("Signature of probe: unknown fields") else str(exc),
+            )
+        )
     return out
 
 
@@ -483,13 +559,23 @@ def judge_defaults(unit, backend: str, kind: str) -> list[Finding]:
         for o in unit.options:
             printed = params[o.name].default if o.name in params else "absent"
             if printed is inspect.Parameter.empty:
-                printed = None                                  # required: declared without a default
+                printed = None  # required: declared without a default
             want = o.default
-            same = printed == want and type(printed) is type(want) or (
-                isinstance(want, (int, float)) and not isinstance(want, bool)
-                and isinstance(printed, (int, float)) and float(printed) == float(want))
-            out.append(Finding(unit.name, backend, f"default {o.name}",
-                               "" if same else f"printed {printed!r}, declared {want!r}"))
+            same = (
+                printed == want
+                and type(printed) is type(want)
+                or (
+                    isinstance(want, (int, float))
+                    and not isinstance(want, bool)
+                    and isinstance(printed, (int, float))
+                    and float(printed) == float(want)
+                )
+            )
+            out.append(
+                Finding(
+                    unit.name, backend, f"default {o.name}", "" if same else f"printed {printed!r}, declared {want!r}"
+                )
+            )
     return out
 
 
@@ -509,7 +595,7 @@ def judge_option_types(unit, backend: str, kind: str) -> list[Finding]:
         rng = np.random.default_rng(0)
         args = [np.abs(rng.standard_normal((2, 3))).astype(np.float32) for _ in unit.inputs]
         fn = getattr(_module(backend, unit.name), f"{unit.name}_step")
-    else:                                   # a table: sizes, and the float32 dtype asked for
+    else:  # a table: sizes, and the float32 dtype asked for
         import functools
 
         dtype = np.float32
@@ -526,14 +612,19 @@ def judge_option_types(unit, backend: str, kind: str) -> list[Finding]:
             return np.int64(v) if o.symbol.is_integer else np.float64(v)
         import torch
 
-        return int(v) if o.symbol.is_integer else torch.tensor(float(v), dtype=torch.float64,
-                                                               requires_grad=True)
+        return int(v) if o.symbol.is_integer else torch.tensor(float(v), dtype=torch.float64, requires_grad=True)
+
     opts = {o.name: value(o) for o in scalar_opts}
     try:
         # float() of a tensor that requires grad is the very conversion asked for: its warning is not
         # a finding
-        res, msg = _call(unit.name, fn, *[_convert(backend, a) for a in args],
-                         _quiet="Converting a tensor with requires_grad", **opts)
+        res, msg = _call(
+            unit.name,
+            fn,
+            *[_convert(backend, a) for a in args],
+            _quiet="Converting a tensor with requires_grad",
+            **opts,
+        )
     except _Refused as exc:
         return [Finding(unit.name, backend, "options as library scalars", str(exc))]
     if msg is not None:
@@ -565,11 +656,17 @@ def judge_module_init(backend: str, names=None) -> list[Finding]:
         if names is not None and op.name not in names:
             continue
         mod = _module("torch", op.name)
-        classes = [c for _, c in inspect.getmembers(mod, inspect.isclass)
-                   if issubclass(c, torch.nn.Module) and c.__module__ == mod.__name__]
+        classes = [
+            c
+            for _, c in inspect.getmembers(mod, inspect.isclass)
+            if issubclass(c, torch.nn.Module) and c.__module__ == mod.__name__
+        ]
         for cls in classes:
-            params = [p for p in inspect.signature(cls.__init__).parameters.values()
-                      if p.name != "self" and p.default is inspect.Parameter.empty and p.kind == p.POSITIONAL_OR_KEYWORD]
+            params = [
+                p
+                for p in inspect.signature(cls.__init__).parameters.values()
+                if p.name != "self" and p.default is inspect.Parameter.empty and p.kind == p.POSITIONAL_OR_KEYWORD
+            ]
             torch.manual_seed(0)
             try:
                 m = cls(*[96] * len(params), dtype=torch.float64)
@@ -584,8 +681,9 @@ def judge_module_init(backend: str, names=None) -> list[Finding]:
                 else:
                     std = float(v.std())
                     ok, want = bool(torch.isfinite(v).all()) and 0.018 <= std <= 0.022, "std 0.02"
-                out.append(Finding(op.name, "torch", f"{cls.__name__}.{name} starts at {want}",
-                                   "" if ok else "it does not"))
+                out.append(
+                    Finding(op.name, "torch", f"{cls.__name__}.{name} starts at {want}", "" if ok else "it does not")
+                )
     return out
 
 

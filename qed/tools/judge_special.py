@@ -17,6 +17,7 @@ at ±c, and compares every entry exactly with R written directly from ERF_P, ERF
 affine map printed wrong is a mismatch. Rounding to float32 is not modelled (that is the
 claim's measurement).
 """
+
 from __future__ import annotations
 
 import random
@@ -61,6 +62,7 @@ def _ufunc(f):
         res = _np.frompyfunc(lambda u, v: f(sp.sympify(u), sp.sympify(v)), 2, 1)(_objects(a), _objects(b))
         out[...] = res
         return out
+
     return call
 
 
@@ -70,9 +72,14 @@ def _empty(shape, dtype=None):
 
 def _namespace():
     ns = types.SimpleNamespace(
-        asarray=lambda x: x, empty=_empty, ravel=lambda a: _np.ravel(_objects(a)), clip=_clip,
-        multiply=_ufunc(lambda u, v: u * v), add=_ufunc(lambda u, v: u + v),
-        divide=_ufunc(lambda u, v: u / v), float32=_np.float32,
+        asarray=lambda x: x,
+        empty=_empty,
+        ravel=lambda a: _np.ravel(_objects(a)),
+        clip=_clip,
+        multiply=_ufunc(lambda u, v: u * v),
+        add=_ufunc(lambda u, v: u + v),
+        divide=_ufunc(lambda u, v: u / v),
+        float32=_np.float32,
         array=lambda rows, dtype=None: _np.array(rows, dtype=object),
     )
     return ns
@@ -80,11 +87,9 @@ def _namespace():
 
 def _load(source: str | None = None, block: int = 3):
     """The printed _special.py with the exact namespace, its blocks `block` elements long."""
-    from .translation import _compile, MATH
-
     import builtins
 
-    from .translation import printed_text
+    from .translation import MATH, _compile, printed_text
 
     text = source if source is not None else printed_text(FILE)
     mod = types.ModuleType("generated.numpy._special")
@@ -95,7 +100,7 @@ def _load(source: str | None = None, block: int = 3):
     modules = {"numpy": _namespace(), "math": MATH, "scipy": scipy, "scipy.special": scipy}
 
     def imports(name, globals=None, locals=None, fromlist=(), level=0):
-        if name in modules:      # the module-level code (the coefficient table) runs exactly too
+        if name in modules:  # the module-level code (the coefficient table) runs exactly too
             return modules[name]
         return builtins.__import__(name, globals, locals, fromlist, level)
 
@@ -111,8 +116,8 @@ def _rational(x):
 
     z = sp.Max(sp.Min(x, A.clamp), -A.clamp)
     t = z * z
-    p = sum(c * t ** k for k, c in enumerate(A.numerator))
-    q = sum(c * t ** k for k, c in enumerate(A.denominator))
+    p = sum(c * t**k for k, c in enumerate(A.numerator))
+    q = sum(c * t**k for k, c in enumerate(A.denominator))
     r = z * p / q
     return r if A.bound is None else sp.Max(sp.Min(r, A.bound), -A.bound)
 
@@ -161,20 +166,29 @@ def judge_special(source: str | None = None, seed: int = 0) -> list[Result]:
     x = _f32(xs).reshape(1, len(xs))
     half = sp.Rational(1, 2)
     out = []
-    for what, fn, want in (("erf (float32 branch)", mod.erf, [_rational(v) for v in xs]),
-                           ("ndtr (float32 branch)", mod.ndtr,
-                            [half * _rational(v * sp.sqrt(2) / 2) + half for v in xs])):
+    for what, fn, want in (
+        ("erf (float32 branch)", mod.erf, [_rational(v) for v in xs]),
+        ("ndtr (float32 branch)", mod.ndtr, [half * _rational(v * sp.sqrt(2) / 2) + half for v in xs]),
+    ):
         try:
             out.append(_compare(what, fn(x), want))
         except Exception as exc:  # noqa: BLE001 - the printed code failing to run is a finding
             out.append(Result(what, 0, f"could not run: {type(exc).__name__}: {exc}"))
     # a non-float32 array takes the library's branch (the symbolic run models it as erf itself)
     called = []
-    mod.scipy = types.SimpleNamespace(special=types.SimpleNamespace(
-        erf=lambda a: called.append("erf") or a, ndtr=lambda a: called.append("ndtr") or a))
+    mod.scipy = types.SimpleNamespace(
+        special=types.SimpleNamespace(
+            erf=lambda a: called.append("erf") or a, ndtr=lambda a: called.append("ndtr") or a
+        )
+    )
     plain = _np.asarray(xs, dtype=object)
     mod.erf(plain)
     mod.ndtr(plain)
-    out.append(Result("float64 dispatch", 2 if called == ["erf", "ndtr"] else 0,
-                      "" if called == ["erf", "ndtr"] else f"called {called}"))
+    out.append(
+        Result(
+            "float64 dispatch",
+            2 if called == ["erf", "ndtr"] else 0,
+            "" if called == ["erf", "ndtr"] else f"called {called}",
+        )
+    )
     return out

@@ -18,6 +18,7 @@ executed; `qed prove` fails if any code line of generated/ (outside the short ex
 module: what `qed prove OP` selects) or everything; the judges run as tasks of one process pool
 beside the claims (`tasks` / `run_task`), each returning its results and the lines it executed.
 """
+
 from __future__ import annotations
 
 import time
@@ -35,10 +36,10 @@ JUDGES = ("symbolic", "rational", "edges")
 
 @dataclass(frozen=True)
 class Unit:
-    kind: str          # op, step, table, mha
+    kind: str  # op, step, table, mha
     name: str
-    file: str          # the generated module's name (generated/<backend>/<file>.py)
-    module: str        # the derivation module it comes from
+    file: str  # the generated module's name (generated/<backend>/<file>.py)
+    module: str  # the derivation module it comes from
 
 
 def units(selectors: list[str] | None = None) -> list[Unit]:
@@ -49,8 +50,7 @@ def units(selectors: list[str] | None = None) -> list[Unit]:
 
     out = [Unit("op", o.name, o.name, o.module) for o in registry.ops()]
     out += [Unit("step", s.name, s.name, "derivations.optim") for s in registry.steps()]
-    out += [Unit("table", t.name, t.file, getattr(t, "module", "derivations.positional"))
-            for t in registry.tables()]
+    out += [Unit("table", t.name, t.file, getattr(t, "module", "derivations.positional")) for t in registry.tables()]
     out.append(Unit("mha", "mha", "mha", "derivations.mha"))
     out.append(Unit("tiled", "attention_tiled", "attention_tiled", "derivations.attention_tiled"))
     out.append(Unit("special", "special", "_special", "derivations.special"))
@@ -62,6 +62,7 @@ def units(selectors: list[str] | None = None) -> list[Unit]:
             if s in (u.name, u.file) or u.module == f"derivations.{s}":
                 return True
         return False
+
     return [u for u in out if chosen(u)]
 
 
@@ -71,8 +72,12 @@ def files_of(chosen: list[Unit], everything: bool) -> list[Path]:
     if everything:
         return sorted(p for b in BACKENDS for p in (ROOT / "generated" / b).glob("*.py"))
     names = sorted({u.file for u in chosen})
-    return [ROOT / "generated" / b / f"{n}.py" for b in BACKENDS for n in names
-            if (ROOT / "generated" / b / f"{n}.py").exists()]
+    return [
+        ROOT / "generated" / b / f"{n}.py"
+        for b in BACKENDS
+        for n in names
+        if (ROOT / "generated" / b / f"{n}.py").exists()
+    ]
 
 
 # ---------------------------------------------------------------------------------- one task
@@ -83,7 +88,7 @@ def _symbolic(unit: Unit, backend: str) -> list:
         return tv.validate_op(unit.name, backend=backend)
     if unit.kind == "tiled":
         return tv.validate_tiled(backend=backend)
-    if unit.kind == "special":          # NumPy only: torch calls its own erf
+    if unit.kind == "special":  # NumPy only: torch calls its own erf
         from .judge_special import judge_special
 
         return judge_special() if backend == "numpy" else []
@@ -99,9 +104,9 @@ def _rational(unit: Unit, backend: str) -> list:
 
     if unit.kind == "op":
         return fj.judge_op(unit.name, backend)
-    if unit.kind == "tiled":                     # against attention_lse's index form
+    if unit.kind == "tiled":  # against attention_lse's index form
         return fj.judge_tiled(backend)
-    if unit.kind == "special":                   # the symbolic judge's (exact numbers, no symbols)
+    if unit.kind == "special":  # the symbolic judge's (exact numbers, no symbols)
         return []
     if unit.kind == "step":
         return fj.judge_step(unit.name, backend)
@@ -117,16 +122,26 @@ def _edges(unit: Unit, backend: str) -> list:
 
     if unit.kind == "op":
         op = registry.op(unit.name)
-        return je.judge_op(op, backend) + je.judge_defaults(op, backend, "op") + \
-            je.judge_option_types(op, backend, "op") + je.judge_module_init(backend, {op.name})
+        return (
+            je.judge_op(op, backend)
+            + je.judge_defaults(op, backend, "op")
+            + je.judge_option_types(op, backend, "op")
+            + je.judge_module_init(backend, {op.name})
+        )
     if unit.kind == "step":
         step = next(s for s in registry.steps() if s.name == unit.name)
-        return je.judge_step(step, backend) + je.judge_defaults(step, backend, "step") + \
-            je.judge_option_types(step, backend, "step")
+        return (
+            je.judge_step(step, backend)
+            + je.judge_defaults(step, backend, "step")
+            + je.judge_option_types(step, backend, "step")
+        )
     if unit.kind == "table":
         table = registry.table(unit.name)
-        return je.judge_table(table, backend) + je.judge_defaults(table, backend, "table") + \
-            je.judge_option_types(table, backend, "table")
+        return (
+            je.judge_table(table, backend)
+            + je.judge_defaults(table, backend, "table")
+            + je.judge_option_types(table, backend, "table")
+        )
     if unit.kind == "tiled":
         return je.judge_tiled(backend)
     if unit.kind == "special":
@@ -164,23 +179,32 @@ def run_task(judge: str, backend: str, names: tuple) -> dict:
             try:
                 got = _JUDGE[judge](by_name[n], backend)
             except Exception as exc:  # noqa: BLE001 - a judge that cannot run is a failure
-                results.append({"ok": False, "text": f"{judge} {backend} {n}: could not run: "
-                                                      f"{type(exc).__name__}: {exc}", "entries": 0})
+                results.append(
+                    {
+                        "ok": False,
+                        "text": f"{judge} {backend} {n}: could not run: {type(exc).__name__}: {exc}",
+                        "entries": 0,
+                    }
+                )
                 continue
             for r in got:
-                results.append({"ok": bool(r.ok), "text": str(r)[:3000],
-                                "entries": int(getattr(r, "entries", 0) or 0)})
-    return {"judge": judge, "backend": backend, "names": names, "results": results,
-            "hits": {str(p): sorted(v) for p, v in tracer.hits.items()},
-            "seconds": time.perf_counter() - t0}
+                results.append({"ok": bool(r.ok), "text": str(r)[:3000], "entries": int(getattr(r, "entries", 0) or 0)})
+    return {
+        "judge": judge,
+        "backend": backend,
+        "names": names,
+        "results": results,
+        "hits": {str(p): sorted(v) for p, v in tracer.hits.items()},
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 # ---------------------------------------------------------------------------------- a run
 @dataclass
 class JudgeRun:
-    results: dict = field(default_factory=dict)       # (judge, backend) -> [result dicts]
-    seconds: dict = field(default_factory=dict)       # judge -> CPU seconds over its tasks
-    lines: dict = field(default_factory=dict)         # backend -> LineCount
+    results: dict = field(default_factory=dict)  # (judge, backend) -> [result dicts]
+    seconds: dict = field(default_factory=dict)  # judge -> CPU seconds over its tasks
+    lines: dict = field(default_factory=dict)  # backend -> LineCount
 
     def failures(self) -> list[str]:
         return [r["text"] for rs in self.results.values() for r in rs if not r["ok"]]
@@ -196,18 +220,21 @@ class JudgeRun:
     def summary(self) -> list[str]:
         """The lines `qed prove` prints: each judge's counts per backend and its time; the printed
         lines executed per backend."""
-        what = {"symbolic": "arrays equal on exact symbols", "rational": "arrays equal on exact rationals",
-                "edges": "refusals and empty cases as required"}
+        what = {
+            "symbolic": "arrays equal on exact symbols",
+            "rational": "arrays equal on exact rationals",
+            "edges": "refusals and empty cases as required",
+        }
         out = []
         for judge in JUDGES:
             parts = []
             for b in BACKENDS:
                 good, total = self.count(judge, b)
                 parts.append(f"{b} {good}/{total}")
-            out.append(f"judge {judge}: {', '.join(parts)} {what[judge]} "
-                       f"({self.seconds.get(judge, 0.0):.1f} s of work)")
-        out.append("printed lines executed by the judges: " +
-                   ", ".join(c.line() for c in self.lines.values()))
+            out.append(
+                f"judge {judge}: {', '.join(parts)} {what[judge]} ({self.seconds.get(judge, 0.0):.1f} s of work)"
+            )
+        out.append("printed lines executed by the judges: " + ", ".join(c.line() for c in self.lines.values()))
         return out
 
     def missed(self, limit: int = 40) -> list[str]:

@@ -43,6 +43,7 @@ Limits (measured on a 2-core AMD EPYC):
 * a group quoted in a ``lost-subscript`` message is cut to ``QUOTE_MAX`` (60) characters, so a
   finding's line stays short however large the group.
 """
+
 from __future__ import annotations
 
 import re
@@ -54,27 +55,106 @@ from pathlib import Path
 
 from ..errors import QedError
 
-RULES = ("block-spacing", "break-trailing", "italic-word", "subscript-braces", "lost-subscript",
-         "env-rows")
+RULES = ("block-spacing", "break-trailing", "italic-word", "subscript-braces", "lost-subscript", "env-rows")
 
-MAX_BYTES = 64 << 20   # a larger file is refused with one line, not read (see "Limits" above)
+MAX_BYTES = 64 << 20  # a larger file is refused with one line, not read (see "Limits" above)
 
 # Commands whose braced argument is upright text, a font, a name or a layout argument: the
 # letters inside are not italic variables.
-PROTECTING = ("mathrm", "text", "textrm", "textit", "textbf", "texttt", "textsf", "operatorname",
-              "mathbf", "mathit", "mathsf", "mathtt", "mathcal", "mathbb", "mathfrak", "mathscr",
-              "boldsymbol", "bm", "mbox", "hbox", "begin", "end", "label", "tag", "color",
-              "textcolor", "hspace", "vspace", "href", "url")
+PROTECTING = (
+    "mathrm",
+    "text",
+    "textrm",
+    "textit",
+    "textbf",
+    "texttt",
+    "textsf",
+    "operatorname",
+    "mathbf",
+    "mathit",
+    "mathsf",
+    "mathtt",
+    "mathcal",
+    "mathbb",
+    "mathfrak",
+    "mathscr",
+    "boldsymbol",
+    "bm",
+    "mbox",
+    "hbox",
+    "begin",
+    "end",
+    "label",
+    "tag",
+    "color",
+    "textcolor",
+    "hspace",
+    "vspace",
+    "href",
+    "url",
+)
 # Font and accent commands after whose one-letter argument a bare letter/digit run means a lost `_`.
-FONT_GROUPS = ("mathbf", "mathrm", "boldsymbol", "bm", "mathit", "mathsf", "mathcal", "mathbb",
-               "hat", "tilde", "bar", "vec", "widehat", "overline")
-ENVIRONMENTS = ("aligned", "align", "align*", "alignedat", "gathered", "split", "cases",
-                "matrix", "bmatrix", "pmatrix", "vmatrix", "Vmatrix", "Bmatrix", "smallmatrix",
-                "array", "eqnarray")
+FONT_GROUPS = (
+    "mathbf",
+    "mathrm",
+    "boldsymbol",
+    "bm",
+    "mathit",
+    "mathsf",
+    "mathcal",
+    "mathbb",
+    "hat",
+    "tilde",
+    "bar",
+    "vec",
+    "widehat",
+    "overline",
+)
+ENVIRONMENTS = (
+    "aligned",
+    "align",
+    "align*",
+    "alignedat",
+    "gathered",
+    "split",
+    "cases",
+    "matrix",
+    "bmatrix",
+    "pmatrix",
+    "vmatrix",
+    "Vmatrix",
+    "Bmatrix",
+    "smallmatrix",
+    "array",
+    "eqnarray",
+)
 # Words that LaTeX has a command for: the suggested fix names the command.
-KNOWN_FUNCTIONS = {w: "\\" + w for w in ("max", "min", "exp", "log", "ln", "sin", "cos", "tan",
-                                           "tanh", "sinh", "cosh", "arg", "det", "lim", "sup",
-                                           "inf", "gcd", "deg", "dim", "ker", "Pr")}
+KNOWN_FUNCTIONS = {
+    w: "\\" + w
+    for w in (
+        "max",
+        "min",
+        "exp",
+        "log",
+        "ln",
+        "sin",
+        "cos",
+        "tan",
+        "tanh",
+        "sinh",
+        "cosh",
+        "arg",
+        "det",
+        "lim",
+        "sup",
+        "inf",
+        "gcd",
+        "deg",
+        "dim",
+        "ker",
+        "Pr",
+    )
+}
 KNOWN_FUNCTIONS.update({"argmax": "\\arg\\max", "argmin": "\\arg\\min"})
 
 
@@ -95,11 +175,11 @@ class Math:
     """One piece of math: its text without delimiters, where it starts, and how it is set."""
 
     text: str
-    line: int          # 1-based line of text[0]
+    line: int  # 1-based line of text[0]
     display: bool
-    first_line: int    # lines the whole construct (delimiters included) occupies
+    first_line: int  # lines the whole construct (delimiters included) occupies
     last_line: int
-    kind: str          # "$$", "$" or "bare"
+    kind: str  # "$$", "$" or "bare"
 
 
 # ------------------------------------------------------------------------------ linear-time helpers
@@ -206,7 +286,7 @@ def _comment_spans(text: str) -> list[tuple[int, int]]:
         if a < 0:
             break
         b = text.find("-->", a + 4)
-        if b < 0:            # nothing closes this one, so nothing closes a later one either
+        if b < 0:  # nothing closes this one, so nothing closes a later one either
             break
         spans.append((a, b + 3))
         pos = b + 3
@@ -223,13 +303,13 @@ def _code_spans(text: str) -> list[tuple[int, int]]:
     for a, b in runs:
         starts_by_length.setdefault(b - a, []).append(a)
     spans = []
-    resume = 0                  # where the regex would try its next match
+    resume = 0  # where the regex would try its next match
     for a, b in runs:
-        if a < resume:          # inside the previous code span (or its closing run)
+        if a < resume:  # inside the previous code span (or its closing run)
             continue
-        for p in range(a, b):   # the regex tries each start in the run: the opener is text[p:b]
+        for p in range(a, b):  # the regex tries each start in the run: the opener is text[p:b]
             starts = starts_by_length.get(b - p, [])
-            k = bisect_right(starts, b)         # the first run of that length after this one
+            k = bisect_right(starts, b)  # the first run of that length after this one
             if k < len(starts):
                 close = starts[k] + (b - p)
                 if text.find("\n\n", p, close) < 0:
@@ -254,7 +334,7 @@ def _dollar_delimiters(masked: str, smart: bool) -> list[tuple[int, int, int, in
         if m is None:
             break
         i = m.start()
-        if masked[i] == "\\":          # an escaped character (\$) is not a delimiter
+        if masked[i] == "\\":  # an escaped character (\$) is not a delimiter
             i += 2
             continue
         if masked.startswith("$$", i):
@@ -270,7 +350,7 @@ def _dollar_delimiters(masked: str, smart: bool) -> list[tuple[int, int, int, in
             continue
         j = _inline_stop(masked, i + 1)
         if smart and j < n and masked[j] == "$" and masked[j - 1].isspace():
-            i += 1               # not a closer, and math never holds a bare `$`: not math
+            i += 1  # not a closer, and math never holds a bare `$`: not math
             continue
         if j < n and masked[j] == "$" and j > i + 1:
             found.append((i, i + 1, j, j + 1, "$"))
@@ -299,7 +379,7 @@ def _inline_stop(masked: str, j: int) -> int:
     return j
 
 
-_SOLID = re.compile(r"[^\s>]")     # not whitespace, not a blockquote marker
+_SOLID = re.compile(r"[^\s>]")  # not whitespace, not a blockquote marker
 
 
 class _LineLead:
@@ -328,10 +408,20 @@ def _dollar_math(masked: str, smart: bool = False) -> list[Math]:
     for start, body, end, stop, kind in _dollar_delimiters(masked, smart):
         # alone on its lines: only blockquote markers and whitespace around it (the search after
         # it stops at the next piece of math on the line, if any: each stretch is read once)
-        alone = (lead.only_quotes_and_space(lines.start(start), start)
-                 and _NON_SPACE.search(masked, stop, lines.end(stop)) is None)
-        out.append(Math(masked[body:end], lines.index(body) + 1, kind == "$$" or alone,
-                        lines.index(start) + 1, lines.index(stop - 1) + 1, kind))
+        alone = (
+            lead.only_quotes_and_space(lines.start(start), start)
+            and _NON_SPACE.search(masked, stop, lines.end(stop)) is None
+        )
+        out.append(
+            Math(
+                masked[body:end],
+                lines.index(body) + 1,
+                kind == "$$" or alone,
+                lines.index(start) + 1,
+                lines.index(stop - 1) + 1,
+                kind,
+            )
+        )
     return out
 
 
@@ -376,7 +466,7 @@ def extract(text: str, markdown: bool) -> list[Math]:
 _BRACE_OR_ESCAPE = re.compile(r"\\.|[{}]", re.S)
 _COMMAND = re.compile(r"\\([A-Za-z]+\*?|.)")
 _BRACED_SCRIPT = re.compile(r"(?<!\\)[_^]\s*\{")
-QUOTE_MAX = 60     # a group quoted in a message is cut to this many characters
+QUOTE_MAX = 60  # a group quoted in a message is cut to this many characters
 
 
 def _group_end(s: str, open_at: int) -> int:
@@ -461,7 +551,7 @@ class _MathText:
         quoting each of 20,000 nested groups whole would print 20,000² characters."""
         if b - a <= QUOTE_MAX:
             return self.s[a:b]
-        return self.s[a:a + QUOTE_MAX - 1] + "…"
+        return self.s[a : a + QUOTE_MAX - 1] + "…"
 
 
 _ITALIC_RUN = re.compile(r"(?<![A-Za-z])[A-Za-z]{3,}(?![A-Za-z])")
@@ -480,8 +570,9 @@ def _rule_italic_words(t: _MathText) -> list[tuple[int, str, str]]:
     for ln, words in by_line.items():
         fixes = [KNOWN_FUNCTIONS.get(w, "\\mathrm{" + w + "}") for w in words]
         quoted = ", ".join(f"'{w}'" for w in words)
-        out.append((first_at[ln], f"letters set as an italic product of variables: {quoted}",
-                    "write " + ", ".join(fixes)))
+        out.append(
+            (first_at[ln], f"letters set as an italic product of variables: {quoted}", "write " + ", ".join(fixes))
+        )
     return out
 
 
@@ -495,8 +586,13 @@ def _rule_subscripts(t: _MathText) -> list[tuple[int, str, str]]:
         # the run must be in the original text too (not a blanked command name)
         op, run = m.group(1), m.group(2)
         where = "subscript" if op == "_" else "superscript"
-        out.append((m.start(), f"unbraced multi-character {where} '{op}{run}' applies to "
-                    f"'{run[0]}' only", f"write {op}{{{run}}}"))
+        out.append(
+            (
+                m.start(),
+                f"unbraced multi-character {where} '{op}{run}' applies to '{run[0]}' only",
+                f"write {op}{{{run}}}",
+            )
+        )
     return out
 
 
@@ -507,18 +603,27 @@ _LETTER_BRACE = re.compile(r"(?<![\\A-Za-z@])([A-Za-z])\{(?!\s*\\left)")
 
 def _rule_lost_subscript(t: _MathText) -> list[tuple[int, str, str]]:
     s = t.s
-    if "{" not in s:          # both patterns need a brace (a C-speed test saves two regex passes)
+    if "{" not in s:  # both patterns need a brace (a C-speed test saves two regex passes)
         return []
     out = []
     for m in _FONT_RUN.finditer(s):
         run = m.group(3) or m.group(4)
-        out.append((m.start(), f"'{m.group(0)}' sets '{run}' on the main line: likely a lost '_'",
-                    f"write \\{m.group(1)}{{{m.group(2)}}}_{{{run}}}"))
+        out.append(
+            (
+                m.start(),
+                f"'{m.group(0)}' sets '{run}' on the main line: likely a lost '_'",
+                f"write \\{m.group(1)}{{{m.group(2)}}}_{{{run}}}",
+            )
+        )
     for m in _LETTER_BRACE.finditer(s):
         end = t.group_end(m.end() - 1)
-        out.append((m.start(), f"'{t.quote(m.start(), end)}' puts a group right after "
-                    f"'{m.group(1)}': likely a lost '_'",
-                    f"write {m.group(1)}_{t.quote(m.start() + 1, end)}"))
+        out.append(
+            (
+                m.start(),
+                f"'{t.quote(m.start(), end)}' puts a group right after '{m.group(1)}': likely a lost '_'",
+                f"write {m.group(1)}_{t.quote(m.start() + 1, end)}",
+            )
+        )
     return out
 
 
@@ -531,7 +636,7 @@ def _env_bodies(s: str) -> dict[str, list[list[int]]]:
     sorted disjoint spans}. Nested or repeated environments overlap; merging them keeps the
     control-space check at one bisect per `\\ `, where checking every body cost depth × size."""
     bodies: dict[str, list[tuple[int, int]]] = {}
-    next_end: dict[str, int] = {}      # the last `\end{env}` found: reused while it lies ahead
+    next_end: dict[str, int] = {}  # the last `\end{env}` found: reused while it lies ahead
     for m in _ENV.finditer(s):
         env = m.group(1)
         end = next_end.get(env)
@@ -553,10 +658,15 @@ def _rule_env_rows(t: _MathText) -> list[tuple[int, str, str]]:
     for sp in _CONTROL_SPACE.finditer(t.s):
         at = sp.start()
         for env, spans in bodies.items():
-            k = bisect_right(spans, [at, len(t.s) + 1]) - 1     # the last body starting at or before it
+            k = bisect_right(spans, [at, len(t.s) + 1]) - 1  # the last body starting at or before it
             if k >= 0 and at < spans[k][1]:
-                out.append((at, f"rows of '{env}' separated by '\\ ' (a control space): the rows "
-                            "collapse into one line", "use \\\\ between rows"))
+                out.append(
+                    (
+                        at,
+                        f"rows of '{env}' separated by '\\ ' (a control space): the rows collapse into one line",
+                        "use \\\\ between rows",
+                    )
+                )
     return out
 
 
@@ -568,12 +678,12 @@ def _rule_breaks(t: _MathText) -> list[tuple[int, str, str]]:
     if "\\\\" not in s:
         return []
     out = []
-    bracket = None     # the last s.find("]", x): breaks come in order, so it holds until passed
-    non_space: dict[int, bool] = {}    # from a break (or its `]`) on: more than spaces on the line?
+    bracket = None  # the last s.find("]", x): breaks come in order, so it holds until passed
+    non_space: dict[int, bool] = {}  # from a break (or its `]`) on: more than spaces on the line?
     for m in _BREAK.finditer(s):
         after = m.end()
         eol = t.lines.end(after)
-        rest = after                   # where the rest of the line starts, less a \\[4pt] spacing
+        rest = after  # where the rest of the line starts, less a \\[4pt] spacing
         if after < eol and s[after] == "[":
             if bracket is None or 0 <= bracket <= after:
                 bracket = s.find("]", after + 1)
@@ -584,8 +694,7 @@ def _rule_breaks(t: _MathText) -> list[tuple[int, str, str]]:
         if rest not in non_space:
             non_space[rest] = _NON_SPACE.search(s, rest, eol) is not None
         if non_space[rest]:
-            out.append((m.start(), "'\\\\' has more math after it on the same line",
-                        "end the line right after \\\\"))
+            out.append((m.start(), "'\\\\' has more math after it on the same line", "end the line right after \\\\"))
         else:
             out.append((m.start(), "trailing whitespace after '\\\\'", "delete the spaces after \\\\"))
     return out
@@ -629,17 +738,21 @@ def _block_spacing(m: Math, facts: _LineFacts, markdown: bool) -> list[tuple[int
         out.append((m.last_line, f"{what} needs a blank line after it", "insert an empty line below"))
     if markdown and m.kind == "$$":
         if facts.text_before_dollars(m.first_line):
-            out.append((m.first_line, "display math starts in the middle of a line",
-                        "put $$ at the start of its own line"))
+            out.append(
+                (m.first_line, "display math starts in the middle of a line", "put $$ at the start of its own line")
+            )
         if facts.text_after_dollars(m.last_line):
-            out.append((m.last_line, "text follows the closing $$ on its line",
-                        "end the line after $$"))
+            out.append((m.last_line, "text follows the closing $$ on its line", "end the line after $$"))
     return out
 
 
-_CHECKS = (("break-trailing", _rule_breaks), ("italic-word", _rule_italic_words),
-           ("subscript-braces", _rule_subscripts), ("lost-subscript", _rule_lost_subscript),
-           ("env-rows", _rule_env_rows))
+_CHECKS = (
+    ("break-trailing", _rule_breaks),
+    ("italic-word", _rule_italic_words),
+    ("subscript-braces", _rule_subscripts),
+    ("lost-subscript", _rule_lost_subscript),
+    ("env-rows", _rule_env_rows),
+)
 
 
 def lint_text(text: str, path: str = "<text>", markdown: bool = True) -> list[Finding]:
@@ -683,8 +796,7 @@ def read_source(path: str | Path, display_path: str | None = None) -> str:
         if not stat.S_ISREG(st.st_mode):
             raise LintInputError(f"{name}: not a regular file")
         if st.st_size > MAX_BYTES:
-            raise LintInputError(f"{name}: too large ({_size(st.st_size)}; "
-                                 f"the limit is {_size(MAX_BYTES)})")
+            raise LintInputError(f"{name}: too large ({_size(st.st_size)}; the limit is {_size(MAX_BYTES)})")
         with p.open("rb") as f:
             data = f.read(MAX_BYTES + 1)
     except FileNotFoundError:
@@ -701,15 +813,16 @@ def _size(n: int) -> str:
 
 
 def _decode(data: bytes, name: str) -> str:
-    nul = data.find(b"\0")       # valid UTF-8 can hold NUL, but no text file does: binary
+    nul = data.find(b"\0")  # valid UTF-8 can hold NUL, but no text file does: binary
     if nul >= 0:
         raise LintInputError(f"{name}: not UTF-8 text (a NUL byte at offset {nul}: a binary file?)")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise LintInputError(f"{name}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
-                             f"{e.start}, line {line}; re-save it as UTF-8)") from None
+        raise LintInputError(
+            f"{name}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}, line {line}; re-save it as UTF-8)"
+        ) from None
 
 
 def lint_file(path: str | Path, display_path: str | None = None) -> list[Finding]:
@@ -763,8 +876,7 @@ def main(paths: list[str], out=None) -> int:
     summary = []
     if found:
         rules = sorted({f.rule for f in found})
-        summary.append(f"{len(found)} finding(s) in {len({f.path for f in found})} file(s): "
-                       + ", ".join(rules))
+        summary.append(f"{len(found)} finding(s) in {len({f.path for f in found})} file(s): " + ", ".join(rules))
     elif linted or not missing + failed:
         summary.append(f"{linted} file(s) clean")
     if missing + failed:

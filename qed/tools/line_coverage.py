@@ -18,6 +18,7 @@ Every other line — a kernel's formula lines, its validation call, the loops of
 `torch.autograd.Function` and `nn.Module` wrappers — must have been executed, or `qed prove`
 fails and names it.
 """
+
 from __future__ import annotations
 
 import ast
@@ -73,7 +74,7 @@ class Tracer:
             path = self._known[name] = _generated_path(name)
         if path is None:
             return None
-        self.hits.setdefault(path, set()).add(frame.f_lineno)   # the `def` line's call
+        self.hits.setdefault(path, set()).add(frame.f_lineno)  # the `def` line's call
         return self._local
 
     def __enter__(self):
@@ -87,7 +88,7 @@ class Tracer:
         threading.settrace(None)
         return False
 
-    def merge(self, other: "Tracer | dict") -> None:
+    def merge(self, other: Tracer | dict) -> None:
         hits = other.hits if isinstance(other, Tracer) else other
         for p, lines in hits.items():
             self.hits.setdefault(Path(p), set()).update(lines)
@@ -98,8 +99,12 @@ def _docstring_lines(tree: ast.AST) -> set[int]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                    and isinstance(body[0].value.value, str):
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
                 out.update(range(body[0].lineno, body[0].end_lineno + 1))
     return out
 
@@ -109,8 +114,7 @@ def _import_lines(tree: ast.AST) -> set[int]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             out.update(range(node.lineno, node.end_lineno + 1))
-        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__"
-                                                  for t in node.targets):
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
             out.update(range(node.lineno, node.end_lineno + 1))
     return out
 
@@ -139,7 +143,7 @@ class LineCount:
     backend: str
     executed: int = 0
     total: int = 0
-    missed: dict = field(default_factory=dict)      # relative path -> sorted missed lines
+    missed: dict = field(default_factory=dict)  # relative path -> sorted missed lines
 
     @property
     def complete(self) -> bool:
@@ -157,8 +161,11 @@ def report(hits: dict, backends=BACKENDS, files: list[Path] | None = None) -> di
     out: dict[str, LineCount] = {}
     for backend in backends:
         count = LineCount(backend)
-        paths = sorted((GENERATED / backend).glob("*.py")) if files is None else \
-            [f for f in files if f.parent.name == backend]
+        paths = (
+            sorted((GENERATED / backend).glob("*.py"))
+            if files is None
+            else [f for f in files if f.parent.name == backend]
+        )
         for p in paths:
             rel = p.relative_to(ROOT).as_posix()
             if rel in EXEMPT_FILES:

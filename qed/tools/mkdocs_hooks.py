@@ -8,6 +8,7 @@
   `src/<path>` and the file is copied there; a link to a missing file is left as it is, and
   `mkdocs build --strict` fails on it.
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -41,7 +42,7 @@ def on_config(config, **kwargs):
     for row in catalogue.ROWS:
         if (docs_dir / "derivations" / f"{row.page}.md").exists():
             pages.append({row.label: f"derivations/{row.page}.md"})
-    for path in sorted((docs_dir / "derivations").glob("*.md")):   # pages beyond the catalogue
+    for path in sorted((docs_dir / "derivations").glob("*.md")):  # pages beyond the catalogue
         if path.stem != "index" and not catalogue.is_catalogue_page(path.stem):
             pages.append({f"{path.stem} (beyond the catalogue)": f"derivations/{path.name}"})
     nav = config.get("nav") or []

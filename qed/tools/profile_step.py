@@ -10,6 +10,7 @@ first, then `--steps` steps are profiled. The NumPy row runs its batch in one pr
 worker process would hide its half of the kernels from the profiler), so its total is one
 process's, not the bench's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,16 +56,18 @@ def main(argv=None) -> int:
     runner = bench.build_impl(args.row, cfg, threads, parallel="threads")
     batches = bench.make_batches(cfg, batch, args.warmup + args.steps)
     try:
-        for x, y in batches[:args.warmup]:
+        for x, y in batches[: args.warmup]:
             runner.step(x, y)
         run = profile_numpy if args.row == "numpy" else profile_torch
-        text = run(runner, batches[args.warmup:], args.steps, args.top)
+        text = run(runner, batches[args.warmup :], args.steps, args.top)
     finally:
         runner.close()
     m = bench.machine()
-    sys.stdout.write(f"# {args.row}: {cfg.n_layer} layers, {cfg.n_head} heads, n_embd {cfg.n_embd}, block "
-                     f"{cfg.block_size}, batch {batch}, {threads} threads, {args.steps} steps; "
-                     f"{m.get('cpu_model', '?')} ({m.get('simd', '?')})\n{text}")
+    sys.stdout.write(
+        f"# {args.row}: {cfg.n_layer} layers, {cfg.n_head} heads, n_embd {cfg.n_embd}, block "
+        f"{cfg.block_size}, batch {batch}, {threads} threads, {args.steps} steps; "
+        f"{m.get('cpu_model', '?')} ({m.get('simd', '?')})\n{text}"
+    )
     return 0
 
 

@@ -1,4 +1,5 @@
 """`qed prove`: run every claim of the registry, in parallel, and report certificates."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,13 @@ def _run_one(claim_id: str) -> dict:
     return registry.claim(claim_id).run().to_json()
 
 
-def run_claims(ids: list[str] | None = None, workers: int | None = None, progress=None,
-               judge_tasks: list | None = None, judged=None) -> list[dict]:
+def run_claims(
+    ids: list[str] | None = None,
+    workers: int | None = None,
+    progress=None,
+    judge_tasks: list | None = None,
+    judged=None,
+) -> list[dict]:
     """Run claims (all by default) and return their certificates as dicts, in registry order.
     `judge_tasks` (qed/tools/judges.py) run in the same pool, first, since they are the longest;
     each finished one is handed to `judged`."""
@@ -94,29 +100,40 @@ def main(ids: list[str] | None, as_json: bool, workers: int | None, judged: bool
     err = Console(stderr=True)
     total = len([c for c in registry.claims() if selected(c, ids)])
     if total == 0:
-        raise QedError(f"no claim matches {' '.join(ids)} (claim ids or their prefixes, e.g. attention or "
-                       "softmax.forward)")
+        raise QedError(
+            f"no claim matches {' '.join(ids)} (claim ids or their prefixes, e.g. attention or softmax.forward)"
+        )
     chosen = judges.units(ids) if judged else []
     judge_tasks = judges.tasks(ids) if chosen else []
     done: list[dict] = []
     piped = not err.is_terminal
-    with Progress(TextColumn("proving"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                  TimeElapsedColumn(), console=err, transient=True, disable=piped) as bar:
+    with Progress(
+        TextColumn("proving"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=piped,
+    ) as bar:
         task = bar.add_task("", total=total + len(judge_tasks))
 
         def tick(cert):
             bar.update(task, advance=1, description=cert["id"])
-            if piped and not as_json:    # one plain line per claim as it finishes
-                err.print(f"{cert['id']}  {cert['status']}  {cert['seconds']:.2f} s", highlight=False,
-                          soft_wrap=True)
+            if piped and not as_json:  # one plain line per claim as it finishes
+                err.print(f"{cert['id']}  {cert['status']}  {cert['seconds']:.2f} s", highlight=False, soft_wrap=True)
 
         def judge_done(d):
             done.append(d)
             bar.update(task, advance=1, description=f"judge {d['judge']} {d['backend']}")
             if piped and not as_json:
                 good = sum(r["ok"] for r in d["results"])
-                err.print(f"judge {d['judge']} {d['backend']}  {good}/{len(d['results'])}  "
-                          f"{d['seconds']:.2f} s", highlight=False, soft_wrap=True)
+                err.print(
+                    f"judge {d['judge']} {d['backend']}  {good}/{len(d['results'])}  {d['seconds']:.2f} s",
+                    highlight=False,
+                    soft_wrap=True,
+                )
 
         certs = run_claims(ids, workers, tick, judge_tasks, judge_done)
     wall = time.perf_counter() - start
@@ -141,9 +158,15 @@ def main(ids: list[str] | None, as_json: bool, workers: int | None, judged: bool
             refuted = sum(m["refuted"] for m in c["mutants"])
             mut = f"{refuted}/{len(c['mutants'])} refuted"
             st = c["status"]
-            table.add_row(c["id"], f"[{colour.get(st, 'red')}]{st}[/]", c["scope"], c["method"],
-                          str(len(c["assumptions"])), mut if refuted == len(c["mutants"]) and c["mutants"] else f"[red]{mut}[/]",
-                          f"{c['seconds']:.2f}")
+            table.add_row(
+                c["id"],
+                f"[{colour.get(st, 'red')}]{st}[/]",
+                c["scope"],
+                c["method"],
+                str(len(c["assumptions"])),
+                mut if refuted == len(c["mutants"]) and c["mutants"] else f"[red]{mut}[/]",
+                f"{c['seconds']:.2f}",
+            )
         out.print(table)
         counts: dict[str, int] = {}
         for c in certs:

@@ -22,6 +22,7 @@ Conventions shared with qed (see qed/config.py):
 * norms use eps = 1e-5; with bias=False a LayerNorm has no bias (β = 0);
 * targets equal to -1 are ignored by the loss (mean over the other tokens).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -51,7 +52,7 @@ def rope_rotate(x: torch.Tensor) -> torch.Tensor:
     T, hd = x.shape[-2], x.shape[-1]
     pos = torch.arange(T, dtype=torch.float64, device=x.device)[:, None]
     omega = ROPE_BASE ** (-torch.arange(0, hd, 2, dtype=torch.float64, device=x.device) / hd)
-    theta = (pos * omega).to(x.dtype)                  # (T, hd/2)
+    theta = (pos * omega).to(x.dtype)  # (T, hd/2)
     cos, sin = torch.cos(theta), torch.sin(theta)
     x0, x1 = x[..., 0::2], x[..., 1::2]
     out = torch.stack([x0 * cos - x1 * sin, x0 * sin + x1 * cos], dim=-1)
@@ -115,7 +116,7 @@ class MLP(nn.Module):
         h = 4 * cfg.n_embd
         self.weights = ffn_weights(cfg.ffn)
         self.fn = op_function(cfg.ffn)
-        if self.weights is not None:                   # one MLP op: its weights, no biases
+        if self.weights is not None:  # one MLP op: its weights, no biases
             axis = {"model": cfg.n_embd, "hidden": h}
             for name, (rows, cols) in self.weights:
                 setattr(self, name, nn.Linear(axis[cols], axis[rows], bias=False))
@@ -176,16 +177,17 @@ class ReferenceGPT(nn.Module):
         logits = F.linear(x, w)
         loss = None
         if targets is not None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
-                                   ignore_index=-1)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-1)
         return logits, loss
 
     def load_numpy_params(self, params: dict) -> None:
         """Copy a {name: np.ndarray} dict (qed's names) into this module; names must match."""
         own = dict(self.named_parameters())
         if set(own) != set(params):
-            raise KeyError(f"parameter names differ: only here {sorted(set(own) - set(params))}, "
-                           f"only there {sorted(set(params) - set(own))}")
+            raise KeyError(
+                f"parameter names differ: only here {sorted(set(own) - set(params))}, "
+                f"only there {sorted(set(params) - set(own))}"
+            )
         with torch.no_grad():
             for name, p in own.items():
                 src = torch.as_tensor(np.asarray(params[name]))
@@ -198,8 +200,7 @@ def decay_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """torch.optim param groups: weight decay on 2-D matrices only (not biases, norms)."""
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    return [{"params": decay, "weight_decay": weight_decay},
-            {"params": no_decay, "weight_decay": 0.0}]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
 class ReferenceRunner(TorchRunner):
@@ -208,8 +209,7 @@ class ReferenceRunner(TorchRunner):
 
     backend = "reference"
 
-    def __init__(self, cfg, dtype=torch.float32, seed: int = 0, optimizer: dict | None = None,
-                 compile: bool = False):
+    def __init__(self, cfg, dtype=torch.float32, seed: int = 0, optimizer: dict | None = None, compile: bool = False):
         """`compile=True`: the module's forward (and so its loss and, through AOTAutograd, its
         backward) under torch.compile with the flags of the compiled qed backend (inductor,
         dynamic=False, pattern matcher off): the peer a user would pick instead of it."""
@@ -221,8 +221,9 @@ class ReferenceRunner(TorchRunner):
 
     def new_optimizer(self):
         h = self.hyper
-        return torch.optim.AdamW(decay_groups(self.model, h["weight_decay"]), lr=h["lr"], betas=h["betas"],
-                                 eps=h["eps"])
+        return torch.optim.AdamW(
+            decay_groups(self.model, h["weight_decay"]), lr=h["lr"], betas=h["betas"], eps=h["eps"]
+        )
 
     def update(self, lr) -> None:
         if lr is not None:
@@ -242,6 +243,7 @@ __all__ = ["ReferenceGPT", "ReferenceRunner", "sinusoidal_table", "rope_rotate",
 # function of its own. The expression tree is walked (no text is evaluated); torch autograd
 # differentiates the result.
 
+
 def spec_function(op):
     """f(*inputs, *params, **options) -> the outputs (one tensor, or a tuple) of `op.spec`, in torch."""
     import sympy as sp
@@ -249,14 +251,28 @@ def spec_function(op):
 
     from derivations.language import arrays as A
 
-    unary = {sp.exp: torch.exp, sp.log: torch.log, sp.tanh: torch.tanh, sp.erf: torch.erf,
-             sp.sin: torch.sin, sp.cos: torch.cos, sp.Abs: torch.abs, sp.sign: torch.sign,
-             log1p: torch.log1p, expm1: torch.expm1, A.Sigmoid: torch.sigmoid,
-             A.NormalCDF: lambda u: 0.5 * (1 + torch.erf(u / 2 ** 0.5)),
-             A.Gaussian: lambda u: torch.exp(-u * u / 2)}
-    reductions = {A.RowSum: lambda a: a.sum(-1, keepdim=True), A.RowMean: lambda a: a.mean(-1, keepdim=True),
-                  A.RowMax: lambda a: a.amax(-1, keepdim=True), A.MatMul: lambda a, b: a @ b,
-                  A.T: lambda a: a.transpose(-1, -2)}
+    unary = {
+        sp.exp: torch.exp,
+        sp.log: torch.log,
+        sp.tanh: torch.tanh,
+        sp.erf: torch.erf,
+        sp.sin: torch.sin,
+        sp.cos: torch.cos,
+        sp.Abs: torch.abs,
+        sp.sign: torch.sign,
+        log1p: torch.log1p,
+        expm1: torch.expm1,
+        A.Sigmoid: torch.sigmoid,
+        A.NormalCDF: lambda u: 0.5 * (1 + torch.erf(u / 2**0.5)),
+        A.Gaussian: lambda u: torch.exp(-u * u / 2),
+    }
+    reductions = {
+        A.RowSum: lambda a: a.sum(-1, keepdim=True),
+        A.RowMean: lambda a: a.mean(-1, keepdim=True),
+        A.RowMax: lambda a: a.amax(-1, keepdim=True),
+        A.MatMul: lambda a, b: a @ b,
+        A.T: lambda a: a.transpose(-1, -2),
+    }
 
     def fold(combine, args):
         out = args[0]
@@ -284,8 +300,10 @@ def spec_function(op):
             return torch.where(args[0] > 0, 1.0, torch.where(args[0] < 0, 0.0, h0)).to(args[0].dtype)
         fn = reductions.get(type(e)) or unary.get(type(e))
         if fn is None:
-            raise ValueError(f"op {op.name}: no torch form for {type(e).__name__} in its specification; "
-                             "declare `reference=` with PyTorch's own function")
+            raise ValueError(
+                f"op {op.name}: no torch form for {type(e).__name__} in its specification; "
+                "declare `reference=` with PyTorch's own function"
+            )
         return fn(*args)
 
     def fn(*tensors, **options):

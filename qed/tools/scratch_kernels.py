@@ -5,6 +5,7 @@ print ops declared on the spot (as a user would under derivations/) without touc
 the package `<name>.numpy` / `<name>.torch` holds copies of the generated support modules
 (_support, _validate, _special) and each op's module as `codegen.render.render_op` prints it.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -21,6 +21,7 @@ mutant is the whole file's text with one source segment replaced, so every other
 printed. The list is deterministic: `mutants(text)` in source order; `sample` takes an evenly
 spread subset when a file has more than the run can afford.
 """
+
 from __future__ import annotations
 
 import ast
@@ -32,11 +33,11 @@ __all__ = ["TextMutant", "mutants", "sample"]
 
 @dataclass(frozen=True)
 class TextMutant:
-    operator: str       # sign, factor, bound, compare, keyword, swap, drop
-    line: int           # 1-based line of the edit in the printed file
-    before: str         # the source segment as printed
-    after: str          # what replaces it
-    text: str           # the whole mutated file
+    operator: str  # sign, factor, bound, compare, keyword, swap, drop
+    line: int  # 1-based line of the edit in the printed file
+    before: str  # the source segment as printed
+    after: str  # what replaces it
+    text: str  # the whole mutated file
 
     def __str__(self) -> str:
         return f"line {self.line} [{self.operator}]: {self.before!r} -> {self.after!r}"
@@ -44,8 +45,7 @@ class TextMutant:
 
 _SWAP_BIN = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult}
 _BIN_KIND = {ast.Add: "sign", ast.Sub: "sign", ast.Mult: "factor", ast.Div: "factor"}
-_SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
-             ast.NotEq: ast.Eq}
+_SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
 
 
 def _segment_replace(text: str, lines: list[int], node: ast.AST, new: str) -> str:
@@ -64,8 +64,13 @@ def _line_starts(text: str) -> list[int]:
 
 
 def _is_docstring(node, parent) -> bool:
-    return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-            and isinstance(node.value.value, str) and parent.body and parent.body[0] is node)
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+        and parent.body
+        and parent.body[0] is node
+    )
 
 
 def _edits(node: ast.AST):
@@ -89,33 +94,50 @@ def _edits(node: ast.AST):
         new.upper = ast.BinOp(node.upper, ast.Sub(), ast.Constant(1))
         yield "bound", new
     elif isinstance(node, ast.Call):
-        if len(node.args) >= 2 and not any(isinstance(a, ast.Starred) for a in node.args[:2]) \
-                and _callee(node) not in _SYMMETRIC:
+        if (
+            len(node.args) >= 2
+            and not any(isinstance(a, ast.Starred) for a in node.args[:2])
+            and _callee(node) not in _SYMMETRIC
+        ):
             new = copy.copy(node)
             new.args = [node.args[1], node.args[0], *node.args[2:]]
             yield "swap", new
         for k, kw in enumerate(node.keywords):
             if kw.arg in ("dim", "axis") and isinstance(kw.value, (ast.Constant, ast.UnaryOp)):
-                v = ast.literal_eval(kw.value) if not isinstance(kw.value, ast.UnaryOp) else \
-                    -kw.value.operand.value if isinstance(kw.value.operand, ast.Constant) else None
+                v = (
+                    ast.literal_eval(kw.value)
+                    if not isinstance(kw.value, ast.UnaryOp)
+                    else -kw.value.operand.value
+                    if isinstance(kw.value.operand, ast.Constant)
+                    else None
+                )
                 if isinstance(v, int):
                     other = -2 if v == -1 else -1 if v == -2 else v + 1
                     new = copy.copy(node)
-                    new.keywords = [*node.keywords[:k], ast.keyword(kw.arg, ast.Constant(other)),
-                                    *node.keywords[k + 1:]]
+                    new.keywords = [
+                        *node.keywords[:k],
+                        ast.keyword(kw.arg, ast.Constant(other)),
+                        *node.keywords[k + 1 :],
+                    ]
                     yield "keyword", new
             elif kw.arg in ("keepdim", "keepdims") and isinstance(kw.value, ast.Constant):
                 new = copy.copy(node)
-                new.keywords = [*node.keywords[:k], ast.keyword(kw.arg, ast.Constant(not kw.value.value)),
-                                *node.keywords[k + 1:]]
+                new.keywords = [
+                    *node.keywords[:k],
+                    ast.keyword(kw.arg, ast.Constant(not kw.value.value)),
+                    *node.keywords[k + 1 :],
+                ]
                 yield "keyword", new
             elif kw.arg in ("value", "alpha"):
                 new = copy.copy(node)
-                new.keywords = [*node.keywords[:k], *node.keywords[k + 1:]]
+                new.keywords = [*node.keywords[:k], *node.keywords[k + 1 :]]
                 yield "keyword", new
                 neg = copy.copy(node)
-                neg.keywords = [*node.keywords[:k], ast.keyword(kw.arg, ast.UnaryOp(ast.USub(), kw.value)),
-                                *node.keywords[k + 1:]]
+                neg.keywords = [
+                    *node.keywords[:k],
+                    ast.keyword(kw.arg, ast.UnaryOp(ast.USub(), kw.value)),
+                    *node.keywords[k + 1 :],
+                ]
                 yield "keyword", neg
     elif isinstance(node, ast.AugAssign) and type(node.op) in _SWAP_BIN and not _by_unit(node):
         new = copy.copy(node)
@@ -124,9 +146,19 @@ def _edits(node: ast.AST):
 
 
 # calls whose first two arguments may be exchanged without changing anything: not a wrong edit
-_SYMMETRIC = {"min", "max", "np.maximum", "np.minimum", "torch.maximum", "torch.minimum",
-              "transpose", "swapaxes", "np.swapaxes", "torch.transpose",
-              "addcmul_"}                  # t.addcmul_(a, b): t + a·b
+_SYMMETRIC = {
+    "min",
+    "max",
+    "np.maximum",
+    "np.minimum",
+    "torch.maximum",
+    "torch.minimum",
+    "transpose",
+    "swapaxes",
+    "np.swapaxes",
+    "torch.transpose",
+    "addcmul_",
+}  # t.addcmul_(a, b): t + a·b
 
 
 def _callee(call: ast.Call) -> str:
@@ -173,16 +205,23 @@ def mutants(text: str) -> list[TextMutant]:
 
     def visit_body(fn: ast.AST):
         for parent in ast.walk(fn):
-            body = [s for field in ("body", "orelse") if isinstance(getattr(parent, field, None), list)
-                    for s in getattr(parent, field)]
+            body = [
+                s
+                for field in ("body", "orelse")
+                if isinstance(getattr(parent, field, None), list)
+                for s in getattr(parent, field)
+            ]
             for stmt in body:
                 if not isinstance(stmt, ast.stmt) or _is_docstring(stmt, parent):
                     continue
-                if isinstance(stmt, _STATEMENTS) and not isinstance(stmt, ast.Expr) or (
-                        isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+                if (
+                    isinstance(stmt, _STATEMENTS)
+                    and not isinstance(stmt, ast.Expr)
+                    or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call))
+                ):
                     emit("drop", stmt, "pass")
         for node in ast.walk(fn):
-            if isinstance(node, ast.JoinedStr):          # messages: never mutated
+            if isinstance(node, ast.JoinedStr):  # messages: never mutated
                 continue
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 continue

@@ -40,6 +40,7 @@ Anything else — an attribute of `torch` or of a tensor that is not modelled, a
 modelled (`rounding_mode=`, `dtype=` of a reduction), a float that is not exact — raises
 `ShimError` naming it: never a silent pass.
 """
+
 from __future__ import annotations
 
 import functools
@@ -50,10 +51,26 @@ import sympy as sp
 
 from derivations.language import functions
 
-from .exact_scalars import Namespace as _Namespace, ShimError, comparison as _comparison, exact_value as _exact
+from .exact_scalars import Namespace as _Namespace
+from .exact_scalars import ShimError
+from .exact_scalars import comparison as _comparison
+from .exact_scalars import exact_value as _exact
 
-__all__ = ["Tensor", "Parameter", "Module", "Function", "FunctionCtx", "dtype", "FLOAT", "LONG",
-           "BOOL", "TORCH", "ShimAttributeError", "tensor", "as_array"]
+__all__ = [
+    "Tensor",
+    "Parameter",
+    "Module",
+    "Function",
+    "FunctionCtx",
+    "dtype",
+    "FLOAT",
+    "LONG",
+    "BOOL",
+    "TORCH",
+    "ShimAttributeError",
+    "tensor",
+    "as_array",
+]
 
 
 class ShimAttributeError(ShimError, AttributeError):
@@ -80,8 +97,7 @@ class dtype:
         return f"torch.{self.name}"
 
     def __getattr__(self, name):
-        raise ShimAttributeError(f"the printed text uses dtype.{name}, which the torch shim does "
-                                 "not model")
+        raise ShimAttributeError(f"the printed text uses dtype.{name}, which the torch shim does not model")
 
 
 FLOAT = dtype("float_exact", True)
@@ -140,8 +156,7 @@ def _decided(v) -> bool:
         return bool(v)
     if isinstance(v, sp.Basic) and v.is_Integer and v in (0, 1):
         return bool(v)
-    raise ShimError(f"a mask entry {v!r} is not decided (0 or 1): a symbolic comparison used "
-                    "as a boolean")
+    raise ShimError(f"a mask entry {v!r} is not decided (0 or 1): a symbolic comparison used as a boolean")
 
 
 def _mask(t) -> _np.ndarray:
@@ -193,8 +208,9 @@ def _operands(*xs):
     arrays = []
     for v, k in zip(vals, kinds):
         if isinstance(v, Tensor):
-            arrays.append(_as_float(v) if out is FLOAT else v._a.astype(_np.int64) if out is LONG
-                          and v.dtype is BOOL else v._a)
+            arrays.append(
+                _as_float(v) if out is FLOAT else v._a.astype(_np.int64) if out is LONG and v.dtype is BOOL else v._a
+            )
         elif out is FLOAT and k is not FLOAT:
             arrays.append(sp.Integer(int(v)))
         else:
@@ -243,8 +259,7 @@ def _axis(dim, ndim) -> int:
     if not isinstance(dim, int) or isinstance(dim, bool):
         raise ShimError(f"dim={dim!r}: an integer axis is modelled")
     if not -ndim <= dim < max(ndim, 1):
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, "
-                         f"{ndim - 1}], but got {dim})")
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got {dim})")
     return dim % max(ndim, 1)
 
 
@@ -290,9 +305,8 @@ def _write(out: Tensor, res: Tensor, what: str) -> Tensor:
     if not isinstance(out, Tensor):
         raise ShimError(f"{what}: out= must be a tensor")
     if tuple(res._a.shape) != tuple(out._a.shape):
-        raise RuntimeError(f"{what}: the result has shape {tuple(res._a.shape)}, the output "
-                           f"{tuple(out._a.shape)}")
-    if out.dtype is not res.dtype and not (out.dtype is FLOAT):
+        raise RuntimeError(f"{what}: the result has shape {tuple(res._a.shape)}, the output {tuple(out._a.shape)}")
+    if out.dtype is not res.dtype and out.dtype is not FLOAT:
         raise RuntimeError(f"{what}: result type {res.dtype} can't be cast to {out.dtype}")
     out._a[...] = _as_float(res) if out.dtype is FLOAT else res._a
     return out
@@ -329,7 +343,7 @@ class Tensor:
     """An exact tensor: an ndarray of exact entries (`_a`; object for FLOAT) and its dtype."""
 
     __slots__ = ("_a", "dtype")
-    _op_priority = 1000.0          # SymPy defers its operators to ours (sp.sqrt(2) * t)
+    _op_priority = 1000.0  # SymPy defers its operators to ours (sp.sqrt(2) * t)
     __array_priority__ = 1000.0
 
     def __init__(self, a, dt: dtype):
@@ -337,8 +351,7 @@ class Tensor:
         self.dtype = dt
 
     def __getattr__(self, name):
-        raise ShimAttributeError(f"the printed text uses Tensor.{name}, which the torch shim "
-                                 "does not model")
+        raise ShimAttributeError(f"the printed text uses Tensor.{name}, which the torch shim does not model")
 
     def __repr__(self):
         return f"tensor({self._a.tolist()!r}, dtype={self.dtype!r})"
@@ -379,8 +392,7 @@ class Tensor:
     @property
     def T(self):
         if self._a.ndim != 2:
-            raise ShimError(f"Tensor.T of a {self._a.ndim}-D tensor (deprecated in torch): only "
-                            "2-D is modelled")
+            raise ShimError(f"Tensor.T of a {self._a.ndim}-D tensor (deprecated in torch): only 2-D is modelled")
         return Tensor(self._a.T, self.dtype)
 
     def transpose(self, d0, d1):
@@ -405,7 +417,7 @@ class Tensor:
         shape = tuple(cur[k - lead] if s == -1 and k >= lead else s for k, s in enumerate(sizes))
         if shape == cur:
             return Tensor(self._a[...], self.dtype)
-        return Tensor(_np.broadcast_to(self._a, shape), self.dtype)   # read-only: overlapping
+        return Tensor(_np.broadcast_to(self._a, shape), self.dtype)  # read-only: overlapping
 
     def contiguous(self):
         if self._a.flags.c_contiguous:
@@ -435,8 +447,7 @@ class Tensor:
         lead = a.ndim - len(size)
         if lead < 0:
             raise RuntimeError(f"size {size} is not expandable to {a.shape}")
-        axes = tuple(range(lead)) + tuple(lead + k for k, s in enumerate(size)
-                                          if s == 1 and a.shape[lead + k] != 1)
+        axes = tuple(range(lead)) + tuple(lead + k for k, s in enumerate(size) if s == 1 and a.shape[lead + k] != 1)
         for k, s in enumerate(size):
             if s not in (1, a.shape[lead + k]):
                 raise RuntimeError(f"size {size} is not expandable to {a.shape}")
@@ -469,8 +480,12 @@ class Tensor:
             return Tensor(_exact_entries(self._a), FLOAT)
         if target is LONG:
             return Tensor(_np.frompyfunc(_integer, 1, 1)(self._a).astype(_np.int64), LONG)
-        return Tensor(_mask(self) if self.dtype is BOOL else _np.frompyfunc(
-            lambda v: _decided(_comparison(v, 0, "ne")), 1, 1)(self._a).astype(bool), BOOL)
+        return Tensor(
+            _mask(self)
+            if self.dtype is BOOL
+            else _np.frompyfunc(lambda v: _decided(_comparison(v, 0, "ne")), 1, 1)(self._a).astype(bool),
+            BOOL,
+        )
 
     def long(self):
         return self._cast(LONG)
@@ -493,8 +508,11 @@ class Tensor:
     def __bool__(self):
         if self._a.size != 1:
             raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
-        return _decided(_comparison(self._a.reshape(-1)[0], 0, "ne")) if self.dtype is not BOOL \
+        return (
+            _decided(_comparison(self._a.reshape(-1)[0], 0, "ne"))
+            if self.dtype is not BOOL
             else _decided(self._a.reshape(-1)[0])
+        )
 
     def __int__(self):
         if self._a.size != 1:
@@ -735,8 +753,7 @@ def _sum(t, dim=None, keepdim=False, **kwargs):
     a = t._a if t.dtype is not BOOL else t._a.astype(_np.int64)
     axes = _dims(dim, a.ndim)
     out = _np.sum(a, axis=axes, keepdims=keepdim)
-    return _wrap(_np.asarray(out) if isinstance(out, _np.ndarray) else out,
-                 FLOAT if t.dtype is FLOAT else LONG)
+    return _wrap(_np.asarray(out) if isinstance(out, _np.ndarray) else out, FLOAT if t.dtype is FLOAT else LONG)
 
 
 def _mean(t, dim=None, keepdim=False, **kwargs):
@@ -746,8 +763,9 @@ def _mean(t, dim=None, keepdim=False, **kwargs):
     if t.dtype is not FLOAT:
         raise RuntimeError("mean(): the input must be a floating tensor")
     axes = _dims(dim, t._a.ndim)
-    count = t._a.size if axes is None else _math.prod(
-        t._a.shape[a] for a in (axes if isinstance(axes, tuple) else (axes,)))
+    count = (
+        t._a.size if axes is None else _math.prod(t._a.shape[a] for a in (axes if isinstance(axes, tuple) else (axes,)))
+    )
     s = _sum(t, dim, keepdim)
     return s / count
 
@@ -788,6 +806,7 @@ def _factory(name, value):
         if value is None and dt is not FLOAT:
             v = 0
         return _filled(_shape_args(size), v, dt)
+
     make.__name__ = name
     return make
 
@@ -834,13 +853,15 @@ def torch_take_along_dim(t, indices, dim=None):
     t = _tensor(t)
     a, i = t._a, indices._a
     ax = _axis(dim, a.ndim)
-    shape = list(_np.broadcast_shapes(tuple(s for k, s in enumerate(a.shape) if k != ax),
-                                      tuple(s for k, s in enumerate(i.shape) if k != ax)))
+    shape = list(
+        _np.broadcast_shapes(
+            tuple(s for k, s in enumerate(a.shape) if k != ax), tuple(s for k, s in enumerate(i.shape) if k != ax)
+        )
+    )
     sa, si = list(shape), list(shape)
     sa.insert(ax, a.shape[ax])
     si.insert(ax, i.shape[ax])
-    return Tensor(_np.take_along_axis(_np.broadcast_to(a, sa), _np.broadcast_to(i, si), axis=ax),
-                  t.dtype)
+    return Tensor(_np.take_along_axis(_np.broadcast_to(a, sa), _np.broadcast_to(i, si), axis=ax), t.dtype)
 
 
 def torch_broadcast_shapes(*shapes):
@@ -866,8 +887,7 @@ def tensor(a, dtype_=None) -> Tensor:
     if dtype_ is None:
         dtype_ = FLOAT if a.dtype == object else BOOL if a.dtype == bool else LONG
     if dtype_ is FLOAT:
-        return Tensor(_np.array(a, dtype=object), FLOAT) if a.dtype == object \
-            else Tensor(_exact_entries(a), FLOAT)
+        return Tensor(_np.array(a, dtype=object), FLOAT) if a.dtype == object else Tensor(_exact_entries(a), FLOAT)
     return Tensor(a.astype(_np.int64 if dtype_ is LONG else bool), dtype_)
 
 
@@ -890,11 +910,11 @@ class FunctionCtx:
     def save_for_backward(self, *tensors):
         for t in tensors:
             if t is not None and not isinstance(t, Tensor):
-                raise TypeError(f"save_for_backward can only save tensors, but argument of "
-                                f"type {type(t).__name__} was given")
+                raise TypeError(
+                    f"save_for_backward can only save tensors, but argument of type {type(t).__name__} was given"
+                )
         object.__setattr__(self, "_saved", tensors)
-        object.__setattr__(self, "_versions", tuple(None if t is None else t._a.copy()
-                                                    for t in tensors))
+        object.__setattr__(self, "_versions", tuple(None if t is None else t._a.copy() for t in tensors))
 
     @property
     def saved_tensors(self):
@@ -903,8 +923,10 @@ class FunctionCtx:
             raise ShimError("ctx.saved_tensors read before save_for_backward")
         for k, (t, snap) in enumerate(zip(saved, self._versions)):
             if t is not None and not _unchanged(t._a, snap):
-                raise RuntimeError(f"one of the variables needed for gradient computation has "
-                                   f"been modified by an inplace operation (saved tensor {k})")
+                raise RuntimeError(
+                    f"one of the variables needed for gradient computation has "
+                    f"been modified by an inplace operation (saved tensor {k})"
+                )
         return saved
 
     def __getattr__(self, name):
@@ -992,6 +1014,7 @@ def _init_fill(name, value):
             raise ShimError(f"torch.nn.init.{name} of something other than a tensor")
         t._a[...] = value
         return t
+
     init.__name__ = name
     return init
 
@@ -1006,14 +1029,17 @@ def _table_namespace():
     for spelling, row in functions.spelled("torch").items():
         owner, _, attr = spelling.rpartition(".")
         if row.name in ("maximum", "minimum") or attr == "clamp":
-            continue                          # binary: torch.maximum, torch.clamp below
+            continue  # binary: torch.maximum, torch.clamp below
         if owner == "Tensor":
             if attr.endswith("_"):
+
                 def method(self, _name=row.name, _attr=attr):
                     return _write(self, _unary(_name, self), f"Tensor.{_attr}")
             else:
+
                 def method(self, _name=row.name):
                     return _unary(_name, self)
+
             method.__name__ = attr
             setattr(Tensor, attr, method)
         elif owner == "torch":
@@ -1031,25 +1057,53 @@ TORCH = _Namespace(
     _label="torch",
     **_TOP,
     special=_Namespace(_label="torch.special", **_SPECIAL),
-    maximum=_maximum, minimum=_minimum, clamp=_clamp,
-    add=torch_add, sub=torch_sub, div=torch_div, addcmul=torch_addcmul, addmm=torch_addmm,
-    amax=_amax, sum=_sum, mean=_mean,
-    ones=_factory("ones", 1), zeros=_factory("zeros", 0), empty=_factory("empty", None),
-    full=torch_full, arange=torch_arange, cat=torch_cat, take_along_dim=torch_take_along_dim,
+    maximum=_maximum,
+    minimum=_minimum,
+    clamp=_clamp,
+    add=torch_add,
+    sub=torch_sub,
+    div=torch_div,
+    addcmul=torch_addcmul,
+    addmm=torch_addmm,
+    amax=_amax,
+    sum=_sum,
+    mean=_mean,
+    ones=_factory("ones", 1),
+    zeros=_factory("zeros", 0),
+    empty=_factory("empty", None),
+    full=torch_full,
+    arange=torch_arange,
+    cat=torch_cat,
+    take_along_dim=torch_take_along_dim,
     broadcast_shapes=torch_broadcast_shapes,
-    Tensor=Tensor, dtype=dtype, device=device,
-    float=FLOAT, float32=FLOAT, float64=FLOAT, long=LONG, int64=LONG, bool=BOOL,
+    Tensor=Tensor,
+    dtype=dtype,
+    device=device,
+    float=FLOAT,
+    float32=FLOAT,
+    float64=FLOAT,
+    long=LONG,
+    int64=LONG,
+    bool=BOOL,
     get_default_dtype=lambda: FLOAT,
     compiler=_Namespace(_label="torch.compiler", is_compiling=lambda: False),
-    autograd=_Namespace(_label="torch.autograd", Function=Function,
-                        function=_Namespace(_label="torch.autograd.function",
-                                            once_differentiable=once_differentiable)),
+    autograd=_Namespace(
+        _label="torch.autograd",
+        Function=Function,
+        function=_Namespace(_label="torch.autograd.function", once_differentiable=once_differentiable),
+    ),
     nn=_Namespace(
-        _label="torch.nn", Module=Module, Parameter=Parameter,
+        _label="torch.nn",
+        Module=Module,
+        Parameter=Parameter,
         functional=_Namespace(_label="torch.nn.functional", one_hot=one_hot),
-        init=_Namespace(_label="torch.nn.init", zeros_=_init_fill("zeros_", sp.Integer(0)),
-                        ones_=_init_fill("ones_", sp.Integer(1)),
-                        normal_=_init_fill("normal_", None), uniform_=_init_fill("uniform_", None)),
+        init=_Namespace(
+            _label="torch.nn.init",
+            zeros_=_init_fill("zeros_", sp.Integer(0)),
+            ones_=_init_fill("ones_", sp.Integer(1)),
+            normal_=_init_fill("normal_", None),
+            uniform_=_init_fill("uniform_", None),
+        ),
     ),
 )
 

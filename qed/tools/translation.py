@@ -92,6 +92,7 @@ non-zero at a pseudo-random point (30-digit mpmath over the expression's DAG) is
 once, without the slower normal forms: numbers only ever reject, never accept. A kernel output
 that holds a Python or SymPy float is an error (an inexact constant leaked).
 """
+
 from __future__ import annotations
 
 import ast
@@ -110,15 +111,36 @@ import sympy as sp
 from derivations import registry
 from derivations.language import functions
 from derivations.language.arrays import Array, CausalMask, RowMax, _label, document_form, entry, shape_of
-from derivations.proof.obligations import backward_scope, flag_sets, forward_scope, setting_for
 from derivations.language.ops import Op, Table, grad_of
+from derivations.proof.obligations import backward_scope, flag_sets, forward_scope, setting_for
 
 from . import ROOT
-from .exact_scalars import Namespace as _Namespace, ShimError, comparison as _comparison, exact_value as _exact
+from .exact_scalars import Namespace as _Namespace
+from .exact_scalars import ShimError
+from .exact_scalars import comparison as _comparison
+from .exact_scalars import exact_value as _exact
 
-__all__ = ["ShimError", "Sym", "NUMPY", "MATH", "SCIPY", "load", "load_torch", "Check",
-           "validate_op", "validate_step", "validate_table", "validate_mha", "validate_tiled",
-           "validate_all", "residual", "TRUSTED", "STEP_NAMES", "SIZES", "BACKENDS"]
+__all__ = [
+    "ShimError",
+    "Sym",
+    "NUMPY",
+    "MATH",
+    "SCIPY",
+    "load",
+    "load_torch",
+    "Check",
+    "validate_op",
+    "validate_step",
+    "validate_table",
+    "validate_mha",
+    "validate_tiled",
+    "validate_all",
+    "residual",
+    "TRUSTED",
+    "STEP_NAMES",
+    "SIZES",
+    "BACKENDS",
+]
 
 GENERATED = ROOT / "generated" / "numpy"
 
@@ -238,6 +260,7 @@ def _ufunc(name, f, arity: int):
             out[...] = res
             return out
         return res
+
     ufunc.__name__ = name
     return ufunc
 
@@ -250,6 +273,7 @@ def _table(row: str):
 
     def entry(*args):
         return functions.apply(row, *args)
+
     entry.__name__ = row
     if f.arity not in (1, 2):
         raise ShimError(f"the functions table's {row} has arity {f.arity}")
@@ -279,7 +303,7 @@ def _np_max(a, axis=None, keepdims=False, **kwargs):
     rows = a.reshape(-1, a.shape[-1])
     out = _np.empty(rows.shape[0], dtype=object)
     for k, row in enumerate(rows):
-        out[k] = functools.reduce(_table("maximum"), [_exact(v) for v in row])   # Max(Max(a, b), c) = Max(a, b, c)
+        out[k] = functools.reduce(_table("maximum"), [_exact(v) for v in row])  # Max(Max(a, b), c) = Max(a, b, c)
     out = out.reshape(a.shape[:-1])
     if keepdims:
         out = _np.moveaxis(out[..., None], -1, axis)
@@ -303,18 +327,21 @@ def _passthrough(name):
         if isinstance(res, list):
             return [r.view(Sym) if isinstance(r, _np.ndarray) and r.dtype == object else r for r in res]
         return res
+
     call.__name__ = name
     return call
 
 
 def _structural_dtype(f, name):
     """np.ones/zeros/full/empty: a float dtype of the symbolic arrays is object."""
+
     def call(*args, dtype=None, **kwargs):
         if dtype is not None and _np.dtype(dtype) not in (_np.dtype(object), _np.dtype(bool)):
             if _np.dtype(dtype).kind == "f":
                 raise ShimError(f"np.{name}(dtype={dtype}): a float array next to symbolic ones")
         res = f(*args, dtype=dtype, **kwargs)
         return res.view(Sym) if res.dtype == object else res
+
     call.__name__ = name
     return call
 
@@ -322,11 +349,18 @@ def _structural_dtype(f, name):
 NUMPY = _Namespace(
     _label="np",
     # elementwise, exact: the functions table's rows
-    exp=_elementwise("exp"), log=_elementwise("log"), sqrt=_elementwise("sqrt"),
-    tanh=_elementwise("tanh"), sin=_elementwise("sin"), cos=_elementwise("cos"),
-    abs=_elementwise("abs"), sign=_elementwise("sign"),
-    log1p=_elementwise("log1p"), expm1=_elementwise("expm1"),
-    maximum=_ufunc("maximum", _table("maximum"), 2), minimum=_ufunc("minimum", _table("minimum"), 2),
+    exp=_elementwise("exp"),
+    log=_elementwise("log"),
+    sqrt=_elementwise("sqrt"),
+    tanh=_elementwise("tanh"),
+    sin=_elementwise("sin"),
+    cos=_elementwise("cos"),
+    abs=_elementwise("abs"),
+    sign=_elementwise("sign"),
+    log1p=_elementwise("log1p"),
+    expm1=_elementwise("expm1"),
+    maximum=_ufunc("maximum", _table("maximum"), 2),
+    minimum=_ufunc("minimum", _table("minimum"), 2),
     # arithmetic, exact
     negative=_ufunc("negative", lambda a: -_operand(a), 1),
     divide=_binary("divide", lambda a, b: _operand(a) / _operand(b)),
@@ -335,33 +369,58 @@ NUMPY = _Namespace(
     subtract=_binary("subtract", lambda a, b: _operand(a) - _operand(b)),
     max=_np_max,
     arange=_arange,
-    errstate=lambda **flags: contextlib.nullcontext(),   # no floating point here: nothing to report
+    errstate=lambda **flags: contextlib.nullcontext(),  # no floating point here: nothing to report
     # structural: NumPy's own on object arrays
-    ones=_structural_dtype(_np.ones, "ones"), zeros=_structural_dtype(_np.zeros, "zeros"),
-    full=_structural_dtype(_np.full, "full"), empty=_structural_dtype(_np.empty, "empty"),
-    where=_passthrough("where"), tri=_passthrough("tri"), broadcast_to=_passthrough("broadcast_to"),
-    take_along_axis=_passthrough("take_along_axis"), swapaxes=_passthrough("swapaxes"),
+    ones=_structural_dtype(_np.ones, "ones"),
+    zeros=_structural_dtype(_np.zeros, "zeros"),
+    full=_structural_dtype(_np.full, "full"),
+    empty=_structural_dtype(_np.empty, "empty"),
+    where=_passthrough("where"),
+    tri=_passthrough("tri"),
+    broadcast_to=_passthrough("broadcast_to"),
+    take_along_axis=_passthrough("take_along_axis"),
+    swapaxes=_passthrough("swapaxes"),
     broadcast_shapes=_np.broadcast_shapes,
-    split=_passthrough("split"), concatenate=_passthrough("concatenate"),
-    sum=_passthrough("sum"), mean=_passthrough("mean"), asarray=_passthrough("asarray"),
+    split=_passthrough("split"),
+    concatenate=_passthrough("concatenate"),
+    sum=_passthrough("sum"),
+    mean=_passthrough("mean"),
+    asarray=_passthrough("asarray"),
     ravel=_passthrough("ravel"),
-    dtype=_np.dtype, ndarray=_np.ndarray, integer=_np.integer, floating=_np.floating,
-    float32=_np.float32, float64=_np.float64, bool_=_np.bool_, issubdtype=_np.issubdtype,
+    dtype=_np.dtype,
+    ndarray=_np.ndarray,
+    integer=_np.integer,
+    floating=_np.floating,
+    float32=_np.float32,
+    float64=_np.float64,
+    bool_=_np.bool_,
+    issubdtype=_np.issubdtype,
 )
 
 MATH = _Namespace(
     _label="math",
-    sqrt=_table("sqrt"), exp=_table("exp"), log=_table("log"), tanh=_table("tanh"),
-    erf=_table("erf"), sin=_table("sin"), cos=_table("cos"),
-    pi=sp.pi, e=sp.E, inf=sp.oo, prod=_math.prod,
+    sqrt=_table("sqrt"),
+    exp=_table("exp"),
+    log=_table("log"),
+    tanh=_table("tanh"),
+    erf=_table("erf"),
+    sin=_table("sin"),
+    cos=_table("cos"),
+    pi=sp.pi,
+    e=sp.E,
+    inf=sp.oo,
+    prod=_math.prod,
 )
 
-SCIPY = _Namespace(_label="scipy", special=_Namespace(
-    _label="scipy.special",
-    expit=lambda u: _apply(_table("sigmoid"), u),
-    erf=lambda u: _apply(_table("erf"), u),
-    ndtr=lambda u: _apply(_table("ndtr"), u),
-))
+SCIPY = _Namespace(
+    _label="scipy",
+    special=_Namespace(
+        _label="scipy.special",
+        expit=lambda u: _apply(_table("sigmoid"), u),
+        erf=lambda u: _apply(_table("erf"), u),
+        ndtr=lambda u: _apply(_table("ndtr"), u),
+    ),
+)
 
 
 def _exact_float(v):
@@ -373,6 +432,7 @@ def _symbolic_in_domain(real):
     """`_validate.in_domain` (`real`) for a number; for a symbol (every value of it at once),
     each bound its assumptions decide must hold, and one they leave open (β₁ < 1 of a
     non-negative β₁) is the hypothesis the run is made under (TRUSTED)."""
+
     def in_domain(op, name, value, lo, hi, lo_open, hi_open):
         if not isinstance(value, sp.Basic) or value.is_number:
             return real(op, name, value, lo, hi, lo_open, hi_open)
@@ -384,6 +444,7 @@ def _symbolic_in_domain(real):
         if any(h is sp.false for h in holds):
             raise ValueError(f"{op}: the symbol {name} lies outside its domain")
         return None
+
     return in_domain
 
 
@@ -412,16 +473,17 @@ def _validate_shim():
             if a.dtype != object:
                 raise ShimError(f"{op}: {name} has dtype {a.dtype}; the symbolic run needs object")
             if a.ndim < ndim or (exact and a.ndim != ndim):
-                raise ValueError(f"{op}: {name} has shape {a.shape}; expected "
-                                 f"{'exactly' if exact else 'at least'} {ndim} axes {declared}")
+                raise ValueError(
+                    f"{op}: {name} has shape {a.shape}; expected "
+                    f"{'exactly' if exact else 'at least'} {ndim} axes {declared}"
+                )
         return _np.dtype(object)
 
     def float_dtype(op, dtype):
         return _np.dtype(object)
 
-    scope = dict(vars(real), floats=floats, float_dtype=float_dtype,
-                 in_domain=_symbolic_in_domain(real.in_domain))
-    for k, f in list(scope.items()):     # the module's own calls (`checked`) reach the shims too
+    scope = dict(vars(real), floats=floats, float_dtype=float_dtype, in_domain=_symbolic_in_domain(real.in_domain))
+    for k, f in list(scope.items()):  # the module's own calls (`checked`) reach the shims too
         if isinstance(f, types.FunctionType) and f.__module__ == real.__name__:
             scope[k] = types.FunctionType(f.__code__, scope, k, f.__defaults__, f.__closure__)
     through = scope["checked"]
@@ -454,8 +516,7 @@ class _ExactLiterals(ast.NodeTransformer):
     def visit_Constant(self, node):
         if isinstance(node.value, float):
             spelled = ast.get_source_segment(self.text, node) or repr(node.value)
-            return ast.copy_location(ast.Call(ast.Name(_EXACT_NUMBER, ast.Load()),
-                                              [ast.Constant(spelled)], []), node)
+            return ast.copy_location(ast.Call(ast.Name(_EXACT_NUMBER, ast.Load()), [ast.Constant(spelled)], []), node)
         return node
 
     def visit_BinOp(self, node):
@@ -464,8 +525,11 @@ class _ExactLiterals(ast.NodeTransformer):
             for side in ("left", "right"):
                 v = getattr(node, side)
                 if isinstance(v, ast.Constant) and type(v.value) is int:
-                    setattr(node, side, ast.copy_location(ast.Call(
-                        ast.Name(_EXACT_INT, ast.Load()), [ast.Constant(v.value)], []), v))
+                    setattr(
+                        node,
+                        side,
+                        ast.copy_location(ast.Call(ast.Name(_EXACT_INT, ast.Load()), [ast.Constant(v.value)], []), v),
+                    )
         return node
 
 
@@ -541,12 +605,12 @@ def load(name: str, source: str | None = None) -> types.ModuleType:
         elif real == "generated.numpy._validate":
             ns[var] = _validate_shim()
         elif real == "copy":
-            pass                       # the standard library's (attention_tiled copies a SIGNATURE)
+            pass  # the standard library's (attention_tiled copies a SIGNATURE)
         elif real.startswith("generated.numpy."):
             ns[var] = load(real.rsplit(".", 1)[1])
         else:
             raise ShimError(f"generated/numpy/{name}.py imports {real}, which the shim does not model")
-    ns["float"] = _exact_float     # shadows the builtin for this module's functions only
+    ns["float"] = _exact_float  # shadows the builtin for this module's functions only
     if key is not None:
         _LOADED[key] = mod
     return mod
@@ -554,7 +618,7 @@ def load(name: str, source: str | None = None) -> types.ModuleType:
 
 GENERATED_TORCH = ROOT / "generated" / "torch"
 _LOADED_TORCH: dict = {}
-_TORCH_IMPORTS = ("copy", "__future__")      # the standard modules a printed torch file may import
+_TORCH_IMPORTS = ("copy", "__future__")  # the standard modules a printed torch file may import
 
 
 def load_torch(name: str, source: str | None = None, sources: dict | None = None) -> types.ModuleType:
@@ -606,13 +670,14 @@ class _TorchLoader:
                 return MATH
             if level == 0 and module in _TORCH_IMPORTS:
                 return builtins.__import__(module, globals, locals, fromlist, level)
-            raise ShimError(f"generated/torch/{name}.py imports {'.' * level}{module}, which the "
-                            "torch shim does not model")
+            raise ShimError(
+                f"generated/torch/{name}.py imports {'.' * level}{module}, which the torch shim does not model"
+            )
 
         ns["__builtins__"] = dict(vars(builtins), __import__=imported)
         ns[_EXACT_NUMBER] = sp.Rational
         ns[_EXACT_INT] = sp.Integer
-        ns["float"] = _exact_float      # shadows the builtin for this module's functions only
+        ns["float"] = _exact_float  # shadows the builtin for this module's functions only
         self.memo[name] = mod
         exec(_compile(GENERATED_TORCH / f"{name}.py", text), ns)
         if name == "_validate":
@@ -626,8 +691,11 @@ class _TorchLoader:
 # Exact comparison.
 
 
-_MP_FUNCS = {f.sympy: f.mpmath for f in functions.FUNCTIONS.values()   # the one table's
-             if f.mpmath and isinstance(f.sympy, type)}
+_MP_FUNCS = {
+    f.sympy: f.mpmath
+    for f in functions.FUNCTIONS.values()  # the one table's
+    if f.mpmath and isinstance(f.sympy, type)
+}
 
 
 def _mp_value(e, point: dict, memo: dict):
@@ -639,8 +707,11 @@ def _mp_value(e, point: dict, memo: dict):
     if e in point:
         v = point[e]
     elif e.is_Number or e.is_NumberSymbol:
-        v = mpmath.mpf(sp.N(e, mpmath.mp.dps)) if e.is_finite else (
-            mpmath.inf if e == sp.oo else -mpmath.inf if e == -sp.oo else None)
+        v = (
+            mpmath.mpf(sp.N(e, mpmath.mp.dps))
+            if e.is_finite
+            else (mpmath.inf if e == sp.oo else -mpmath.inf if e == -sp.oo else None)
+        )
         if v is None:
             raise ValueError(f"not a number: {e}")
     elif isinstance(e, sp.Add):
@@ -679,8 +750,7 @@ def _probe(d, seed: int) -> float | None:
     with mpmath.workdps(30):
         for s in sorted(d.free_symbols, key=lambda x: x.name):
             k = rng.randint(1, 96)
-            point[s] = mpmath.mpf(k) / 97 if (s.is_positive or s.is_nonnegative) \
-                else mpmath.mpf(2 * k - 97) / 97
+            point[s] = mpmath.mpf(k) / 97 if (s.is_positive or s.is_nonnegative) else mpmath.mpf(2 * k - 97) / 97
         try:
             v = _mp_value(d, point, {})
             return float(abs(v)) if mpmath.isfinite(v) else None
@@ -760,7 +830,7 @@ def residual(expected, got) -> sp.Expr:
     from derivations.proof.rewriting import Normaliser, NormaliserError
 
     try:
-        norm = Normaliser(ranges={})      # checked mode: no side condition is ever assumed
+        norm = Normaliser(ranges={})  # checked mode: no side condition is ever assumed
         r = norm.residual(expected, got)
     except NormaliserError:
         return e
@@ -792,9 +862,9 @@ class _Inputs:
     to the same symbols."""
 
     def __init__(self, sizes: dict):
-        self.sizes = sizes                   # size Symbol -> int
-        self.arrays: dict = {}               # name -> ndarray (Sym for floats)
-        self.entries: dict = {}              # Indexed (concrete) -> SymPy value
+        self.sizes = sizes  # size Symbol -> int
+        self.arrays: dict = {}  # name -> ndarray (Sym for floats)
+        self.entries: dict = {}  # Indexed (concrete) -> SymPy value
         self.integer_names: set = set()
 
     def shape(self, a) -> tuple:
@@ -833,8 +903,8 @@ class _Expected:
 
     def __init__(self, inputs: _Inputs, scalars: dict):
         self.inputs = inputs
-        self.scalars = scalars               # option Symbol -> value (t -> 3)
-        self.maxes: dict = {}                # IndexedBase name -> (argument, columns)
+        self.scalars = scalars  # option Symbol -> value (t -> 3)
+        self.maxes: dict = {}  # IndexedBase name -> (argument, columns)
         self._memo: dict = {}
 
     def note_maxes(self, expr) -> None:
@@ -848,15 +918,16 @@ class _Expected:
         """CausalMask(X) as X + B, B_ij = 0 (j ≤ i), −∞ (j > i): the same entries for finite X
         (CausalMask's own index form, a Piecewise, is not used: SymPy's Sum constructor folds a
         Piecewise out of an inner Sum and leaks its bound index: see the module docstring)."""
+
         def bias(node):
             shape = shape_of(node.args[0])
             b = Array("causal_bias__", shape)
             rows, cols = (int(sp.sympify(s).xreplace(self.inputs.sizes)) for s in shape)
             for i in range(rows):
                 for j in range(cols):
-                    self.inputs.entries[entry(b, (sp.Integer(i), sp.Integer(j)))] = \
-                        sp.Integer(0) if j <= i else -sp.oo
+                    self.inputs.entries[entry(b, (sp.Integer(i), sp.Integer(j)))] = sp.Integer(0) if j <= i else -sp.oo
             return node.args[0] + b
+
         return sp.sympify(expr).replace(lambda e: isinstance(e, CausalMask), bias)
 
     def values(self, expr, shape: tuple) -> dict:
@@ -865,8 +936,7 @@ class _Expected:
         expr = self.unmask(expr)
         self.note_maxes(expr)
         form = entry(expr, (_I, _J))
-        return {pos: self.concrete(form, {_I: sp.Integer(i), _J: sp.Integer(j)})
-                for (i, j), pos in _positions(shape)}
+        return {pos: self.concrete(form, {_I: sp.Integer(i), _J: sp.Integer(j)}) for (i, j), pos in _positions(shape)}
 
     def concrete(self, e, env: dict | None = None):
         """The value of index expression `e` with the bound indices of `env` (Dummy -> int):
@@ -880,7 +950,7 @@ class _Expected:
         return document_form(value)
 
     def _walk(self, e, env):
-        if e.is_Atom and not isinstance(e, sp.Indexed):   # (SymPy counts an Indexed as an atom)
+        if e.is_Atom and not isinstance(e, sp.Indexed):  # (SymPy counts an Indexed as an atom)
             if isinstance(e, sp.Symbol):
                 if e in env:
                     return env[e]
@@ -947,7 +1017,7 @@ class Check:
     flags: tuple = ()
     sizes: dict = field(default_factory=dict)
     entries: int = 0
-    mismatches: list = field(default_factory=list)     # (stored index, expected, got, residual)
+    mismatches: list = field(default_factory=list)  # (stored index, expected, got, residual)
     error: str = ""
     seconds: float = 0.0
     backend: str = "numpy"
@@ -964,8 +1034,10 @@ class Check:
             return head + "ERROR " + self.error
         if self.mismatches:
             idx, want, got, res = self.mismatches[0]
-            return (head + f"{len(self.mismatches)}/{self.entries} entries differ; first at {idx}: "
-                    f"expected {want}, got {got}, residual {res}")
+            return (
+                head + f"{len(self.mismatches)}/{self.entries} entries differ; first at {idx}: "
+                f"expected {want}, got {got}, residual {res}"
+            )
         return head + f"{self.entries} entries equal exactly ({self.seconds:.2f} s)"
 
 
@@ -997,7 +1069,7 @@ class _Backend:
 
         return tensor(a)
 
-    error = ShimError     # what a result of the wrong kind raises
+    error = ShimError  # what a result of the wrong kind raises
 
     def unwrap(self, got):
         """A result as an object ndarray; a result of the wrong kind is `self.error`."""
@@ -1071,8 +1143,14 @@ def option_arguments(op, when, setting, real, integer=int, reals_too=False) -> t
     return kwargs, scalars
 
 
-def validate_op(op: Op | str, sizes: dict | None = None, source: str | None = None,
-                flags=None, backend: str = "numpy", sources: dict | None = None) -> list[Check]:
+def validate_op(
+    op: Op | str,
+    sizes: dict | None = None,
+    source: str | None = None,
+    flags=None,
+    backend: str = "numpy",
+    sources: dict | None = None,
+) -> list[Check]:
     """Run generated/<backend>/<op>.py (or `source`) forward and backward on symbolic inputs,
     for every flag combination, and compare each output and gradient with the printed SymPy
     objects. For torch also the printed wrappers, against the same expected arrays: the
@@ -1092,8 +1170,14 @@ def validate_op(op: Op | str, sizes: dict | None = None, source: str | None = No
 TILED_BLOCKS = (1, 2)
 
 
-def validate_tiled(backend: str = "numpy", blocks: tuple = TILED_BLOCKS, sizes: dict | None = None,
-                   source: str | None = None, sources: dict | None = None, flags=None) -> list[Check]:
+def validate_tiled(
+    backend: str = "numpy",
+    blocks: tuple = TILED_BLOCKS,
+    sizes: dict | None = None,
+    source: str | None = None,
+    sources: dict | None = None,
+    flags=None,
+) -> list[Check]:
     """generated/<backend>/attention_tiled.py (or `source`), its loops run as printed at each
     block size of `blocks`, causal off and on, against attention_lse (the claim
     attention_tiled.induction proves them equal for every partition of the keys):
@@ -1115,7 +1199,7 @@ def validate_tiled(backend: str = "numpy", blocks: tuple = TILED_BLOCKS, sizes: 
     by_name = {s.name: v for s, v in size_map.items()}
     W, U = be.wrap, be.unwrap
     out: list[Check] = []
-    for when in (flag_sets(op) if flags is None else flags):
+    for when in flag_sets(op) if flags is None else flags:
         inputs = _Inputs(size_map)
         args = [inputs.float_array(a) for a in op.inputs]
         ups = [inputs.float_array(grad_of(o)) for o in op.outputs]
@@ -1128,7 +1212,7 @@ def validate_tiled(backend: str = "numpy", blocks: tuple = TILED_BLOCKS, sizes: 
         for b in blocks:
             flags_on = tuple(sorted(when)) + (f"block={b}",)
 
-            def check(what, **kw):
+            def check(what, flags_on=flags_on, **kw):
                 return Check("attention_tiled", what, flags_on, by_name, backend=backend, **kw)
 
             t0 = time.perf_counter()
@@ -1137,8 +1221,9 @@ def validate_tiled(backend: str = "numpy", blocks: tuple = TILED_BLOCKS, sizes: 
             except Exception as exc:  # noqa: BLE001 - the run itself failing is a finding
                 out.append(check("forward", error=f"{type(exc).__name__}: {exc}"))
                 continue
-            out += _checks(lambda what, _f: check(what), "forward", flags_on, op.outputs, (o,),
-                           want_fwd, inputs, be, t0)
+            out += _checks(
+                lambda what, _f: check(what), "forward", flags_on, op.outputs, (o,), want_fwd, inputs, be, t0
+            )
             out += _same_cache(check, cache, lse_cache, U)
             t1 = time.perf_counter()
             try:
@@ -1146,12 +1231,12 @@ def validate_tiled(backend: str = "numpy", blocks: tuple = TILED_BLOCKS, sizes: 
             except Exception as exc:  # noqa: BLE001
                 out.append(check("backward", error=f"{type(exc).__name__}: {exc}"))
                 continue
-            out += _checks(lambda what, _f: check(what), "backward", flags_on, op.grads, grads,
-                           want_bwd, inputs, be, t1)
+            out += _checks(
+                lambda what, _f: check(what), "backward", flags_on, op.grads, grads, want_bwd, inputs, be, t1
+            )
             if backend == "torch":
                 own = [U(g) for g in mod.attention_tiled_backward(*[W(u) for u in ups], cache, block=b)]
-                out += _torch_tiled_wrappers(mod, check, args, ups, causal, b, want_fwd, own,
-                                             inputs, op, be)
+                out += _torch_tiled_wrappers(mod, check, args, ups, causal, b, want_fwd, own, inputs, op, be)
     return out
 
 
@@ -1184,8 +1269,7 @@ def _torch_tiled_wrappers(mod, check, args, ups, causal, block, want_fwd, own, i
     t0 = time.perf_counter()
     try:
         o = mod.AttentionTiledFunction.forward(ctx, *[W(a) for a in args], causal, block)
-        out += _checks(lambda what, _f: check(what), "Function.forward", (), op.outputs, (o,),
-                       want_fwd, inputs, be, t0)
+        out += _checks(lambda what, _f: check(what), "Function.forward", (), op.outputs, (o,), want_fwd, inputs, be, t0)
         gs = mod.AttentionTiledFunction.backward(ctx, *[W(u) for u in ups])
         if len(gs) != len(op.grads) + 2 or gs[-2:] != (None, None):
             raise ShimError(f"{len(gs)} gradients, expected {len(op.grads)} and None for causal, block")
@@ -1194,8 +1278,9 @@ def _torch_tiled_wrappers(mod, check, args, ups, causal, block, want_fwd, own, i
             _compare_arrays(c, U(g), w)
             out.append(c)
         o = mod.attention_tiled(*[W(a) for a in args], causal=causal, block=block)
-        out += _checks(lambda what, _f: check(what), "functional", (), op.outputs, (o,),
-                       want_fwd, inputs, be, time.perf_counter())
+        out += _checks(
+            lambda what, _f: check(what), "functional", (), op.outputs, (o,), want_fwd, inputs, be, time.perf_counter()
+        )
     except Exception as exc:  # noqa: BLE001
         out.append(check("Function", error=f"{type(exc).__name__}: {exc}"))
     return out
@@ -1214,7 +1299,7 @@ def _validate_kernels(op: Op, be: _Backend, mod, file: str, sizes, flags) -> lis
     def check(what, flags_on, **kw):
         return Check(file, what, flags_on, by_name, backend=be.name, **kw)
 
-    for when in (flag_sets(op) if flags is None else flags):
+    for when in flag_sets(op) if flags is None else flags:
         t0 = time.perf_counter()
         inputs = _Inputs(size_map)
         args = []
@@ -1248,13 +1333,13 @@ def _validate_kernels(op: Op, be: _Backend, mod, file: str, sizes, flags) -> lis
             continue
         grads = grads if isinstance(grads, tuple) else (grads,)
         if len(grads) != len(op.grads):
-            out.append(check("backward", flags_on,
-                             error=f"{len(grads)} gradients returned, {len(op.grads)} declared"))
+            out.append(check("backward", flags_on, error=f"{len(grads)} gradients returned, {len(op.grads)} declared"))
             continue
         out += _checks(check, "backward", flags_on, op.grads, grads, want_bwd, inputs, be, t1)
         if be.name == "torch":
-            out += _torch_wrappers(op, mod, file, check, flags_on, by_name, args, kwargs, ups,
-                                   inputs, want_fwd, want_bwd, be)
+            out += _torch_wrappers(
+                op, mod, file, check, flags_on, by_name, args, kwargs, ups, inputs, want_fwd, want_bwd, be
+            )
     return out
 
 
@@ -1269,8 +1354,7 @@ def _checks(check, what, flags_on, targets, results, want: dict, inputs, be, t0)
     return out
 
 
-def _torch_wrappers(op, mod, file, check, flags_on, by_name, args, kwargs, ups, inputs,
-                    want_fwd, want_bwd, be) -> list:
+def _torch_wrappers(op, mod, file, check, flags_on, by_name, args, kwargs, ups, inputs, want_fwd, want_bwd, be) -> list:
     """The printed torch wrappers of one op, against the expected arrays of its kernels:
 
     * `<Op>Function.forward(ctx, *args, *options)` with a fresh ctx, then
@@ -1303,8 +1387,9 @@ def _torch_wrappers(op, mod, file, check, flags_on, by_name, args, kwargs, ups, 
     gs = gs if isinstance(gs, tuple) else (gs,)
     arguments = list(op.inputs + op.params) + list(op.options)
     if len(gs) != len(arguments):
-        return out + [check("Function.backward", flags_on,
-                            error=f"{len(gs)} gradients returned for {len(arguments)} arguments")]
+        return out + [
+            check("Function.backward", flags_on, error=f"{len(gs)} gradients returned for {len(arguments)} arguments")
+        ]
     grads = {g.name: g for g in op.grads}
     for a, g in zip(arguments, gs):
         name = grad_of(a).name if a in op.inputs + op.params else None
@@ -1317,8 +1402,7 @@ def _torch_wrappers(op, mod, file, check, flags_on, by_name, args, kwargs, ups, 
             c.seconds = time.perf_counter() - t1
             out.append(c)
         elif g is not None:
-            out.append(check("Function.backward", flags_on,
-                             error=f"a gradient returned for {a.name}, which has none"))
+            out.append(check("Function.backward", flags_on, error=f"a gradient returned for {a.name}, which has none"))
     # the functional form, through Function.apply (its argument order)
     fn = getattr(mod, file, None)
     t2 = time.perf_counter()
@@ -1343,13 +1427,14 @@ def _torch_wrappers(op, mod, file, check, flags_on, by_name, args, kwargs, ups, 
         want_names = [attr.get(p.name, p.name) for p in op.params]
         if sorted(named) != sorted(want_names):
             raise ShimError(f"parameters {sorted(named)}, expected {sorted(want_names)}")
-        for p, a in zip(op.params, args[len(op.inputs):]):
+        for p, a in zip(op.params, args[len(op.inputs) :]):
             param = named[attr.get(p.name, p.name)]
             if not isinstance(param, Parameter) or param.shape != tuple(a.shape):
-                raise ShimError(f"parameter {attr.get(p.name, p.name)} has shape {param.shape}, "
-                                f"expected {tuple(a.shape)}")
+                raise ShimError(
+                    f"parameter {attr.get(p.name, p.name)} has shape {param.shape}, expected {tuple(a.shape)}"
+                )
             param._a[...] = a
-        y = m(*[be.wrap(a) for a in args[:len(op.inputs)]])
+        y = m(*[be.wrap(a) for a in args[: len(op.inputs)]])
     except Exception as exc:  # noqa: BLE001
         return out + [check("Module.forward", flags_on, error=f"{type(exc).__name__}: {exc}")]
     ys = y if isinstance(y, tuple) else (y,)
@@ -1379,8 +1464,14 @@ def _steps() -> dict:
     return STEPS
 
 
-def validate_step(name: str, source: str | None = None, shape: tuple = STEP_SHAPE,
-                  t: int = STEP_T, backend: str = "numpy", sources: dict | None = None) -> list[Check]:
+def validate_step(
+    name: str,
+    source: str | None = None,
+    shape: tuple = STEP_SHAPE,
+    t: int = STEP_T,
+    backend: str = "numpy",
+    sources: dict | None = None,
+) -> list[Check]:
     """Run generated/<backend>/<name>.py's `<name>_step` on symbolic p, g, m, v (and symbolic
     hyperparameters, t concrete) and compare each returned array with `Step.value`."""
     step = _steps()[name]
@@ -1417,14 +1508,26 @@ def validate_step(name: str, source: str | None = None, shape: tuple = STEP_SHAP
         check.seconds = time.perf_counter() - t0
         out.append(check)
     if len(results) != len(step.outputs):
-        out.append(Check(name, "step", (), sz, error=f"{len(results)} arrays returned, "
-                                                      f"{len(step.outputs)} declared", backend=backend))
+        out.append(
+            Check(
+                name,
+                "step",
+                (),
+                sz,
+                error=f"{len(results)} arrays returned, {len(step.outputs)} declared",
+                backend=backend,
+            )
+        )
     return out
 
 
-def validate_table(table: Table | str, sizes: dict | None = None,
-                   source: str | None = None, backend: str = "numpy",
-                   sources: dict | None = None) -> list[Check]:
+def validate_table(
+    table: Table | str,
+    sizes: dict | None = None,
+    source: str | None = None,
+    backend: str = "numpy",
+    sources: dict | None = None,
+) -> list[Check]:
     """Call the generated table function at concrete sizes with a symbolic `base` (every option
     a Symbol) and compare every entry with `Table.value`."""
     table = registry.table(table) if isinstance(table, str) else table
@@ -1437,8 +1540,7 @@ def validate_table(table: Table | str, sizes: dict | None = None,
     try:
         result = fn(*[sizes[s.name] for s in table.sizes], **options)
     except Exception as exc:  # noqa: BLE001
-        return [Check(table.name, "table", (), sizes, error=f"{type(exc).__name__}: {exc}",
-                      backend=backend)]
+        return [Check(table.name, "table", (), sizes, error=f"{type(exc).__name__}: {exc}", backend=backend)]
     results = result if isinstance(result, tuple) else (result,)
     subs = {s: sp.Integer(sizes[s.name]) for s in table.sizes}
     out = []
@@ -1479,11 +1581,17 @@ def _compare_arrays(check: Check, got, want, shortcut: bool = True) -> None:
         check.entries += 1
         if r != 0:
             check.mismatches.append((pos, want[pos], got[pos], r))
-            return            # one wrong entry fails the array; the rest need not be decided
+            return  # one wrong entry fails the array; the rest need not be decided
 
 
-def validate_mha(T: int = 2, n_head: int = 2, d: int = 2, source: str | None = None,
-                 backend: str = "numpy", sources: dict | None = None) -> list[Check]:
+def validate_mha(
+    T: int = 2,
+    n_head: int = 2,
+    d: int = 2,
+    source: str | None = None,
+    backend: str = "numpy",
+    sources: dict | None = None,
+) -> list[Check]:
     """The multi-head attention template's layout, run as printed on symbolic inputs, against
     the index map of `mha.concat` written out by hand: head η of Q, K and V is the fused
     projection's columns η·d + c, C + η·d + c and 2C + η·d + c (c < d); the merge puts head η's
@@ -1502,14 +1610,13 @@ def validate_mha(T: int = 2, n_head: int = 2, d: int = 2, source: str | None = N
     for causal in (False, True):
         flags = ("causal",) if causal else ()
 
-        def check(what):
+        def check(what, flags=flags):
             return Check("mha", what, flags, sizes, backend=backend)
 
         x, w_qkv, b_qkv = _symbols("x", (T, C)), _symbols("w_qkv", (3 * C, C)), _symbols("b_qkv", (3 * C,))
         w_o, b_o, dout = _symbols("w_o", (C, C)), _symbols("b_o", (C,)), _symbols("dout", (T, C))
         try:
-            got, cache = mod.mha_forward(W(x), W(w_qkv), W(b_qkv), W(w_o), W(b_o), n_head=n_head,
-                                         causal=causal)
+            got, cache = mod.mha_forward(W(x), W(w_qkv), W(b_qkv), W(w_o), W(b_o), n_head=n_head, causal=causal)
             got_grads = mod.mha_backward(W(dout), cache)
             got, got_grads = U(got), [U(g) for g in got_grads]
         except Exception as exc:  # noqa: BLE001 - the run itself failing is a finding
@@ -1546,14 +1653,12 @@ def validate_mha(T: int = 2, n_head: int = 2, d: int = 2, source: str | None = N
                 for t, c in _np.ndindex(T, d):
                     dqkv[t, part * C + eta * d + c] = g[t, c]
         dx, dw_qkv, db_qkv = (U(g) for g in lin.linear_backward(W(dqkv.view(Sym)), c_qkv))
-        for name, g, w in zip(("dx", "dw_qkv", "db_qkv", "dw_o", "db_o"), got_grads,
-                              (dx, dw_qkv, db_qkv, dw_o, db_o)):
+        for name, g, w in zip(("dx", "dw_qkv", "db_qkv", "dw_o", "db_o"), got_grads, (dx, dw_qkv, db_qkv, dw_o, db_o)):
             c = check(f"backward {name}")
             _compare_arrays(c, g, w)
             out.append(c)
         if backend == "torch":
-            out += _torch_mha_wrappers(mod, check, x, w_qkv, b_qkv, w_o, b_o, n_head, C, causal,
-                                       want, be)
+            out += _torch_mha_wrappers(mod, check, x, w_qkv, b_qkv, w_o, b_o, n_head, C, causal, want, be)
     return out
 
 
@@ -1563,8 +1668,7 @@ def _torch_mha_wrappers(mod, check, x, w_qkv, b_qkv, w_o, b_o, n_head, C, causal
     out = []
     c = check("functional out")
     try:
-        _compare_arrays(c, U(mod.mha(W(x), W(w_qkv), W(b_qkv), W(w_o), W(b_o), n_head=n_head,
-                                     causal=causal)), want)
+        _compare_arrays(c, U(mod.mha(W(x), W(w_qkv), W(b_qkv), W(w_o), W(b_o), n_head=n_head, causal=causal)), want)
     except Exception as exc:  # noqa: BLE001
         c.error = f"{type(exc).__name__}: {exc}"
     out.append(c)
@@ -1590,7 +1694,7 @@ def validate_all(backend: str | None = None) -> list[Check]:
     """Every op of the registry, every step and every table, and the mha template's layout, for
     `backend` ("numpy" or "torch"; None: both)."""
     out: list[Check] = []
-    for be in (BACKENDS if backend is None else (backend,)):
+    for be in BACKENDS if backend is None else (backend,):
         out.extend(validate_mha(backend=be))
         for op in registry.ops():
             out.extend(validate_op(op, backend=be))
