@@ -1,9 +1,14 @@
 import os
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+
+# the certificate cache of `qed prove` and `qed docs`: a fresh one for the run (each xdist worker
+# its own), so the suite proves from cold and never reads or writes the repository's .qed_cache/
+os.environ["QED_CACHE_DIR"] = tempfile.mkdtemp(prefix="qed-cache-")
 
 
 import pytest  # noqa: E402

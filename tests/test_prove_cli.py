@@ -80,7 +80,7 @@ def test_a_judge_mismatch_fails_prove(monkeypatch):
     """A judge's mismatch, and a printed line no judge executed, each fail the run's report."""
     from qed.tools import judges
 
-    done = [judges.run_task("edges", "numpy", ("relu",))]
+    done = judges.split_parts(judges.run_task("edges", "numpy", ("relu",)))
     done[0]["results"].append({"ok": False, "text": "relu: a planted mismatch", "entries": 0})
     report = judges.collect(done, ["relu"])
     assert "relu: a planted mismatch" in report.failures()

@@ -23,7 +23,6 @@ and a page is rewritten only when something other than a timing changed.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import sys
@@ -116,10 +115,13 @@ def rel(path: str, depth: int = 2) -> str:
 
 
 # ------------------------------------------------------------------------------ certificates
-def certificates(workers: int | None = None) -> list[dict]:
+def certificates(workers: int | None = None, use_cache: bool = True) -> list[dict]:
+    """Every claim's certificate: from the certificate cache where its key still matches (what
+    `qed prove` just stored: `make demo` proves once), else proved now."""
     from .prove import run_claims
+    from .prove_cache import Cache
 
-    return run_claims(None, workers)
+    return run_claims(None, workers, cache=Cache(enabled=use_cache))
 
 
 def _row_status(certs: list[dict]) -> str:
@@ -332,7 +334,9 @@ def render_derivations(certs: list[dict], ops: list) -> dict[str, str]:
 
 # ------------------------------------------------------------------------------ the sources
 def find_seeds() -> Path | None:
-    for cand in (os.environ.get("QED_SEEDS"), ROOT.parent / "shared" / "seeds", "/work/shared/seeds"):
+    from qed import env
+
+    for cand in (env.get("QED_SEEDS"), ROOT.parent / "shared" / "seeds", "/work/shared/seeds"):
         if cand and Path(cand).is_dir() and any(Path(cand).glob("*.txt")):
             return Path(cand)
     return None
@@ -455,7 +459,9 @@ def render_sources(found: list) -> str:
 # ------------------------------------------------------------------------------ KaTeX assets
 def find_katex() -> Path | None:
     """The npm `katex` package: $QED_KATEX, build/node (see .ci/run), or ./node_modules."""
-    for cand in (os.environ.get("QED_KATEX"), ROOT / "build/node/node_modules/katex", ROOT / "node_modules/katex"):
+    from qed import env
+
+    for cand in (env.get("QED_KATEX"), ROOT / "build/node/node_modules/katex", ROOT / "node_modules/katex"):
         if cand and (Path(cand) / "dist" / "katex.min.js").is_file():
             return Path(cand)
     return None
@@ -567,9 +573,13 @@ def read_certificates(path: str) -> list[dict]:
 
 
 def main(
-    check_only: bool = False, workers: int | None = None, katex: bool = True, certs_json: str | None = None
+    check_only: bool = False,
+    workers: int | None = None,
+    katex: bool = True,
+    certs_json: str | None = None,
+    use_cache: bool = True,
 ) -> int:
-    certs = read_certificates(certs_json) if certs_json else certificates(workers)
+    certs = read_certificates(certs_json) if certs_json else certificates(workers, use_cache)
     pages, notes = render_all(certs, workers)
     for n in notes:
         print(f"qed docs: {n}", file=sys.stderr)

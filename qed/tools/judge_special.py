@@ -89,7 +89,7 @@ def _load(source: str | None = None, block: int = 3):
     """The printed _special.py with the exact namespace, its blocks `block` elements long."""
     import builtins
 
-    from .translation import MATH, _compile, printed_text
+    from .translation import MATH, _run_module, printed_text
 
     text = source if source is not None else printed_text(FILE)
     mod = types.ModuleType("generated.numpy._special")
@@ -105,7 +105,7 @@ def _load(source: str | None = None, block: int = 3):
         return builtins.__import__(name, globals, locals, fromlist, level)
 
     ns["__builtins__"] = dict(vars(builtins), __import__=imports)
-    exec(_compile(FILE, text), ns)
+    _run_module(FILE, text, ns)
     ns["_BLOCK"] = block
     return mod
 

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import ROOT
-from .line_coverage import LineCount, Tracer, describe_missed, report
+from .line_coverage import Tracer, describe_missed, report
 
-__all__ = ["JudgeRun", "Unit", "units", "tasks", "run_task", "collect", "run", "BACKENDS"]
+__all__ = ["JudgeRun", "Unit", "units", "tasks", "run_task", "split_parts", "depends_on", "collect", "BACKENDS"]
 
 BACKENDS = ("numpy", "torch")
 JUDGES = ("symbolic", "rational", "edges")
@@ -36,7 +36,7 @@ JUDGES = ("symbolic", "rational", "edges")
 
 @dataclass(frozen=True)
 class Unit:
-    kind: str  # op, step, table, mha
+    kind: str  # op, step, table, mha, tiled, special, validate
     name: str
     file: str  # the generated module's name (generated/<backend>/<file>.py)
     module: str  # the derivation module it comes from
@@ -54,6 +54,7 @@ def units(selectors: list[str] | None = None) -> list[Unit]:
     out.append(Unit("mha", "mha", "mha", "derivations.mha"))
     out.append(Unit("tiled", "attention_tiled", "attention_tiled", "derivations.attention_tiled"))
     out.append(Unit("special", "special", "_special", "derivations.special"))
+    out.append(Unit("validate", "validate", "_validate", "derivations.registry"))
     if not selectors:
         return out
 
@@ -66,12 +67,10 @@ def units(selectors: list[str] | None = None) -> list[Unit]:
     return [u for u in out if chosen(u)]
 
 
-def files_of(chosen: list[Unit], everything: bool) -> list[Path]:
-    """The generated files whose lines the run must execute: every file of generated/ for the
-    whole registry, else the selected units' own files in both backends."""
-    if everything:
-        return sorted(p for b in BACKENDS for p in (ROOT / "generated" / b).glob("*.py"))
-    names = sorted({u.file for u in chosen})
+def files_of(files) -> list[Path]:
+    """The generated files whose lines a run of `qed prove OP` must execute: the selected units'
+    own files (names in generated/<backend>/) in both backends."""
+    names = sorted(set(files))
     return [
         ROOT / "generated" / b / f"{n}.py"
         for b in BACKENDS
@@ -92,6 +91,8 @@ def _symbolic(unit: Unit, backend: str) -> list:
         from .judge_special import judge_special
 
         return judge_special() if backend == "numpy" else []
+    if unit.kind == "validate":  # the edge judge's alone
+        return []
     if unit.kind == "step":
         return tv.validate_step(unit.name, backend=backend)
     if unit.kind == "table":
@@ -106,7 +107,7 @@ def _rational(unit: Unit, backend: str) -> list:
         return fj.judge_op(unit.name, backend)
     if unit.kind == "tiled":  # against attention_lse's index form
         return fj.judge_tiled(backend)
-    if unit.kind == "special":  # the symbolic judge's (exact numbers, no symbols)
+    if unit.kind in ("special", "validate"):  # the symbolic judge's; the edge judge's
         return []
     if unit.kind == "step":
         return fj.judge_step(unit.name, backend)
@@ -146,39 +147,56 @@ def _edges(unit: Unit, backend: str) -> list:
         return je.judge_tiled(backend)
     if unit.kind == "special":
         return []
-    # mha: its template's checks, _validate's generic ones, the printed modules' initial values
-    return je.judge_mha(backend) + je.judge_validate(backend)
+    if unit.kind == "validate":  # _validate's generic checks that no op declares today
+        return je.judge_validate(backend)
+    return je.judge_mha(backend)  # mha: its template's checks
 
 
 _JUDGE = {"symbolic": _symbolic, "rational": _rational, "edges": _edges}
 
 
-def tasks(selectors: list[str] | None = None) -> list[tuple[str, str, tuple]]:
-    """(judge, backend, unit names) of every task of a run: one per judge and backend, the
-    symbolic ones split in two halves (they are the slow ones)."""
-    names = tuple(u.name for u in units(selectors))
-    out = []
+# the units whose exact judgement takes the longest (attention's index forms at several sizes):
+# each is a task of its own, so that the pool's two workers finish together
+HEAVY = ("attention_tiled", "mha", "attention", "attention_lse")
+
+
+def tasks(names, skip=frozenset()) -> list[tuple[str, str, tuple]]:
+    """(judge, backend, unit names) of the tasks that judge the units `names`, longest first: for
+    the symbolic and rational judges each heavy unit alone, then the others in two halves; the
+    edge judge one task per backend. The (judge, backend, unit name) triples in `skip` (reused
+    from the certificate cache) are left out."""
+    names = tuple(names)
+    first, rest = [], []
     for judge in JUDGES:
         for backend in BACKENDS:
-            if judge == "symbolic" and len(names) > 4:
-                half = len(names) // 2
-                out += [(judge, backend, names[:half]), (judge, backend, names[half:])]
-            else:
-                out.append((judge, backend, names))
-    return out
+            todo = tuple(n for n in names if (judge, backend, n) not in skip)
+            if judge == "edges":
+                rest += [(judge, backend, todo)] if todo else []
+                continue
+            first += [(judge, backend, (n,)) for n in HEAVY if n in todo]
+            light = tuple(n for n in todo if n not in HEAVY)
+            half = (len(light) + 1) // 2
+            rest += [(judge, backend, part) for part in (light[:half], light[half:]) if part]
+    return first + rest
 
 
 def run_task(judge: str, backend: str, names: tuple) -> dict:
-    """One judge over some units in one backend, traced: its results as plain data, the lines
-    of generated/ it executed, its seconds."""
+    """One judge over some units in one backend, each unit traced on its own: per unit, its
+    results as plain data, the lines of generated/ it executed and its seconds (a unit's part is
+    what the certificate cache keeps)."""
     by_name = {u.name: u for u in units(None)}
     t0 = time.perf_counter()
-    results = []
-    with Tracer() as tracer:
-        for n in names:
+    parts = {}
+    for n in names:
+        t1 = time.perf_counter()
+        results = []
+        # the edge judge imports the printed modules (trace everything); the others load them
+        # through translation's loaders, which trace printed code alone
+        with Tracer(printed_only=judge != "edges") as tracer:
             try:
                 got = _JUDGE[judge](by_name[n], backend)
             except Exception as exc:  # noqa: BLE001 - a judge that cannot run is a failure
+                got = None
                 results.append(
                     {
                         "ok": False,
@@ -186,17 +204,35 @@ def run_task(judge: str, backend: str, names: tuple) -> dict:
                         "entries": 0,
                     }
                 )
-                continue
-            for r in got:
-                results.append({"ok": bool(r.ok), "text": str(r)[:3000], "entries": int(getattr(r, "entries", 0) or 0)})
-    return {
-        "judge": judge,
-        "backend": backend,
-        "names": names,
-        "results": results,
-        "hits": {str(p): sorted(v) for p, v in tracer.hits.items()},
-        "seconds": time.perf_counter() - t0,
-    }
+        for r in got or []:
+            results.append({"ok": bool(r.ok), "text": str(r)[:3000], "entries": int(getattr(r, "entries", 0) or 0)})
+        parts[n] = {
+            "results": results,
+            "hits": {str(p): sorted(v) for p, v in tracer.hits.items()},
+            "seconds": time.perf_counter() - t1,
+        }
+    return {"judge": judge, "backend": backend, "units": parts, "seconds": time.perf_counter() - t0}
+
+
+def depends_on(unit: Unit, backend: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(derivation modules, generated files) a unit's judgement reads, for its cache key (the
+    imports of each are followed by `prove_cache.closure`): an op, step or table its own module
+    and file; the tiled loops also attention_lse's index form; mha also the ops it composes
+    (linear, attention); `_validate`'s generic checks, which read every op of the registry,
+    everything."""
+    if unit.kind == "tiled":
+        return (unit.module, "derivations.attention_lse"), (unit.file,)
+    if unit.kind == "mha":
+        return (unit.module, "derivations.linear", "derivations.attention"), (unit.file,)
+    if unit.kind == "validate":
+        topics = tuple(
+            f"derivations.{p.stem}"
+            for p in sorted((ROOT / "derivations").glob("*.py"))
+            if not p.stem.startswith("_") and p.stem != "registry"
+        )
+        files = tuple(p.stem for p in sorted((ROOT / "generated" / backend).glob("*.py")) if p.stem != "__init__")
+        return topics, files
+    return (unit.module,), (unit.file,)
 
 
 # ---------------------------------------------------------------------------------- a run
@@ -205,6 +241,8 @@ class JudgeRun:
     results: dict = field(default_factory=dict)  # (judge, backend) -> [result dicts]
     seconds: dict = field(default_factory=dict)  # judge -> CPU seconds over its tasks
     lines: dict = field(default_factory=dict)  # backend -> LineCount
+    reused: dict = field(default_factory=dict)  # judge -> units taken from the certificate cache
+    judged: dict = field(default_factory=dict)  # judge -> units judged (run or reused), both backends
 
     def failures(self) -> list[str]:
         return [r["text"] for rs in self.results.values() for r in rs if not r["ok"]]
@@ -231,8 +269,10 @@ class JudgeRun:
             for b in BACKENDS:
                 good, total = self.count(judge, b)
                 parts.append(f"{b} {good}/{total}")
+            reused = self.reused.get(judge, 0)
+            cached = f"; {reused} of {self.judged.get(judge, 0)} units reused" if reused else ""
             out.append(
-                f"judge {judge}: {', '.join(parts)} {what[judge]} ({self.seconds.get(judge, 0.0):.1f} s of work)"
+                f"judge {judge}: {', '.join(parts)} {what[judge]} ({self.seconds.get(judge, 0.0):.1f} s of work{cached})"
             )
         out.append("printed lines executed by the judges: " + ", ".join(c.line() for c in self.lines.values()))
         return out
@@ -244,24 +284,27 @@ class JudgeRun:
         return out
 
 
-def collect(done: list[dict], selectors: list[str] | None) -> JudgeRun:
-    """The run's report from its finished tasks."""
+def collect(done: list[dict], files: list[str] | None) -> JudgeRun:
+    """The run's report from its judged units: each a dict with judge, backend, results, hits,
+    seconds, and `reused` when it came from the certificate cache."""
     jr = JudgeRun()
     hits: dict = {}
     for d in done:
         jr.results.setdefault((d["judge"], d["backend"]), []).extend(d["results"])
-        jr.seconds[d["judge"]] = jr.seconds.get(d["judge"], 0.0) + d["seconds"]
+        if d.get("reused"):
+            jr.reused[d["judge"]] = jr.reused.get(d["judge"], 0) + 1
+        else:
+            jr.seconds[d["judge"]] = jr.seconds.get(d["judge"], 0.0) + d["seconds"]
+        jr.judged[d["judge"]] = jr.judged.get(d["judge"], 0) + 1
         for p, lines in d["hits"].items():
             hits.setdefault(Path(p), set()).update(lines)
-    everything = not selectors
-    jr.lines = report(hits, BACKENDS, None if everything else files_of(units(selectors), False))
+    jr.lines = report(hits, BACKENDS, None if files is None else files_of(files))
     return jr
 
 
-def run(selectors: list[str] | None = None) -> JudgeRun:
-    """Every judge over the selected units, in this process (the tests' and tools' entry)."""
-    return collect([run_task(*t) for t in tasks(selectors)], selectors)
-
-
-def count_text(lines: dict[str, LineCount]) -> str:
-    return ", ".join(c.line() for c in lines.values())
+def split_parts(task_result: dict) -> list[dict]:
+    """A finished task as one record per unit (what `collect` reads and the cache stores)."""
+    return [
+        dict(part, judge=task_result["judge"], backend=task_result["backend"], name=name)
+        for name, part in task_result["units"].items()
+    ]

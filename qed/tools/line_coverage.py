@@ -30,7 +30,7 @@ from pathlib import Path
 
 from . import ROOT
 
-__all__ = ["Tracer", "LineCount", "report", "code_lines", "EXEMPT_FILES", "GENERATED"]
+__all__ = ["Tracer", "instrument", "HIT", "LineCount", "report", "code_lines", "EXEMPT_FILES", "GENERATED"]
 
 GENERATED = ROOT / "generated"
 BACKENDS = ("numpy", "torch")
@@ -52,13 +52,22 @@ def _generated_path(filename: str) -> Path | None:
     return p
 
 
-class Tracer:
-    """A context that records every (generated file, line) the interpreter executes inside it,
-    in this thread and in threads started inside it. Other files run untraced (their frames are
-    not followed line by line), so the judges pay for the generated lines only."""
+_ACTIVE = threading.local()  # .tracer: the Tracer of a `Tracer(printed_only=True)` block
 
-    def __init__(self):
+
+class Tracer:
+    """A context that records every (generated file, line) the interpreter executes inside it.
+
+    With `printed_only=False` everything inside the block runs traced (`sys.settrace`, in this
+    thread and in threads started inside it): what the edge judge uses, which imports the
+    printed modules. CPython runs every frame slowly while a trace function is set, whatever it
+    returns (three times slower for the SymPy-heavy judges), so the judges that load printed text
+    through translation's loaders use `printed_only=True`: no trace function, and the counters
+    `instrument` compiles into the text record each statement run."""
+
+    def __init__(self, printed_only: bool = False):
         self.hits: dict[Path, set[int]] = {}
+        self.printed_only = printed_only
         self._known: dict[str, Path | None] = {}
         self._previous = None
 
@@ -78,12 +87,19 @@ class Tracer:
         return self._local
 
     def __enter__(self):
+        if self.printed_only:
+            self._previous = getattr(_ACTIVE, "tracer", None)
+            _ACTIVE.tracer = self
+            return self
         self._previous = sys.gettrace()
         sys.settrace(self._global)
         threading.settrace(self._global)
         return self
 
     def __exit__(self, *exc):
+        if self.printed_only:
+            _ACTIVE.tracer = self._previous
+            return False
         sys.settrace(self._previous)
         threading.settrace(None)
         return False
@@ -92,6 +108,157 @@ class Tracer:
         hits = other.hits if isinstance(other, Tracer) else other
         for p, lines in hits.items():
             self.hits.setdefault(Path(p), set()).update(lines)
+
+
+# ------------------------------------------------------------------------- statements, counted
+# The judges' loaders compile printed text with counters in it (`instrument`): running a
+# statement records its lines in the active `Tracer(printed_only=True)`, at the cost of one call,
+# while no trace function slows the judges' own work. A statement's lines are those of its own
+# code (a compound statement's header, not its body) less its conditional parts (the branches of
+# `a if c else b`, the later operands of `and`/`or`, a lambda's or a comprehension's body and
+# conditions, an assert's message), each of which has a counter of its own that runs when it is
+# evaluated. So a line counts only if code on it ran (a loader that forgot to instrument loses
+# lines and fails the coverage; it cannot pass it).
+
+HIT = "__qed_hit__"
+_COMPOUND = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.If,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.With,
+    ast.AsyncWith,
+    ast.Try,
+)
+
+
+def _conditional_parts(node) -> list:
+    if isinstance(node, ast.IfExp):
+        return [node.body, node.orelse]
+    if isinstance(node, ast.BoolOp):
+        return node.values[1:]
+    if isinstance(node, ast.Lambda):
+        return [node.body]
+    if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+        body = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+        return body + [x for g in node.generators for x in g.ifs] + [g.iter for g in node.generators[1:]]
+    if isinstance(node, ast.Assert) and node.msg is not None:
+        return [node.msg]
+    return []
+
+
+def _lines_of(roots) -> frozenset:
+    """The lines of the nodes under `roots`, conditional parts left out (they count their own)."""
+    lines: set[int] = set()
+    skip: set[int] = set()
+    for root in roots:
+        for node in ast.walk(root):
+            if id(node) in skip:
+                continue
+            for part in _conditional_parts(node):
+                skip.update(id(n) for n in ast.walk(part))
+            if hasattr(node, "lineno"):
+                lines.add(node.lineno)
+    return frozenset(lines)
+
+
+def _own_lines(stmt) -> frozenset:
+    """The lines a run of `stmt` itself reaches for sure: a compound statement's header (its
+    decorators, test, target, iterator, items, signature), a simple one's whole text, either
+    without its conditional parts."""
+    if not isinstance(stmt, _COMPOUND):
+        return _lines_of([stmt])
+    parts = [*getattr(stmt, "decorator_list", ()), *(getattr(stmt, f, None) for f in ("test", "target", "iter"))]
+    parts += [*getattr(stmt, "items", ()), *getattr(stmt, "bases", ()), *getattr(stmt, "keywords", ())]
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        parts += [stmt.args, stmt.returns]
+    return _lines_of([p for p in parts if p is not None]) | {stmt.lineno}
+
+
+class _Conditionals(ast.NodeTransformer):
+    """Every conditional part P (see `_conditional_parts`) rewritten as `(__qed_hit__(k), P)[1]`:
+    its lines count when, and only when, it is evaluated. Innermost first."""
+
+    def __init__(self, table: list):
+        self.table = table
+
+    def _wrap(self, part):
+        self.table.append(_lines_of([part]))
+        call = ast.Call(ast.Name(HIT, ast.Load()), [ast.Constant(len(self.table) - 1)], [])
+        return ast.copy_location(ast.Subscript(ast.Tuple([call, part], ast.Load()), ast.Constant(1), ast.Load()), part)
+
+    def generic_visit(self, node):
+        super().generic_visit(node)
+        if isinstance(node, ast.IfExp):
+            node.body, node.orelse = self._wrap(node.body), self._wrap(node.orelse)
+        elif isinstance(node, ast.BoolOp):
+            node.values = [node.values[0], *map(self._wrap, node.values[1:])]
+        elif isinstance(node, ast.Lambda):
+            node.body = self._wrap(node.body)
+        elif isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            if isinstance(node, ast.DictComp):
+                node.key, node.value = self._wrap(node.key), self._wrap(node.value)
+            else:
+                node.elt = self._wrap(node.elt)
+            for n, g in enumerate(node.generators):
+                g.ifs = [self._wrap(x) for x in g.ifs]
+                if n:
+                    g.iter = self._wrap(g.iter)
+        elif isinstance(node, ast.Assert) and node.msg is not None:
+            node.msg = self._wrap(node.msg)
+        return node
+
+
+class _Counted(ast.NodeTransformer):
+    """Before every statement of every body, `__qed_hit__(k)`; `table[k]` its lines."""
+
+    def __init__(self):
+        self.table: list[frozenset] = []
+
+    def _body(self, stmts: list) -> list:
+        out = []
+        for n, st in enumerate(stmts):
+            docstring = n == 0 and isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant)
+            if not docstring and not (isinstance(st, ast.ImportFrom) and st.module == "__future__"):
+                self.table.append(_own_lines(st))
+                call = ast.Call(ast.Name(HIT, ast.Load()), [ast.Constant(len(self.table) - 1)], [])
+                out.append(ast.copy_location(ast.Expr(call), st))
+            out.append(self.visit(st))
+        return out
+
+    def generic_visit(self, node):
+        for name in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, name, None)
+            if isinstance(stmts, list) and stmts and isinstance(stmts[0], ast.stmt):
+                setattr(node, name, self._body(stmts))
+        for handler in getattr(node, "handlers", ()):
+            lines = frozenset(range(handler.lineno, handler.body[0].lineno)) or frozenset((handler.lineno,))
+            self.table.append(lines)
+            call = ast.Call(ast.Name(HIT, ast.Load()), [ast.Constant(len(self.table) - 1)], [])
+            handler.body = [ast.copy_location(ast.Expr(call), handler), *self._body(handler.body)]
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.stmt, ast.ExceptHandler)):
+                super().generic_visit(child)
+        return node
+
+
+def instrument(tree: ast.Module, path) -> tuple[ast.Module, object]:
+    """(the module with a counter before every statement, the counter to bind to `HIT` in its
+    namespace): a run of statement k adds its lines of `path` to the active Tracer's hits."""
+    counted = _Counted()
+    tree = counted.visit(_Conditionals(counted.table).visit(tree))
+    table = counted.table
+    where = Path(path).resolve()
+
+    def hit(k: int) -> None:
+        tracer = getattr(_ACTIVE, "tracer", None)
+        if tracer is not None:
+            tracer.hits.setdefault(where, set()).update(table[k])
+
+    return ast.fix_missing_locations(tree), hit
 
 
 def _docstring_lines(tree: ast.AST) -> set[int]:

@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
 
 from ..errors import QedError
 
@@ -25,45 +26,130 @@ def _run_one(claim_id: str) -> dict:
     return registry.claim(claim_id).run().to_json()
 
 
+# ------------------------------------------------------------------------------------ the plan
+@dataclass
+class Plan:
+    """What a run proves and judges, with each piece's cache key: `claims` [(id, module, key)] of
+    the selection, `judged` [(judge, backend, unit name, key)], `index` the run's whole index
+    (stored under the tree key, so an unchanged tree needs no import of the registry)."""
+
+    claims: list
+    judged: list
+    units: list  # [kind, name, file, module] of the selected units
+    index: dict
+
+
+def _index(keys) -> dict:
+    """Every claim and judged unit of the registry with its key (imports the registry)."""
+    from derivations import registry
+
+    from . import judges
+
+    claims = [[c.id, c.module, keys.claim(c.id, c.module)] for c in registry.claims()]
+    units = judges.units(None)
+    judged = []
+    for u in units:
+        for backend in judges.BACKENDS:
+            modules, files = judges.depends_on(u, backend)
+            for judge in judges.JUDGES:
+                judged.append([judge, backend, u.name, keys.judge(judge, backend, u.kind, u.name, files, modules)])
+    return {
+        "claims": claims,
+        "units": [[u.kind, u.name, u.file, u.module] for u in units],
+        "judged": judged,
+    }
+
+
+def _chosen_units(index: dict, selectors: list[str] | None) -> list:
+    if not selectors:
+        return index["units"]
+    return [u for u in index["units"] if any(s in (u[1], u[2]) or u[3] == f"derivations.{s}" for s in selectors)]
+
+
+def plan(selectors: list[str] | None, judged: bool, cache, keys) -> Plan:
+    pointer = cache.load(keys.pointer(), "index files")
+    index = tree = None
+    if isinstance(pointer, dict) and isinstance(pointer.get("files"), list):
+        tree = keys.over("index", pointer["files"])
+        index = cache.load(tree, "index")
+    if index is None:
+        index = _index(keys)
+        index["coverage"] = None
+        files = keys.files_seen()
+        tree = keys.over("index", files)
+        cache.store(tree, "index", index)
+        cache.store(keys.pointer(), "index files", {"files": files})
+    index["tree"] = tree
+
+    def chosen(cid, module):
+        if not selectors:
+            return True
+        return any(cid == s or cid.startswith(s + ".") or module == f"derivations.{s}" for s in selectors)
+
+    claims = [c for c in index["claims"] if chosen(c[0], c[1])]
+    units = _chosen_units(index, selectors) if judged else []  # a claim id selects no unit
+    names = {u[1] for u in units}
+    judged_ = [j for j in index["judged"] if j[2] in names]
+    return Plan(claims, judged_, units, index)
+
+
 def run_claims(
     ids: list[str] | None = None,
     workers: int | None = None,
     progress=None,
     judge_tasks: list | None = None,
     judged=None,
+    cache=None,
+    keys=None,
 ) -> list[dict]:
     """Run claims (all by default) and return their certificates as dicts, in registry order.
-    `judge_tasks` (qed/tools/judges.py) run in the same pool, first, since they are the longest;
-    each finished one is handed to `judged`."""
-    from derivations import registry
+    A claim whose key is in `cache` (prove_cache.Cache) is reused, not run; one that runs and
+    passes is stored. `judge_tasks` (qed/tools/judges.py) run in the same pool, first, since they
+    are the longest; each finished one is handed to `judged`."""
+    from .prove_cache import Cache, Keys
 
+    cache = cache or Cache(enabled=False)
+    keys = keys or Keys()
+    chosen = plan(ids, False, cache, keys).claims
+    results: dict[str, dict] = {}
+    todo = []
+    for cid, _module, key in chosen:
+        cert = cache.load(key, f"claim {cid}")
+        if cert is not None:
+            results[cid] = cert
+        else:
+            todo.append((cid, key))
+    judge_tasks = judge_tasks or []
+    if todo or judge_tasks:
+        from derivations import registry
+
+        registry.claims()  # imported once here, before the pool forks: the workers inherit it
     from . import judges
 
-    ids = [c.id for c in registry.claims() if selected(c, ids)]
-    judge_tasks = judge_tasks or []
-    workers = workers or min(len(ids) + len(judge_tasks), os.cpu_count() or 1) or 1
-    results: dict[str, dict] = {}
+    def finished(cert, key):
+        results[cert["id"]] = cert
+        if is_ok(cert):
+            cache.store(key, f"claim {cert['id']}", cert)
+        if progress:
+            progress(cert)
+
+    workers = workers or min(len(todo) + len(judge_tasks), os.cpu_count() or 1) or 1
     if workers == 1:
         for task in judge_tasks:
             judged(judges.run_task(*task))
-        for cid in ids:
-            results[cid] = _run_one(cid)
-            if progress:
-                progress(results[cid])
+        for cid, key in todo:
+            finished(_run_one(cid), key)
     else:
         ctx = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
             futures = {pool.submit(judges.run_task, *task): None for task in judge_tasks}
-            futures.update({pool.submit(_run_one, cid): cid for cid in ids})
+            futures.update({pool.submit(_run_one, cid): key for cid, key in todo})
             for fut in as_completed(futures):
                 if futures[fut] is None:
                     judged(fut.result())
-                    continue
-                cert = fut.result()
-                results[cert["id"]] = cert
-                if progress:
-                    progress(cert)
-    return [results[cid] for cid in ids]
+                else:
+                    finished(fut.result(), futures[fut])
+    return [results[c[0]] for c in chosen]
 
 
 def is_ok(cert: dict) -> bool:
@@ -75,7 +161,7 @@ def _restricted(cov, chosen):
     """The expression coverage of the selected units only (`qed prove OP`)."""
     from derivations.proof.coverage import Coverage
 
-    keys = {f"{'composite' if u.kind == 'mha' else u.kind} {u.name}" for u in chosen}
+    keys = {f"{'composite' if kind == 'mha' else kind} {name}" for kind, name, _file, _module in chosen}
     out = Coverage()
     for unit, (good, total) in cov.per_unit.items():
         if unit in keys:
@@ -86,27 +172,67 @@ def _restricted(cov, chosen):
     return out
 
 
-def main(ids: list[str] | None, as_json: bool, workers: int | None, judged: bool = True) -> int:
+def _coverage(certs: list[dict], index: dict, cache):
+    """The expression coverage of the proved claims: reused from the run's index when the same
+    claims were proved over the same tree, else computed (and kept there)."""
+    import hashlib
+
+    from derivations.proof.coverage import Coverage
+
+    ok = sorted(c["id"] for c in certs if is_ok(c))
+    digest = hashlib.sha256("\n".join(ok).encode()).hexdigest()
+    kept = (index.get("coverage") or {}).get(digest)
+    if kept is not None:
+        return Coverage(**kept)
+    from derivations.proof import coverage
+
+    cov = coverage.compute(set(ok))
+    index.setdefault("coverage", None)
+    index["coverage"] = {
+        digest: {"total": cov.total, "covered": cov.covered, "uncovered": cov.uncovered, "per_unit": cov.per_unit}
+    }
+    tree = index.pop("tree")
+    cache.store(tree, "index", index)
+    index["tree"] = tree
+    return cov
+
+
+def main(ids: list[str] | None, as_json: bool, workers: int | None, judged: bool = True, use_cache: bool = True) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from derivations import registry
-    from derivations.proof import coverage
-
     from . import judges
+    from .prove_cache import Cache, Keys
 
     start = time.perf_counter()
     err = Console(stderr=True)
-    total = len([c for c in registry.claims() if selected(c, ids)])
-    if total == 0:
+    piped = not err.is_terminal
+    cache = Cache(enabled=use_cache, warn=lambda line: err.print(line, highlight=False, markup=False))
+    keys = Keys()
+    the_plan = plan(ids, judged, cache, keys)
+    if not the_plan.claims:
         raise QedError(
             f"no claim matches {' '.join(ids)} (claim ids or their prefixes, e.g. attention or softmax.forward)"
         )
-    chosen = judges.units(ids) if judged else []
-    judge_tasks = judges.tasks(ids) if chosen else []
+    # the judged units the cache still holds (same printed files, judges and index forms)
     done: list[dict] = []
-    piped = not err.is_terminal
+    judge_keys = {(j, b, n): k for j, b, n, k in the_plan.judged}
+    reused = set()
+    for (judge, backend, name), key in judge_keys.items():
+        part = cache.load(key, f"judge {judge} {backend} {name}")
+        if part is not None:
+            done.append(dict(part, judge=judge, backend=backend, name=name, reused=True))
+            reused.add((judge, backend, name))
+    judge_tasks = judges.tasks([u[1] for u in the_plan.units], reused) if the_plan.units else []
+    claims_cached = sum(cache.load(k, f"claim {c}") is not None for c, _m, k in the_plan.claims)
+    total = len(the_plan.claims) - claims_cached + len(judge_tasks)
+    if piped and not as_json and (claims_cached or reused):
+        err.print(
+            f"reused from the certificate cache: {claims_cached} of {len(the_plan.claims)} claims, "
+            f"{len(reused)} of {len(judge_keys)} judged units (--no-cache proves everything again)",
+            highlight=False,
+        )
     with Progress(
         TextColumn("proving"),
         BarColumn(),
@@ -115,9 +241,9 @@ def main(ids: list[str] | None, as_json: bool, workers: int | None, judged: bool
         TimeElapsedColumn(),
         console=err,
         transient=True,
-        disable=piped,
+        disable=piped or total == 0,
     ) as bar:
-        task = bar.add_task("", total=total + len(judge_tasks))
+        task = bar.add_task("", total=total)
 
         def tick(cert):
             bar.update(task, advance=1, description=cert["id"])
@@ -125,59 +251,91 @@ def main(ids: list[str] | None, as_json: bool, workers: int | None, judged: bool
                 err.print(f"{cert['id']}  {cert['status']}  {cert['seconds']:.2f} s", highlight=False, soft_wrap=True)
 
         def judge_done(d):
-            done.append(d)
+            parts = judges.split_parts(d)
+            done.extend(parts)
+            for part in parts:
+                if all(r["ok"] for r in part["results"]):
+                    key = judge_keys[(part["judge"], part["backend"], part["name"])]
+                    payload = {k: part[k] for k in ("results", "hits", "seconds")}
+                    cache.store(key, f"judge {part['judge']} {part['backend']} {part['name']}", payload)
             bar.update(task, advance=1, description=f"judge {d['judge']} {d['backend']}")
             if piped and not as_json:
-                good = sum(r["ok"] for r in d["results"])
+                good = sum(r["ok"] for p in parts for r in p["results"])
+                n = sum(len(p["results"]) for p in parts)
                 err.print(
-                    f"judge {d['judge']} {d['backend']}  {good}/{len(d['results'])}  {d['seconds']:.2f} s",
+                    f"judge {d['judge']} {d['backend']}  {good}/{n}  {d['seconds']:.2f} s",
                     highlight=False,
                     soft_wrap=True,
                 )
 
-        certs = run_claims(ids, workers, tick, judge_tasks, judge_done)
+        certs = run_claims(ids, workers, tick, judge_tasks, judge_done, cache, keys)
     wall = time.perf_counter() - start
     failed = [c for c in certs if not is_ok(c)]
-    cov = coverage.compute({c["id"] for c in certs if is_ok(c)})
+    cov = _coverage(certs, the_plan.index, cache)
     if ids:
-        cov = _restricted(cov, chosen)
-    jr = judges.collect(done, ids) if chosen else None
+        cov = _restricted(cov, the_plan.units)
+    files = None if not ids else [u[2] for u in the_plan.units]
+    jr = judges.collect(done, files) if the_plan.units else None
+    reuse_line = (
+        f"reused from the certificate cache: {claims_cached} of {len(certs)} claims, "
+        f"{len(reused)} of {len(judge_keys)} judged units"
+    )
     if as_json:
         json.dump(certs, sys.stdout, indent=1, ensure_ascii=False)
         sys.stdout.write("\n")
         err.print(cov.line())
         for line in jr.summary() if jr else []:
             err.print(line, highlight=False)
+        if cache.enabled:
+            err.print(reuse_line, highlight=False)
     else:
         out = Console(width=None if sys.stdout.isatty() else 200)
-        table = Table(title=f"qed prove — {len(certs)} claims in {wall:.1f} s")
-        for col in ("id", "status", "scope", "method", "assumptions", "mutants", "seconds"):
-            table.add_column(col, overflow="fold", justify="right" if col in ("assumptions", "seconds") else "left")
-        colour = {"proved-general": "green", "proved-concrete": "yellow", "evidence": "cyan"}
-        for c in certs:
-            refuted = sum(m["refuted"] for m in c["mutants"])
-            mut = f"{refuted}/{len(c['mutants'])} refuted"
-            st = c["status"]
-            table.add_row(
-                c["id"],
-                f"[{colour.get(st, 'red')}]{st}[/]",
-                c["scope"],
-                c["method"],
-                str(len(c["assumptions"])),
-                mut if refuted == len(c["mutants"]) and c["mutants"] else f"[red]{mut}[/]",
-                f"{c['seconds']:.2f}",
-            )
-        out.print(table)
         counts: dict[str, int] = {}
         for c in certs:
             counts[c["status"]] = counts.get(c["status"], 0) + 1
         mutants = sum(len(c["mutants"]) for c in certs)
         refuted = sum(m["refuted"] for c in certs for m in c["mutants"])
+        if out.is_terminal:
+            table = Table(title=f"qed prove — {len(certs)} claims in {wall:.1f} s")
+            for col in ("id", "status", "scope", "method", "assumptions", "mutants", "seconds"):
+                table.add_column(col, overflow="fold", justify="right" if col in ("assumptions", "seconds") else "left")
+            colour = {"proved-general": "green", "proved-concrete": "yellow", "evidence": "cyan"}
+            for c in certs:
+                good = sum(m["refuted"] for m in c["mutants"])
+                mut = f"{good}/{len(c['mutants'])} refuted"
+                st = c["status"]
+                table.add_row(
+                    c["id"],
+                    f"[{colour.get(st, 'red')}]{st}[/]",
+                    c["scope"],
+                    c["method"],
+                    str(len(c["assumptions"])),
+                    mut if good == len(c["mutants"]) and c["mutants"] else f"[red]{mut}[/]",
+                    f"{c['seconds']:.2f}",
+                )
+            out.print(table)
+        else:  # piped: one tab-separated row per claim, every column whole
+            print("\t".join(("id", "status", "scope", "method", "assumptions", "mutants", "seconds")))
+            for c in certs:
+                good = sum(m["refuted"] for m in c["mutants"])
+                row = (
+                    c["id"],
+                    c["status"],
+                    c["scope"],
+                    " ".join(c["method"].split()),
+                    str(len(c["assumptions"])),
+                    f"{good}/{len(c['mutants'])} refuted",
+                    f"{c['seconds']:.2f}",
+                )
+                print("\t".join(row))
+            sys.stdout.flush()
         summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + f"; {refuted}/{mutants} mutants refuted"
-        out.print(summary + f"; {wall:.1f} s")
+        out.print(summary + f"; {wall:.1f} s", highlight=False)
         out.print(cov.line(), highlight=False)
         for line in jr.summary() if jr else []:
             out.print(line, highlight=False)
+        if cache.enabled:
+            out.print(reuse_line, highlight=False)
     for c in failed:
         err.print(f"[red]FAILED[/red] {c['id']}: {c['status']} — {c['method']}")
         for m in c["mutants"]:

@@ -448,17 +448,21 @@ def _symbolic_in_domain(real):
     return in_domain
 
 
-def _numpy_validate_module():
-    """generated/numpy/_validate.py: the imported module, or an edited text of it (`edited`)
-    executed as that module."""
-    path = (GENERATED / "_validate.py").resolve()
-    if path not in _EDITED:
-        from generated.numpy import _validate as real
+_VALIDATE_NUMPY: dict = {}
 
-        return real
+
+def _numpy_validate_module():
+    """generated/numpy/_validate.py (or its edited text: `edited`) executed as that module, its
+    statements counted for the judges' line coverage; the unedited one loaded once."""
+    path = (GENERATED / "_validate.py").resolve()
+    if path not in _EDITED and "module" in _VALIDATE_NUMPY:
+        return _VALIDATE_NUMPY["module"]
     mod = types.ModuleType("generated.numpy._validate")
     mod.__file__ = str(path)
-    exec(compile(_EDITED[path], str(path), "exec"), mod.__dict__)
+    mod.__package__ = "generated.numpy"
+    _run_module(path, printed_text(path), mod.__dict__)
+    if path not in _EDITED:
+        _VALIDATE_NUMPY["module"] = mod
     return mod
 
 
@@ -533,12 +537,22 @@ class _ExactLiterals(ast.NodeTransformer):
         return node
 
 
-def _compile(path, text: str):
+def _compile(path, text: str, ns: dict | None = None):
     """`text` with exact literals, compiled under the generated file's real path, so that a
-    line of the code object (a tracer's, a traceback's) is that line of the printed file."""
-    tree = ast.parse(text)
-    tree = ast.fix_missing_locations(_ExactLiterals(text).visit(tree))
+    line of the code object (a traceback's) is that line of the printed file; with `ns`, a
+    statement counter of line_coverage's before every statement (bound in `ns`), so a judge's
+    Tracer sees which printed lines ran."""
+    tree = ast.fix_missing_locations(_ExactLiterals(text).visit(ast.parse(text)))
+    if ns is not None:
+        from .line_coverage import HIT, instrument
+
+        tree, ns[HIT] = instrument(tree, path)
     return compile(tree, str(path), "exec")
+
+
+def _run_module(path, text: str, ns: dict) -> None:
+    """Execute printed text as a module body, its statements counted (`_compile`)."""
+    exec(_compile(path, text, ns), ns)
 
 
 _LOADED: dict = {}
@@ -591,7 +605,7 @@ def load(name: str, source: str | None = None) -> types.ModuleType:
     ns = mod.__dict__
     ns[_EXACT_NUMBER] = sp.Rational
     ns[_EXACT_INT] = sp.Integer
-    exec(_compile(GENERATED / f"{name}.py", text), ns)
+    _run_module(GENERATED / f"{name}.py", text, ns)
     for var, val in list(ns.items()):
         if not isinstance(val, types.ModuleType):
             continue
@@ -679,7 +693,7 @@ class _TorchLoader:
         ns[_EXACT_INT] = sp.Integer
         ns["float"] = _exact_float  # shadows the builtin for this module's functions only
         self.memo[name] = mod
-        exec(_compile(GENERATED_TORCH / f"{name}.py", text), ns)
+        _run_module(GENERATED_TORCH / f"{name}.py", text, ns)
         if name == "_validate":
             ns["in_domain"] = _symbolic_in_domain(ns["in_domain"])
         if cacheable:
@@ -906,6 +920,7 @@ class _Expected:
         self.scalars = scalars  # option Symbol -> value (t -> 3)
         self.maxes: dict = {}  # IndexedBase name -> (argument, columns)
         self._memo: dict = {}
+        self._symbols: dict = {}  # expression -> the symbols that occur in it (bound ones too)
 
     def note_maxes(self, expr) -> None:
         for node in sp.preorder_traversal(sp.sympify(expr)):
@@ -944,10 +959,21 @@ class _Expected:
         scalars substituted, each entry `x[i, j]` replaced by the run's symbol, an integer
         input's entry by its value, `max_<label>[i]` by Max of that row."""
         env = {} if env is None else env
-        value = self._walk(sp.sympify(e), env)
-        if value.atoms(sp.Indexed) or any(isinstance(v, sp.Dummy) for v in value.free_symbols):
-            raise ShimError(f"unresolved entries or bound indices in {value}")
+        value = self._walk(sp.sympify(e), env)  # raises on an entry or a bound index it cannot resolve
         return document_form(value)
+
+    def _occurring(self, e) -> frozenset:
+        """The symbols that occur anywhere in `e` (what `e.has(s)` asks of each), once per node."""
+        hit = self._symbols.get(e)
+        if hit is None:
+            if isinstance(e, sp.Symbol):
+                hit = frozenset((e,))
+            elif not e.args:
+                hit = frozenset()
+            else:
+                hit = frozenset().union(*(self._occurring(a) for a in e.args if isinstance(a, sp.Basic)))
+            self._symbols[e] = hit
+        return hit
 
     def _walk(self, e, env):
         if e.is_Atom and not isinstance(e, sp.Indexed):  # (SymPy counts an Indexed as an atom)
@@ -956,9 +982,12 @@ class _Expected:
                     return env[e]
                 if e in self.inputs.sizes:
                     return sp.Integer(self.inputs.sizes[e])
+                if isinstance(e, sp.Dummy) and e not in self.scalars:
+                    raise ShimError(f"the bound index {e} is unresolved")
                 return self.scalars.get(e, e)
             return e
-        free = tuple(sorted(((k, v) for k, v in env.items() if e.has(k)), key=lambda kv: kv[0].sort_key()))
+        occurring = self._occurring(e)
+        free = tuple(sorted(((k, v) for k, v in env.items() if k in occurring), key=lambda kv: kv[0].sort_key()))
         key = (e, free)
         hit = self._memo.get(key)
         if hit is not None:
