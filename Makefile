@@ -2,14 +2,18 @@
 PYTHON ?= python3
 KATEX_VERSION ?= 0.16.47
 
-.PHONY: install prove audit codegen check test test-all demo train train-torch train-text bench \
-        katex docs docs-check figures clean
+.PHONY: help install prove audit codegen check lint format test test-all demo train train-torch train-text \
+        bench katex docs docs-check figures clean
+
+help:               ## this list: every target and what it does
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:[^#]*## /\t/' | \
+	    awk -F '\t' '{ printf "  make %-12s %s\n", $$1, $$2 }'
 
 install:            ## torch first (the CPU wheel), then the project with its dev and docs tools
 	$(PYTHON) -m pip install torch==2.13.0
 	$(PYTHON) -m pip install -e '.[dev,docs]'
 
-prove:              ## prove every claim, refute every mutant, check coverage of the printed code
+prove:              ## prove every claim, refute every mutant, judge every printed line (reuses unchanged certificates)
 	$(PYTHON) -m qed prove
 
 audit:              ## mutation testing: every wrong edit of a printed expression refuted by a proof
@@ -21,6 +25,14 @@ codegen:            ## print generated/ from the proven expressions
 check:              ## generated/ and the generated docs pages must match what renders now
 	$(PYTHON) -m codegen --check
 	$(PYTHON) -m qed docs --check
+
+lint:               ## ruff: lint and format check (configured in pyproject.toml)
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+
+format:             ## ruff: fix what can be fixed, format everything but generated/
+	$(PYTHON) -m ruff check --fix .
+	$(PYTHON) -m ruff format .
 
 test:               ## the test suite (slow cross-checks excluded)
 	$(PYTHON) -m pytest -q -n 2

