@@ -721,6 +721,7 @@ TABLES = [
             ),
         },
         claims=["rope_tables.entries", "rope.pairs"],
+        even={d: "its columns rotate in pairs (2i, 2i + 1); an odd last column would only be scaled"},
         doc="The constant inputs of `rope_forward`: cos[t, 2i] = cos[t, 2i+1] = cos(t·ω_i), "
         "sin likewise, rot = blockdiag([[0, 1], [−1, 0]]), ω_i = base^(−2i/d).",
     ),

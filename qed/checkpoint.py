@@ -21,8 +21,12 @@ Loading verifies before anything is used: the format and version; `checksum` ove
 (so an edited config, task, vocabulary or step is refused, not silently taken); the sha256 of
 each file; every parameter's name, shape and dtype against state.json; float32 or float64
 weights, one dtype for all; and finite values in the weights and the optimizer state (a run that
-diverged is refused by name).  What the model itself needs (every config key, the run's dtype,
-the shapes of its parameters) is checked by the trainer's loader (train.verified_run).
+diverged is refused by name); the step, an integer >= 0 and the one the directory is named
+after. Nothing is read or pruned through a symbolic link (`checkpoints/`, a checkpoint
+directory, its files), and pruning removes only checkpoints whose state.json names the same run
+(`run`) as the one being saved.  What the model itself needs (every config key, the run's
+dtype, the shapes of its parameters) is checked by the trainer's loader (train.verified_run);
+that a checkpoint belongs to its run directory (run.json), by run_dir.load.
 """
 
 from __future__ import annotations
@@ -113,7 +117,7 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
-def write_json_atomic(path: str | os.PathLike, obj) -> None:
+def write_json_atomic(path: str | os.PathLike, obj: object) -> None:
     write_bytes_atomic(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
 
 
@@ -204,13 +208,32 @@ def state_checksum(state: dict) -> str:
 
 # --------------------------------------------------------------------------- saving
 def _checkpoint_dirs(ckpt_root: Path) -> list[Path]:
+    """The checkpoint directories of a run, oldest first: real directories only (a symbolic
+    link is never taken for one, so nothing here reaches outside the run)."""
     out = []
     if ckpt_root.is_dir():
         for p in ckpt_root.iterdir():
             m = _STEP_RE.match(p.name)
-            if m and p.is_dir():
+            if m and p.is_dir() and not p.is_symlink():
                 out.append((int(m.group(1)), int(m.group(2) or 0), p))
     return [p for _, _, p in sorted(out)]
+
+
+def _refuse_link(path: Path, what: str) -> None:
+    """Nothing a run reads or writes may be a symbolic link: it could lead out of the run
+    directory (another run's checkpoint read as this one's, a file written elsewhere)."""
+    if path.is_symlink():
+        raise CheckpointError(f"{path}: the {what} is a symbolic link; refusing to follow it out of the run directory")
+
+
+def _same_run(path: Path, run) -> bool:
+    """Whether checkpoint `path` belongs to the run `run` (state.json's "run"; None for a
+    checkpoint saved outside a run directory): only those are ever pruned."""
+    try:
+        state = json.loads((path / STATE_FILE).read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(state, dict) and state.get("run") == run
 
 
 def save_checkpoint(
@@ -227,6 +250,7 @@ def save_checkpoint(
     the newest `keep` and the best."""
     run_dir = Path(run_dir)
     root = run_dir / CKPT_DIR
+    _refuse_link(root, "checkpoints directory")
     root.mkdir(parents=True, exist_ok=True)
 
     params = {k: np.asarray(v) for k, v in params.items()}
@@ -286,14 +310,16 @@ def save_checkpoint(
     if best:
         write_bytes_atomic(root / BEST, (name + "\n").encode())
 
-    # prune: older complete checkpoints beyond `keep` (never the best), and temp dirs left by a crash
+    # prune: this run's older checkpoints beyond `keep` (never the best), and temp dirs left by a
+    # crash; only real directories inside checkpoints/, and never one that another run wrote
     if keep > 0:
         protected = {name, _pointer(root, BEST)}
-        dirs = [p for p in _checkpoint_dirs(root) if p.name not in protected]
+        run = state.get("run")
+        dirs = [p for p in _checkpoint_dirs(root) if p.name not in protected and _same_run(p, run)]
         for old in dirs[: max(0, len(dirs) - (keep - 1))]:
             shutil.rmtree(old, ignore_errors=True)
     for p in root.iterdir():
-        if p.name.startswith(".tmp-") and p.is_dir() and p != tmp:
+        if p.name.startswith(".tmp-") and p.is_dir() and not p.is_symlink() and p != tmp:
             shutil.rmtree(p, ignore_errors=True)
     return root / name
 
@@ -320,8 +346,10 @@ def resolve(path: str | os.PathLike, which: str = LATEST) -> Path:
             raise CheckpointError(
                 f"{path}: is a checkpoint directory; the best checkpoint is chosen in a run directory"
             )
+        _refuse_link(path, "checkpoint directory")
         return path
     root = path / CKPT_DIR
+    _refuse_link(root, "checkpoints directory")
     latest = root / which
     if not latest.is_file():
         if which == BEST and (root / LATEST).is_file():
@@ -335,6 +363,7 @@ def resolve(path: str | os.PathLike, which: str = LATEST) -> Path:
         raise CheckpointError(f"{latest}: unreadable") from None
     if not _STEP_RE.match(name) or not (root / name).is_dir():
         raise CheckpointError(f"{latest}: names a missing checkpoint {name[:60]!r}")
+    _refuse_link(root / name, "checkpoint directory")
     return root / name
 
 
@@ -373,7 +402,23 @@ def read_state(ckpt: Path) -> dict:
     for key in ("step", "config", "task", "params", "sha256"):
         if key not in state:
             raise CheckpointError(f"{path}: corrupted (missing {key!r})")
+    _check_step(ckpt, state["step"])
     return state
+
+
+def _check_step(ckpt: Path, step) -> None:
+    """A checkpoint's identity, part one: its step is an integer >= 0, the one its directory is
+    named after (step-NNNNNNNN, or step-NNNNNNNN-k for a second save of that step)."""
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise CheckpointError(f"{ckpt / STATE_FILE}: step {step!r} is not an integer >= 0")
+    m = _STEP_RE.match(ckpt.name)
+    if m is None:
+        raise CheckpointError(f"{ckpt}: a checkpoint directory is named step-NNNNNNNN (its step)")
+    if int(m.group(1)) != step:
+        raise CheckpointError(
+            f"{ckpt}: its state.json says step {step}, its name step {int(m.group(1))}; it was "
+            "moved or renamed, refusing to use it"
+        )
 
 
 def _check_arrays(where: Path, what: str, arrays: dict[str, np.ndarray]) -> None:
@@ -397,6 +442,8 @@ def _check_arrays(where: Path, what: str, arrays: dict[str, np.ndarray]) -> None
 def load_checkpoint(path: str | os.PathLike, *, with_optimizer: bool = True, which: str = LATEST) -> Checkpoint:
     """Load and verify (format, version, checksums, names, shapes, dtypes, finiteness) a checkpoint."""
     ckpt = resolve(path, which)
+    for name in (STATE_FILE, MODEL_FILE, OPTIM_FILE):
+        _refuse_link(ckpt / name, f"checkpoint's {name}")
     state = read_state(ckpt)
     params, digest = _read_safetensors(ckpt / MODEL_FILE, "weights")
     if digest != state["sha256"].get(MODEL_FILE):

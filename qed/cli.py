@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import NoReturn
 
-from .cli_types import nonnegative_int, positive_int, seconds, temperature
+from .cli_types import name, nonnegative_int, positive_int, seconds, temperature
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
@@ -54,7 +55,7 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse, but a bad option is one line on stderr (exit 2), not the usage block: the same
     `qed: error: ...` form as every other expected failure."""
 
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         where = self.prog.removeprefix("qed").strip()
         hint = f"qed {where} --help" if where else "qed --help"
         self.exit(2, f"qed: error: {where + ': ' if where else ''}{' '.join(message.split())} (see `{hint}`)\n")
@@ -76,9 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("prove", help="prove every claim of the catalogue and refute every mutant")
-    p.add_argument("ids", nargs="*", help="claim ids or prefixes (default: all)")
+    p.add_argument("ids", nargs="*", type=name, help="claim ids or prefixes (default: all)")
     p.add_argument("--json", action="store_true", help="print the certificates as JSON")
     p.add_argument("-j", "--workers", type=positive_int, default=None, help="parallel workers (default: CPU count)")
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="prove and judge everything again, trusting no stored certificate (as CI does)",
+    )
 
     a = sub.add_parser(
         "audit",
@@ -87,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
         "table entries, step updates) and check that the generated claims refute each "
         "with a counterexample. Exit 1 if any survives.",
     )
-    a.add_argument("prefixes", nargs="*", help="op, table or step names or prefixes (default: all)")
+    a.add_argument("prefixes", nargs="*", type=name, help="op, table or step names or prefixes (default: all)")
     a.add_argument("--json", action="store_true", help="print one record per mutant as JSON")
     a.add_argument(
         "--limit",
@@ -104,6 +110,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a.add_argument("--all", action="store_true", help="with --text: every mutant of every file, no sampling")
     a.add_argument("-j", "--workers", type=positive_int, default=None, help="parallel workers (default: CPU count)")
+
+    c = sub.add_parser(
+        "check",
+        help="check a derivation step by step (Markdown, LaTeX or plain text)",
+        description="Find every formula of each file, cut it into steps (= chains, \\Rightarrow, "
+        "\\quad, aligned rows) and give each step one verdict: proved (for symbolic sizes), refuted "
+        "(a counterexample at concrete sizes), not understood (with the reason), definition or "
+        "notation. Exit 1 on a refuted step (--strict: also on one not understood). See docs/check.md.",
+    )
+    c.add_argument("files", nargs="+", metavar="FILE", help="Markdown (.md), LaTeX or plain-text files")
+    cf = c.add_mutually_exclusive_group()
+    cf.add_argument("--json", action="store_true", help="print one record per step as JSON (schema: docs/check.md)")
+    cf.add_argument("--markdown", action="store_true", help="print a Markdown report (formulas as $…$)")
+    cf.add_argument("--html", action="store_true", help="print an HTML report (MathJax)")
+    c.add_argument("--strict", action="store_true", help="exit 1 also on a step not understood or redefined")
+    c.add_argument(
+        "--explain",
+        action="store_true",
+        help="each step's transcript: both sides' index forms, the rewrites, the normal forms, the assumptions",
+    )
+    c.add_argument("--quiet", action="store_true", help="with --json/--markdown/--html: no progress lines on stderr")
 
     t = sub.add_parser(
         "train",
@@ -404,7 +431,7 @@ def _dispatch(args) -> int:
     if args.command == "prove":
         from .tools.prove import main as prove_main
 
-        return prove_main(args.ids, args.json, args.workers)
+        return prove_main(args.ids, args.json, args.workers, use_cache=not args.no_cache)
     if args.command == "audit":
         if args.text or args.all:
             from .tools.audit_text import DEFAULT_LIMIT
@@ -415,6 +442,11 @@ def _dispatch(args) -> int:
         from .tools.audit import main as audit_main
 
         return audit_main(args.prefixes, args.json, args.limit, args.workers)
+    if args.command == "check":
+        from .tools.check import main as check_main
+
+        fmt = "json" if args.json else "markdown" if args.markdown else "html" if args.html else "text"
+        return check_main(args.files, strict=args.strict, explain=args.explain, fmt=fmt, quiet=args.quiet)
     if args.command == "train":
         return _cmd_train(args)
     if args.command == "sample":
@@ -448,6 +480,9 @@ def main(argv: list[str] | None = None) -> int:
 
         one_library_thread()
     try:
+        from .env import check_all
+
+        check_all()  # every environment variable qed reads: a bad one is one line, before anything runs
         return _dispatch(args)
     except QedError as e:
         print(f"qed: error: {_one_line(e)}", file=sys.stderr, flush=True)

@@ -4,17 +4,20 @@ hooks there). Building the parser imports nothing of qed/tools/."""
 
 from __future__ import annotations
 
+import argparse
+
 COMMANDS = ("docs", "lint-latex", "bench")
 
 
-def add_parsers(sub) -> None:
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     """`qed docs` and `qed lint-latex`."""
     from .cli_types import positive_int
 
     d = sub.add_parser(
         "docs",
         help="write docs/ pages from the registry (--check: fail on drift)",
-        description="Prove every claim and write docs/derivations/*.md, "
+        description="Prove every claim (reusing the certificates `qed prove` stored, where their "
+        "keys still match) and write docs/derivations/*.md, "
         "docs/derivations/index.md and docs/sources.md; copy KaTeX "
         "into docs/assets/katex for the site. Timings are not drift-checked.",
     )
@@ -29,6 +32,7 @@ def add_parsers(sub) -> None:
         default=None,
         help="use certificates from `qed prove --json` instead of proving again",
     )
+    d.add_argument("--no-cache", action="store_true", help="prove every claim again, trusting no stored certificate")
 
     lint = sub.add_parser(
         "lint-latex",
@@ -47,7 +51,7 @@ def add_parsers(sub) -> None:
     lint.add_argument("files", nargs="+", metavar="FILE", help="files, or folders (their *.md)")
 
 
-def add_bench_parser(sub) -> None:
+def add_bench_parser(sub: argparse._SubParsersAction) -> None:
     """`qed bench`."""
     from .cli_types import (
         MEMORY_BATCH,
@@ -57,6 +61,7 @@ def add_bench_parser(sub) -> None:
         SWEEP_FIGURE,
         SWEEP_T,
         int_list,
+        name,
         nonnegative_int,
         positive_int,
     )
@@ -142,6 +147,7 @@ def add_bench_parser(sub) -> None:
     b.add_argument(
         "--ops",
         nargs="*",
+        type=name,
         default=None,
         metavar="OP",
         dest="ops_names",
@@ -155,24 +161,36 @@ def add_bench_parser(sub) -> None:
         "(batch 1, 4 heads, head dim 64), untiled, tiled and F.scaled_dot_product_attention",
     )
     b.add_argument(
+        "--lint",
+        action="store_true",
+        help="also: lint-latex's CPU time on inputs and on inputs four times larger (linear: 4x)",
+    )
+    b.add_argument(
         "--only-extra",
         action="store_true",
-        help="with --memory/--sweep/--nproc/--ops/--attention-scaling: skip the main comparison",
+        help="with --memory/--sweep/--nproc/--ops/--attention-scaling/--lint: skip the main comparison",
     )
     b.add_argument("--json", action="store_true", help="print the results as JSON (only JSON on stdout)")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     if args.command == "bench":
         from .tools.bench import run_cli
 
         sections = []
+        if args.lint:  # lint-latex's time as its input grows four times
+            from .tools.bench_lint import SECTION as LINT_SECTION
+
+            sections.append(LINT_SECTION)
         if args.attention_scaling:  # attention's memory and time as T doubles
             from .tools.bench_attention import SECTION as ATTENTION_SECTION
 
             sections.append(ATTENTION_SECTION)
         if args.ops_names is not None:  # derived vs hand-written backward, per op
             from .tools.bench_ops import SECTION as OPS_SECTION
+            from .tools.bench_ops import check_names
+
+            check_names(args.ops_names)  # before the main comparison, not after it
 
             sections.append(OPS_SECTION)
         if args.nproc:  # N ranks of torch.distributed against one process
@@ -183,7 +201,13 @@ def run(args) -> int:
     if args.command == "docs":
         from .tools.docs import main
 
-        return main(check_only=args.check, workers=args.workers, katex=not args.no_katex, certs_json=args.certificates)
+        return main(
+            check_only=args.check,
+            workers=args.workers,
+            katex=not args.no_katex,
+            certs_json=args.certificates,
+            use_cache=not args.no_cache,
+        )
     from .tools.latex_lint import main
 
     return main(args.files)

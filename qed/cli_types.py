@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 
 # `qed bench`
 NUMPY_PARALLEL = "processes"  # how NumpyGPT runs its batch slices (see qed/parallel.py)
@@ -18,7 +19,7 @@ SWEEP_C = (64, 128, 256, 512)
 SWEEP_FIGURE = os.path.join("docs", "figures", "bench_sweep.png")
 
 
-def int_at_least(low: int, what: str):
+def int_at_least(low: int, what: str) -> Callable[[str], int]:
     """An argparse type: an integer >= low, refused in one line otherwise."""
 
     def parse(text: str) -> int:
@@ -37,15 +38,29 @@ positive_int = int_at_least(1, "a positive integer")
 nonnegative_int = int_at_least(0, "an integer >= 0")
 
 
+# the longest wait a timeout may ask for: a week. Longer ones overflow the clocks that the
+# waits are measured on (datetime.timedelta, gloo's and NCCL's nanosecond deadlines).
+MAX_SECONDS = 7 * 24 * 3600
+
+
 def seconds(text: str) -> float:
-    """A positive, finite number of seconds."""
+    """A positive number of seconds, at most MAX_SECONDS."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not (0 < value < float("inf")):
-        raise argparse.ArgumentTypeError(f"expected a positive, finite number of seconds, got {text}")
+    if not (0 < value <= MAX_SECONDS):  # refuses nan and inf too
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number of seconds up to {MAX_SECONDS} (a week), got {text}"
+        )
     return value
+
+
+def name(text: str) -> str:
+    """An op, claim or file name (or prefix): an empty one would match everything."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a name, got {text!r} (leave it out to mean all)")
+    return text
 
 
 def temperature(text: str) -> float:

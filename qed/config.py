@@ -177,7 +177,7 @@ class GPTConfig:
         return cfg
 
 
-def check_idx(config: GPTConfig, idx, targets=None) -> tuple[int, int]:
+def check_idx(config: GPTConfig, idx: object, targets: object = None) -> tuple[int, int]:
     """(B, T) of a batch of token ids (NumPy or torch) that a model of this config can take,
     or a ValueError saying what is wrong; with targets, at least one must be scored (not -1)."""
     shape = tuple(idx.shape)

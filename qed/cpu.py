@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-from .errors import QedError
+from . import env
 
 
 def cpu_count() -> int:
@@ -20,10 +20,8 @@ def cpu_count() -> int:
 
 def default_threads() -> int:
     """Threads per batch for NumpyGPT: the CPU count, at most 2 (QED_NUMPY_THREADS overrides)."""
-    env = os.environ.get("QED_NUMPY_THREADS")
-    if env:
-        return max(1, int(env))
-    return max(1, min(2, cpu_count()))
+    own = env.get("QED_NUMPY_THREADS")
+    return own if own is not None else max(1, min(2, cpu_count()))
 
 
 # The environment variables the thread libraries read when they load, as the user left them
@@ -48,16 +46,12 @@ def torch_threads() -> int:
     user set it, else every CPU this process may run on. (The OMP_NUM_THREADS=1 that
     `one_library_thread` sets for NumPy's BLAS must not reach torch: it left `qed train --backend
     torch` on one core, 151 s for 2000 iterations against 89.7 s on two, measured.)"""
-    own = os.environ.get("QED_TORCH_THREADS")
+    own = env.get("QED_TORCH_THREADS")
     if own is not None:
-        if not own.strip().isdigit() or int(own) < 1:
-            raise QedError(f"QED_TORCH_THREADS={own!r}: expected a positive integer")
-        return int(own)
+        return own
     user_omp = _USER_LIBRARY_THREADS.get("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS"))
-    first = (user_omp or "").split(",")[0].strip()  # OpenMP allows a nested list: "2,1"
-    if first.isdigit() and int(first) >= 1:
-        return int(first)
-    return cpu_count()
+    omp = env.get("OMP_NUM_THREADS", {"OMP_NUM_THREADS": user_omp or ""})  # the user's, not ours
+    return omp if omp is not None else cpu_count()
 
 
 def use_threads(backend: str, parallel: str = "processes") -> str:
@@ -121,7 +115,7 @@ def tune_malloc() -> bool:
     if _MALLOC_TUNED:
         return _MALLOC_TUNED[0]
     ok = False
-    if os.environ.get("QED_MALLOC_TUNE", "1") != "0" and not any(k.startswith("MALLOC_") for k in os.environ):
+    if env.get("QED_MALLOC_TUNE") is not False and not any(k.startswith("MALLOC_") for k in os.environ):
         try:
             import ctypes
 
@@ -142,7 +136,7 @@ def tune_malloc() -> bool:
 _BLAS_CONTROLLER = []
 
 
-def blas_single_thread():
+def blas_single_thread() -> contextlib.AbstractContextManager:
     """A context in which BLAS runs on one thread (threadpoolctl), or a no-op without it."""
     if not _BLAS_CONTROLLER:
         try:

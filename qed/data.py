@@ -16,7 +16,10 @@ random windows of block_size + 1 characters.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +29,22 @@ from .errors import DataError
 IGNORE = -1
 SPLIT_SEED = 1337  # fixed: the held-out set of the sorting task never depends on --seed
 MAX_ENUMERATED = 10**7
+# the version of how the sorting task turns its parameters into examples (the enumeration and
+# the split below): part of its digest, so that a change here is never resumed as the same data
+SORT_GENERATOR = 1
+
+
+def _canonical_digest(record: dict) -> str:
+    return hashlib.sha256(json.dumps(record, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _check_digest(recorded, actual: str, what: str) -> None:
+    """A task rebuilt from a run's record is the data the run trained on, or it is refused."""
+    if recorded != actual:
+        raise DataError(
+            f"{what}: changed since the run started (its sha256 is {actual[:16]}…, the run recorded "
+            f"{str(recorded)[:16]}…); restore it, or train a new run on it"
+        )
 
 
 # --------------------------------------------------------------------------- sorting task
@@ -65,13 +84,16 @@ class SortTask:
         return [str(d) for d in range(self.num_digits)]
 
     def info(self) -> dict:
-        return {
+        """The task's record (in every checkpoint): its parameters and `sha256`, the digest of
+        its definition (the parameters and the generator's version), which stands for its data."""
+        record = {
             "kind": "sort",
             "length": self.length,
             "num_digits": self.num_digits,
             "test_fraction": self.test_fraction,
             "split_seed": self.split_seed,
         }
+        return dict(record, sha256=_canonical_digest(dict(record, generator=SORT_GENERATOR)))
 
     # -- the split: every input code 0 .. n^L - 1, permuted with the fixed seed
     def _split(self) -> tuple[np.ndarray, np.ndarray]:
@@ -119,7 +141,7 @@ class SortTask:
         pick = codes[rng.integers(0, len(codes), size=batch_size)]
         return self.sequences(self.decode_codes(pick))
 
-    def eval_batches(self, batch_size: int, max_examples: int | None = None):
+    def eval_batches(self, batch_size: int, max_examples: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Deterministic batches covering the held-out set (for the validation loss)."""
         inputs = self.examples("val")
         if max_examples is not None:
@@ -139,7 +161,7 @@ class SortTask:
             )
         return np.array([int(c) for c in digits], dtype=np.int64)
 
-    def decode(self, tokens) -> str:
+    def decode(self, tokens: Iterable[int]) -> str:
         return "".join(str(int(t)) for t in tokens)
 
 
@@ -150,6 +172,7 @@ class TextTask:
     train: np.ndarray
     val: np.ndarray
     path: str
+    sha256: str = ""  # of the file's bytes, as read
     kind: str = field(default="text", init=False)
 
     @property
@@ -162,7 +185,7 @@ class TextTask:
         return len(self.vocab)
 
     def info(self) -> dict:
-        return {"kind": "text", "path": os.path.abspath(self.path), "vocab": list(self.vocab)}
+        return {"kind": "text", "path": os.path.abspath(self.path), "vocab": list(self.vocab), "sha256": self.sha256}
 
     def check_block_size(self, block_size: int) -> None:
         need = block_size + 1
@@ -178,14 +201,18 @@ class TextTask:
                 f"block_size + 1 = {need}; use a file of at least {10 * need} characters or a smaller --block-size"
             )
 
-    def batch(self, split: str, batch_size: int, rng: np.random.Generator, block_size: int):
+    def batch(
+        self, split: str, batch_size: int, rng: np.random.Generator, block_size: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         data = self.train if split == "train" else self.val
         ix = rng.integers(0, len(data) - block_size, size=batch_size)
         x = np.stack([data[i : i + block_size] for i in ix])
         y = np.stack([data[i + 1 : i + 1 + block_size] for i in ix])
         return x.astype(np.int64), y.astype(np.int64)
 
-    def eval_batches(self, batch_size: int, block_size: int, n_batches: int, seed: int):
+    def eval_batches(
+        self, batch_size: int, block_size: int, n_batches: int, seed: int
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         rng = np.random.default_rng([seed, 0xE7A1])  # fixed: every evaluation sees the same windows
         for _ in range(n_batches):
             yield self.batch("val", batch_size, rng, block_size)
@@ -197,12 +224,17 @@ class TextTask:
             raise DataError(f"prompt has characters outside the vocabulary: {''.join(bad)!r}")
         return np.array([index[c] for c in text], dtype=np.int64)
 
-    def decode(self, tokens) -> str:
+    def decode(self, tokens: Iterable[int]) -> str:
         return "".join(self.vocab[int(t)] for t in tokens)
 
 
 def read_text(path: str) -> str:
     """Read a UTF-8 text file, refusing what is not one (missing, empty, binary)."""
+    return _read_text(path)[0]
+
+
+def _read_text(path: str) -> tuple[str, str]:
+    """(the text of a UTF-8 file, the sha256 of its bytes), refusing what is not one."""
     if not os.path.exists(path):
         raise DataError(f"{path}: no such file")
     if os.path.isdir(path):
@@ -220,12 +252,15 @@ def read_text(path: str) -> str:
         raise DataError(f"{path}: not UTF-8 text (invalid byte at offset {e.start})") from None
     if "\x00" in text:
         raise DataError(f"{path}: looks binary (contains NUL bytes), not text")
-    return text
+    return text, hashlib.sha256(raw).hexdigest()
 
 
-def load_text(path: str, vocab: list[str] | None = None) -> TextTask:
-    """Character-level dataset: vocab = sorted distinct characters, 90% train / 10% val."""
-    text = read_text(path)
+def load_text(path: str, vocab: list[str] | None = None, sha256: str | None = None) -> TextTask:
+    """Character-level dataset: vocab = sorted distinct characters, 90% train / 10% val. With
+    `sha256` (a run's record), the file must be the one the run trained on."""
+    text, digest = _read_text(path)
+    if sha256 is not None:
+        _check_digest(sha256, digest, path)
     if vocab is None:
         vocab = sorted(set(text))
     else:
@@ -236,21 +271,23 @@ def load_text(path: str, vocab: list[str] | None = None) -> TextTask:
     dtype = np.uint16 if len(vocab) < 2**16 else np.int32
     data = np.fromiter((index[c] for c in text), dtype=dtype, count=len(text))
     n = int(0.9 * len(data))
-    return TextTask(vocab=list(vocab), train=data[:n], val=data[n:], path=path)
+    return TextTask(vocab=list(vocab), train=data[:n], val=data[n:], path=path, sha256=digest)
 
 
-def task_from_info(info: dict):
+def task_from_info(info: dict) -> SortTask | TextTask:
     """Rebuild the task recorded in a checkpoint or config.json."""
     kind = info.get("kind")
     if kind == "sort":
-        return SortTask(
+        task = SortTask(
             length=int(info["length"]),
             num_digits=int(info["num_digits"]),
             test_fraction=float(info.get("test_fraction", 0.25)),
             split_seed=int(info.get("split_seed", SPLIT_SEED)),
         )
+        _check_digest(info.get("sha256"), task.info()["sha256"], "the sort task's definition")
+        return task
     if kind == "text":
-        return load_text(info["path"], vocab=list(info["vocab"]))
+        return load_text(info["path"], vocab=list(info["vocab"]), sha256=info.get("sha256"))
     raise DataError(f"unknown task kind {kind!r}")
 
 

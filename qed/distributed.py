@@ -36,7 +36,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -62,7 +64,7 @@ class PeerLost(QedError):
 
 
 # --------------------------------------------------------------------------- the environment
-def rank_env(environ=None) -> dict | None:
+def rank_env(environ: Mapping[str, str] | None = None) -> dict | None:
     """{rank, size, local_rank, local_size, addr, port} from torchrun's variables (RANK,
     WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), None where none is set;
     QedError where they are incomplete or inconsistent."""
@@ -168,6 +170,30 @@ def _reason(e: BaseException, timeout: float) -> str:
     return text[:200]
 
 
+def within(timeout: float, fn: Callable[[], object]) -> object:
+    """fn()'s result (or its exception), waited for at most `timeout` seconds; TimeoutError
+    after that. For the waits whose own timeout does not hold: torch's rendezvous, connected
+    to an address that accepts the connection and never answers, waits for ever whatever its
+    timeout says. fn runs in a daemon thread, left behind when it does not return (a call
+    blocked in C++ cannot be cancelled): the process then ends with its one line without it."""
+    box: dict = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # handed to the waiting thread
+            box["error"] = e
+
+    worker = threading.Thread(target=run, name="qed-bounded-wait", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise TimeoutError(f"no result within {timeout:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 # --------------------------------------------------------------------------- the world
 class World:
     """This process's place among the ranks of one run: rank r of N, on `device`. The default,
@@ -225,7 +251,10 @@ class World:
             torch.cuda.set_device(env["local_rank"])
             os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")  # a timeout raises in this thread
         backend = "nccl" if device == "cuda" else "gloo"
-        try:
+
+        def rendezvous():
+            if device == "cuda":
+                torch.cuda.set_device(env["local_rank"])  # the device is per thread
             dist.init_process_group(
                 backend,
                 init_method="env://",
@@ -233,6 +262,15 @@ class World:
                 world_size=env["size"],
                 timeout=datetime.timedelta(seconds=timeout),
             )
+
+        try:
+            within(timeout, rendezvous)
+        except TimeoutError:
+            raise QedError(
+                f"rank {env['rank']} of {env['size']}: no answer from the rendezvous at "
+                f"{env['addr']}:{env['port']} within {timeout:g} s (--dist-timeout): is rank 0 "
+                "running there, and are MASTER_ADDR and MASTER_PORT its address?"
+            ) from None
         except (RuntimeError, ValueError) as e:
             first = (" ".join(str(e).split()) or type(e).__name__)[:300]
             raise QedError(
@@ -247,10 +285,11 @@ class World:
         overrides); in words, for the run header."""
         import torch
 
+        from . import env
         from .cpu import cpu_count
 
-        own = os.environ.get("QED_TORCH_THREADS", "")
-        n = int(own) if own.strip().isdigit() and int(own) > 0 else max(1, cpu_count() // self.local_size)
+        own = env.get("QED_TORCH_THREADS")
+        n = own if own is not None else max(1, cpu_count() // self.local_size)
         torch.set_num_threads(n)
         comm = "nccl" if self.device == "cuda" else "gloo"
         each = "BLAS 1 thread" if backend == "numpy" else f"torch {n} thread{'s' * (n > 1)}"
@@ -271,7 +310,7 @@ class World:
         return self.stopping if self.distributed else requested
 
     @contextlib.contextmanager
-    def talking(self, during: str):
+    def talking(self, during: str) -> Iterator[None]:
         """Turn the failure of a collective inside the block into PeerLost."""
         try:
             yield
@@ -290,7 +329,7 @@ class World:
         with self.talking(during):  # an all_reduce, not dist.barrier(): gloo's barrier has no timeout of its own
             dist.all_reduce(torch.zeros(1, device=self.torch_device))
 
-    def broadcast_(self, tensor) -> None:
+    def broadcast_(self, tensor: object) -> None:
         """Rank 0's values into `tensor` on every rank."""
         if self.distributed:
             import torch.distributed as dist
@@ -299,7 +338,7 @@ class World:
                 dist.broadcast(tensor, src=0)
 
     @contextlib.contextmanager
-    def setting_up(self):
+    def setting_up(self) -> Iterator[None]:
         """Around the part of a start that may fail on some ranks and not on others. At its end
         every rank sends [failed?, digest of its error, digest of what must be the same on every
         rank] in one all-reduce; then
@@ -356,7 +395,7 @@ class World:
             raise err
 
     # ------------------------------------------------------------------ runners
-    def shard(self, runner):
+    def shard(self, runner: object) -> object:
         """`runner` (qed/runner.py) made a rank of this world: its step takes this rank's rows of a
         global batch and sums the gradients over the ranks."""
         if not self.distributed:
@@ -391,7 +430,7 @@ class RankRunner:
             raise AttributeError(name)
         return getattr(self.inner, name)
 
-    def own_rows(self, x, y):
+    def own_rows(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
         """(this rank's rows of x and y, n_r/N: its share of the batch's scored tokens)."""
         B = x.shape[0]
         if B < self.world.size:
@@ -429,7 +468,7 @@ class NumpyRankRunner(RankRunner):
             raise RuntimeError("NumpyGPT's parameters do not tile one flat buffer")
         world.broadcast_(torch.from_numpy(layout[0]))  # every rank starts from rank 0's weights
 
-    def step(self, x, y, lr=None, grad_clip=0.0) -> float:
+    def step(self, x: np.ndarray, y: np.ndarray, lr: float | None = None, grad_clip: float = 0.0) -> float:
         from .config import check_idx
         from .optim import clip_grad_norm
 
@@ -495,7 +534,7 @@ class TorchRankRunner(RankRunner):
         self.ddp.register_comm_hook(self, _sum_buckets)
         self.extras = None
 
-    def step(self, x, y, lr=None, grad_clip=0.0) -> float:
+    def step(self, x: np.ndarray, y: np.ndarray, lr: float | None = None, grad_clip: float = 0.0) -> float:
         import torch
 
         from .optim import torch_clip_grad_norm

@@ -16,14 +16,16 @@ from collections import OrderedDict
 import numpy as np
 
 
-def flat_views(buffer, offsets: dict, shapes: dict) -> OrderedDict:
+def flat_views(buffer: np.ndarray, offsets: dict, shapes: dict) -> OrderedDict:
     """{name: buffer[offset : offset + size] shaped like the parameter}, in the order of `offsets`."""
     return OrderedDict(
         (k, buffer[off : off + math.prod(shapes[k])].reshape(tuple(shapes[k]))) for k, off in offsets.items()
     )
 
 
-def flat_params(arrays: dict, dtype, buffer: np.ndarray | None = None) -> OrderedDict[str, np.ndarray]:
+def flat_params(
+    arrays: dict, dtype: np.dtype | type | str, buffer: np.ndarray | None = None
+) -> OrderedDict[str, np.ndarray]:
     """The same values as views of one contiguous 1-D buffer, matrices (the weight-decayed
     parameters) first, then vectors; the dict keeps the given order. An optimizer can then
     update every parameter with one kernel call per weight-decay group (see `flat_layout`).
@@ -43,7 +45,7 @@ def flat_params(arrays: dict, dtype, buffer: np.ndarray | None = None) -> Ordere
     return views
 
 
-def flat_layout(arrays: dict):
+def flat_layout(arrays: dict) -> tuple[np.ndarray, dict[str, int]] | None:
     """(buffer, {name: offset}) if the arrays are contiguous views that tile one 1-D buffer
     exactly, else None."""
     vals = list(arrays.values())

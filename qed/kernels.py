@@ -11,6 +11,8 @@ The constants are the generated kernels' defaults that the models pass on.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
+from types import ModuleType
 
 from .config import GPTConfig
 
@@ -23,7 +25,7 @@ class MissingKernelError(ImportError):
     """A generated kernel the model needs is not in generated/<backend>/."""
 
 
-def kernel(backend: str, name: str):
+def kernel(backend: str, name: str) -> ModuleType:
     """The generated module generated/<backend>/<name>.py, or MissingKernelError saying so."""
     modname = f"generated.{backend}.{name}"
     try:
@@ -37,7 +39,7 @@ def kernel(backend: str, name: str):
         ) from None
 
 
-def table_fn(backend: str, module: str, name: str):
+def table_fn(backend: str, module: str, name: str) -> Callable:
     """A generated table function (RoPE's cos/sin/rot tables, the sinusoidal PE table), or
     MissingKernelError. Expected signatures (no formula is typed in qed: the tables are the
     formulas of derivations/positional.py, printed by codegen):

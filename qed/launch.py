@@ -16,14 +16,17 @@ cannot say so itself, is reported here, in one line.
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 from .distributed import DEFAULT_TIMEOUT, LAUNCHED_BY, World, check_device, rank_env
+from .env import get as env_var
 from .errors import QedError
 
 EXIT_INTERRUPTED = 130
@@ -36,11 +39,14 @@ SI_USER, SI_QUEUE, SI_TKILL = 0, -1, -6  # si_code of a signal sent by a process
 
 
 # --------------------------------------------------------------------------- the handler of `qed train`
-def run_train(args, train) -> int:
+def run_train(args: argparse.Namespace, train: Callable[[], int]) -> int:
     """Start the ranks, be one, or run alone; the exit status."""
     env = rank_env()
     device = getattr(args, "device", None) or "cpu"
     timeout = getattr(args, "dist_timeout", None) or DEFAULT_TIMEOUT
+    from . import workers
+
+    workers.REPLY_TIMEOUT = timeout  # the NumPy backend's worker processes: the same bound
     nproc = getattr(args, "nproc", None)
     if env is None:
         check_device(device)
@@ -48,7 +54,7 @@ def run_train(args, train) -> int:
             return train(args, World(device=device, timeout=timeout))
         check_nproc(nproc, device, getattr(args, "oversubscribe", False))
         return launch([sys.executable, "-m", "qed", *args.argv], nproc, timeout)
-    if nproc is not None and os.environ.get(LAUNCHED_BY) != str(nproc):
+    if nproc is not None and env_var(LAUNCHED_BY) != nproc:
         raise QedError(
             f"--nproc {nproc}: RANK and WORLD_SIZE are already set (torchrun started this process, "
             f"as rank {env['rank']} of {env['size']}); leave out --nproc, torchrun's "
@@ -61,7 +67,7 @@ def run_train(args, train) -> int:
     return run_as_rank(world, lambda: train(args, world))
 
 
-def run_as_rank(world: World, fn) -> int:
+def run_as_rank(world: World, fn: Callable[[], int]) -> int:
     """fn() as rank `world.rank`: its exit status; an error that rank 0 has too is left to rank 0
     to print, any other QedError names the rank; the process group is left after a good end."""
     try:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import os
 
-from .config import ffn_weights
+from .config import GPTConfig, ffn_weights
 from .errors import QedError
 
 RUNTIME_BYTES = {"numpy": 300 << 20, "torch": 500 << 20}
@@ -39,14 +39,14 @@ class MemoryEstimateError(QedError):
     """A config whose estimated memory exceeds what the machine has available."""
 
 
-def num_params(config) -> int:
+def num_params(config: GPTConfig) -> int:
     from .params import param_shapes
 
     return sum(math.prod(shape) for shape in param_shapes(config).values())
 
 
 def estimate(
-    config, *, batch_size: int, seq_len: int, itemsize: int, backend: str = "numpy", training: bool = True
+    config: GPTConfig, *, batch_size: int, seq_len: int, itemsize: int, backend: str = "numpy", training: bool = True
 ) -> dict:
     """Bytes by part (Python integers: no overflow however large the sizes)."""
     P = num_params(config)
@@ -109,7 +109,7 @@ def fmt_bytes(n: int) -> str:
 
 
 def check_fits(
-    config,
+    config: GPTConfig,
     *,
     batch_size: int,
     seq_len: int,

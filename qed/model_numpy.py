@@ -221,7 +221,7 @@ class NumpyGPT:
         return dx
 
     # ------------------------------------------------------------------ forward / backward
-    def forward(self, idx: np.ndarray, targets: np.ndarray | None = None):
+    def forward(self, idx: np.ndarray, targets: np.ndarray | None = None) -> tuple[np.ndarray, float | None]:
         """logits (B, T, V) and the mean cross-entropy over the tokens whose target is not −1
         (None without targets). With targets, keeps every cache for `backward`.
 
@@ -233,7 +233,7 @@ class NumpyGPT:
         logits, loss, self._tape = self.parallel.forward(self, idx, targets)
         return logits, loss
 
-    def forward_slice(self, idx, targets):
+    def forward_slice(self, idx: np.ndarray, targets: np.ndarray | None) -> tuple[np.ndarray, float | None, list]:
         """(logits, mean loss or None, tape) of one slice of the batch (thread-safe: no state)."""
         c, P = self.config, self.params
         B, T = idx.shape
@@ -274,7 +274,7 @@ class NumpyGPT:
         grads = flat_views(buf, self.offsets, {k: p.shape for k, p in self.flat_views.items()})
         return self.parallel.backward(self, tape, grads)
 
-    def backward_slice(self, tape, weight):
+    def backward_slice(self, tape: list, weight: float) -> dict[str, np.ndarray]:
         """The gradients of one slice's loss times `weight` (n_s/N), from its forward's tape."""
         c = self.config
         grads: dict[str, np.ndarray] = {}

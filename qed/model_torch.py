@@ -125,7 +125,9 @@ class TorchGPT(nn.Module):
         return self._k("rope")(x, cos.expand(x.shape), sin.expand(x.shape), rot.expand(*x.shape[:-2], *rot.shape))
 
     # ------------------------------------------------------------------ forward
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """logits (B, T, V), and the mean cross-entropy over the tokens whose target is not −1
         (None without targets). With compile=True the loss path runs the compiled graph; logits
         alone (sampling, where T grows by one a call) run as written."""

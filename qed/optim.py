@@ -52,7 +52,7 @@ def _chunks(runs, size: int) -> list[tuple[int, int, bool]]:
     return [(a, min(a + size, b), d) for start, b, d in runs for a in range(start, b, size)]
 
 
-def decays(name: str, shape) -> bool:
+def decays(name: str, shape: tuple[int, ...]) -> bool:
     """Whether a parameter gets weight decay: 2-D matrices yes; biases and norm weights no."""
     return len(tuple(shape)) >= 2
 
@@ -198,7 +198,7 @@ class AdamW:
                 setattr(self, key, float(d[key]))
 
 
-def clip_grad_norm(grads: dict, max_norm) -> float:
+def clip_grad_norm(grads: dict, max_norm: float) -> float:
     """Scale all gradients in place so that their global L2 norm is at most max_norm
     (PyTorch's clip_grad_norm_: coefficient max_norm/(norm + 1e-6), capped at 1). Works on
     NumPy arrays and torch tensors; returns the norm before clipping."""
@@ -222,7 +222,7 @@ def clip_grad_norm(grads: dict, max_norm) -> float:
     return total
 
 
-def torch_clip_grad_norm(model, max_norm) -> float:
+def torch_clip_grad_norm(model: object, max_norm: float) -> float:
     """clip_grad_norm over the .grad of a torch module's (or an iterable's) parameters."""
     import torch
 
@@ -231,7 +231,7 @@ def torch_clip_grad_norm(model, max_norm) -> float:
     return clip_grad_norm(grads, max_norm)
 
 
-def cosine_lr(step, *, lr, warmup, max_steps, min_lr) -> float:
+def cosine_lr(step: int, *, lr: float, warmup: int, max_steps: int, min_lr: float) -> float:
     """nanoGPT's schedule: linear warmup over `warmup` steps to lr, cosine decay to min_lr at
     max_steps, min_lr afterwards. `step` counts from 0."""
     if step < warmup:
@@ -404,7 +404,9 @@ def _torch_flat(named):
     return buf, offsets, runs
 
 
-def build_optimizer(model, *, lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1):
+def build_optimizer(
+    model: object, *, lr: float, betas: tuple[float, float] = (0.9, 0.95), eps: float = 1e-8, weight_decay: float = 0.1
+) -> AdamW | TorchAdamW:
     """AdamW for a NumpyGPT (over model.params) or TorchGPT (over its parameters)."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(model, torch.nn.Module):

@@ -15,6 +15,7 @@ imports no model (NumpyGPT imports it, and the worker process builds the model i
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import numpy as np
 
@@ -69,7 +70,9 @@ class DataParallel:
         return None if self.shared is None else self.shared.array
 
     # ------------------------------------------------------------------ one step
-    def forward(self, model, idx: np.ndarray, targets: np.ndarray | None):
+    def forward(
+        self, model: object, idx: np.ndarray, targets: np.ndarray | None
+    ) -> tuple[np.ndarray, float | None, list | None]:
         """(logits (B, T, V), the mean loss or None, the tape for `backward` or None)."""
         B = idx.shape[0]
         parts = shards(B, self.threads)
@@ -91,7 +94,7 @@ class DataParallel:
         loss = results[0][1] if len(results) == 1 else float(sum(w * r[1] for w, r in zip(weights, results)))
         return logits, loss, [(r[2], w) for r, w in zip(results, weights)]
 
-    def backward(self, model, tape: list, out: dict) -> dict:
+    def backward(self, model: object, tape: list, out: dict) -> dict:
         """Σ over slices of the gradients of (n_s/N)·loss_s, written into `out` ({name: array})."""
         if any(isinstance(t, int) for t, _ in tape):  # slices held by worker processes
             parts = self._backward_processes(model, tape)
@@ -107,7 +110,7 @@ class DataParallel:
         return out
 
     # ------------------------------------------------------------------ threads
-    def map(self, fn, items: list) -> list:
+    def map(self, fn: Callable, items: list) -> list:
         """[fn(x) for x in items]: the first in this thread, the others in the pool, BLAS on
         one thread while they run together."""
         if len(items) == 1:

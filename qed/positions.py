@@ -16,12 +16,12 @@ class PositionTables:
         self.backend, self.config = backend, config
         self._built: dict = {}
 
-    def rope(self, T: int, dtype, device=None):
+    def rope(self, T: int, dtype: object, device: object = None) -> tuple:
         """cos, sin (T, hd) and rot (hd, hd) for RoPE."""
         cos, sin, rot = self._table("rope", "rope_tables", self.config.head_dim, ROPE_BASE, dtype, device)
         return cos[:T], sin[:T], rot
 
-    def sinusoid(self, T: int, dtype, device=None):
+    def sinusoid(self, T: int, dtype: object, device: object = None) -> object:
         """PE (T, C), added to the token embeddings."""
         return self._table("sinusoidal", "sinusoidal_table", self.config.n_embd, SINUSOID_BASE, dtype, device)[:T]
 

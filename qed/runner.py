@@ -29,12 +29,13 @@ import sys
 
 import numpy as np
 
+from .config import GPTConfig
 from .errors import QedError
 from .params import check_params, init_params
 
 
 # --------------------------------------------------------------------------- models
-def numpy_dtype(dtype):
+def numpy_dtype(dtype: object) -> np.dtype:
     """A NumPy dtype from a name ("float32"), a NumPy dtype or a torch dtype; None: float32."""
     if dtype is None:
         return np.dtype(np.float32)
@@ -44,7 +45,7 @@ def numpy_dtype(dtype):
     return np.dtype(dtype)
 
 
-def torch_dtype(dtype):
+def torch_dtype(dtype: object) -> object:
     """A torch dtype from a name, a NumPy dtype or a torch dtype; None: torch.float32."""
     import torch
 
@@ -56,16 +57,16 @@ def torch_dtype(dtype):
 
 
 def build_model(
-    config,
+    config: GPTConfig,
     backend: str = "numpy",
-    dtype=None,
+    dtype: object = None,
     seed: int = 0,
     *,
     compile: bool = False,
     threads: int | None = None,
     parallel: str = "threads",
-    device=None,
-):
+    device: object = None,
+) -> object:
     """A NumpyGPT ("numpy") or TorchGPT ("torch"); dtype defaults to float32, and may be given
     as a NumPy dtype, a torch dtype or a name ("float32", "float64")."""
     if backend == "numpy":
@@ -90,16 +91,16 @@ class Runner:
         self.hyper = None if optimizer is None else dict(optimizer)
         self.opt = None if optimizer is None else self.new_optimizer()
 
-    def new_optimizer(self):
+    def new_optimizer(self) -> object:
         raise NotImplementedError
 
-    def step(self, x, y, lr: float | None = None, grad_clip: float = 0.0) -> float:
+    def step(self, x: np.ndarray, y: np.ndarray, lr: float | None = None, grad_clip: float = 0.0) -> float:
         raise NotImplementedError
 
-    def loss(self, x, y) -> float:
+    def loss(self, x: np.ndarray, y: np.ndarray) -> float:
         raise NotImplementedError
 
-    def logits(self, idx) -> np.ndarray:
+    def logits(self, idx: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
     def params(self) -> dict:
@@ -139,12 +140,12 @@ class NumpyRunner(Runner):
 
     backend = "numpy"
 
-    def new_optimizer(self):
+    def new_optimizer(self) -> object:
         from .optim import AdamW
 
         return AdamW(self.model.params, **self.hyper)
 
-    def step(self, x, y, lr=None, grad_clip=0.0) -> float:
+    def step(self, x: np.ndarray, y: np.ndarray, lr: float | None = None, grad_clip: float = 0.0) -> float:
         from .optim import clip_grad_norm
 
         _, loss = self.model.forward(x, y)
@@ -154,10 +155,10 @@ class NumpyRunner(Runner):
         self.opt.step(grads, lr=lr)
         return float(loss)
 
-    def loss(self, x, y) -> float:
+    def loss(self, x: np.ndarray, y: np.ndarray) -> float:
         return float(self.model.forward(x, y)[1])
 
-    def logits(self, idx) -> np.ndarray:
+    def logits(self, idx: np.ndarray) -> np.ndarray:
         return self.model.forward(idx)[0]
 
     def params(self) -> dict:
@@ -193,7 +194,7 @@ class TorchRunner(Runner):
         self.device = next(model.parameters()).device
         super().__init__(config, model, seed, optimizer)
 
-    def new_optimizer(self):
+    def new_optimizer(self) -> object:
         from .optim import TorchAdamW
 
         return TorchAdamW(self.model, **self.hyper)
@@ -201,7 +202,7 @@ class TorchRunner(Runner):
     def _t(self, a):
         return self.torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(self.device)
 
-    def step(self, x, y, lr=None, grad_clip=0.0) -> float:
+    def step(self, x: np.ndarray, y: np.ndarray, lr: float | None = None, grad_clip: float = 0.0) -> float:
         from .optim import torch_clip_grad_norm
 
         self.opt.zero_grad()
@@ -212,15 +213,15 @@ class TorchRunner(Runner):
         self.update(lr)
         return float(loss.item())
 
-    def update(self, lr) -> None:
+    def update(self, lr: float | None) -> None:
         """The optimiser's step on the gradients in .grad (`lr`: None keeps its own)."""
         self.opt.step(lr=lr)
 
-    def loss(self, x, y) -> float:
+    def loss(self, x: np.ndarray, y: np.ndarray) -> float:
         with self.torch.no_grad():
             return float(self.model(self._t(x), self._t(y))[1].item())
 
-    def logits(self, idx) -> np.ndarray:
+    def logits(self, idx: np.ndarray) -> np.ndarray:
         with self.torch.no_grad():
             return self.model(self._t(idx))[0].cpu().numpy()
 
@@ -239,9 +240,9 @@ class TorchRunner(Runner):
 
 
 def build_runner(
-    config,
+    config: GPTConfig,
     backend: str,
-    dtype="float32",
+    dtype: object = "float32",
     *,
     seed: int = 0,
     compile: bool = False,

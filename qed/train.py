@@ -31,7 +31,8 @@ from generated.numpy.softmax import softmax_forward
 
 from . import checkpoint as ckpt
 from . import run_dir as rundir
-from .data import IGNORE, SortTask, task_from_info
+from .config import GPTConfig
+from .data import IGNORE, SortTask, TextTask, task_from_info
 from .distributed import PeerLost, World
 from .errors import CheckpointError, QedError
 from .interrupt import StopRequest
@@ -155,8 +156,13 @@ class TrainSettings:
 
 # --------------------------------------------------------------------------- backends
 def make_runner(
-    config, backend: str, dtype: str, seed: int, settings: TrainSettings | None = None, world: World | None = None
-):
+    config: GPTConfig,
+    backend: str,
+    dtype: str,
+    seed: int,
+    settings: TrainSettings | None = None,
+    world: World | None = None,
+) -> object:
     """The runner (qed/runner.py) of a run: with `settings`, its AdamW and how the backend runs
     (worker processes or threads, torch.compile); without, one that only scores (sampling, eval).
     As a rank of a `world` of several, the runner of this rank's rows (qed/distributed.py): the
@@ -195,7 +201,7 @@ def check_shardable(settings: TrainSettings, world: World) -> None:
 
 # --------------------------------------------------------------------------- evaluation
 def generate(
-    runner,
+    runner: object,
     idx: np.ndarray,
     max_new_tokens: int,
     block_size: int,
@@ -227,7 +233,9 @@ def generate(
     return idx
 
 
-def sort_accuracy(runner, task: SortTask, max_examples: int | None = None, chunk: int = 1024) -> tuple[float, int, int]:
+def sort_accuracy(
+    runner: object, task: SortTask, max_examples: int | None = None, chunk: int = 1024
+) -> tuple[float, int, int]:
     """Exact-match accuracy of greedy generation on held-out inputs: (accuracy, correct, total)."""
     inputs = task.examples("val")
     if max_examples is not None:
@@ -240,7 +248,7 @@ def sort_accuracy(runner, task: SortTask, max_examples: int | None = None, chunk
     return correct / len(inputs), correct, len(inputs)
 
 
-def evaluate(runner, task, settings: TrainSettings, block_size: int) -> dict:
+def evaluate(runner: object, task: SortTask | TextTask, settings: TrainSettings, block_size: int) -> dict:
     """Validation loss (and held-out accuracy for the sorting task); draws no training randomness."""
     out = {}
     if task.kind == "sort":
@@ -267,7 +275,7 @@ def cosine_lr(step: int, s: TrainSettings) -> float:
     return float(_cos(step, lr=s.lr, warmup=s.warmup, max_steps=s.steps, min_lr=s.min_lr))
 
 
-def fmt_loss(x) -> str:
+def fmt_loss(x: float | None) -> str:
     if x is None:
         return "-"
     return f"{x:.4f}" if x >= 1e-3 else f"{x:.2e}"
@@ -322,7 +330,7 @@ def _seq_len(task, config) -> int:
     return task.block_size if task.kind == "sort" else config.block_size
 
 
-def check_memory(config, settings: TrainSettings, task) -> dict:
+def check_memory(config: GPTConfig, settings: TrainSettings, task: SortTask | TextTask) -> dict:
     """Refuse, before anything is allocated, a run whose estimated memory exceeds the machine's."""
     from .memory import check_fits
 
@@ -335,7 +343,7 @@ def check_memory(config, settings: TrainSettings, task) -> dict:
     )
 
 
-def verified_run(c: ckpt.Checkpoint):
+def verified_run(c: ckpt.Checkpoint) -> tuple[GPTConfig, TrainSettings, dict]:
     """(config, settings, task info) of a loaded checkpoint, each complete and valid, and consistent
     with each other and with the weights; CheckpointError naming what is wrong otherwise."""
     from .config import GPTConfig
@@ -351,10 +359,10 @@ def verified_run(c: ckpt.Checkpoint):
         raise CheckpointError(f"{c.path}: the task is not a record")
     kind = info.get("kind")
     if kind == "sort":
-        need = {"kind", "length", "num_digits", "test_fraction", "split_seed"}
+        need = {"kind", "length", "num_digits", "test_fraction", "split_seed", "sha256"}
         vocab_size = info.get("num_digits")
     elif kind == "text":
-        need = {"kind", "path", "vocab"}
+        need = {"kind", "path", "vocab", "sha256"}
         vocab = info.get("vocab")
         if (
             not isinstance(vocab, list)
@@ -367,6 +375,8 @@ def verified_run(c: ckpt.Checkpoint):
         raise CheckpointError(f"{c.path}: unknown task kind {kind!r}")
     if set(info) != need:
         raise CheckpointError(f"{c.path}: the {kind} task record has keys {sorted(info)}, expected {sorted(need)}")
+    if not (isinstance(info["sha256"], str) and len(info["sha256"]) == 64):
+        raise CheckpointError(f"{c.path}: the task's data digest {info['sha256']!r} is not a sha256")
     if vocab_size != config.vocab_size:
         raise CheckpointError(
             f"{c.path}: the task's vocabulary has {vocab_size} tokens but the model's vocab_size is {config.vocab_size}"
@@ -388,7 +398,24 @@ def verified_run(c: ckpt.Checkpoint):
     from .params import param_shapes
 
     check_params(c.params, param_shapes(config), where=f"{c.path}: the weights")
+    _check_progress(c)
     return config, settings, info
+
+
+def _finite(v) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def _check_progress(c: ckpt.Checkpoint) -> None:
+    """What the trainer reads back besides the model: the losses since the last record, the
+    best validation loss so far, the run it belongs to; each of the type it was written as."""
+    meta = c.meta
+    pending = meta.get("pending_losses", [])
+    if not isinstance(pending, list) or not all(_finite(v) for v in pending):
+        raise CheckpointError(f"{c.path}: pending_losses is not a list of finite numbers")
+    for key in ("best_val_loss", "val_loss"):
+        if meta.get(key) is not None and not _finite(meta[key]):
+            raise CheckpointError(f"{c.path}: {key} {meta[key]!r} is not a finite number")
 
 
 @dataclass
@@ -408,11 +435,19 @@ class Trainer:
     best_val_loss: float | None = None  # the lowest validation loss checkpointed so far
     claimed: object = None  # run_dir.RunDir of a new run (removed if it fails at once)
     world: World = field(default_factory=World)  # this process's rank among the run's (one: World())
+    run_id: str | None = None  # run.json's: every checkpoint of the run records it (rank 0)
+    lock: object = None  # run_dir.RunLock: rank 0 alone writes the run directory, and holds it
 
     # -- construction
     @classmethod
     def new(
-        cls, config, settings: TrainSettings, task, out: str | None = None, world: World | None = None, **kw
+        cls,
+        config: GPTConfig,
+        settings: TrainSettings,
+        task: SortTask | TextTask,
+        out: str | None = None,
+        world: World | None = None,
+        **kw: object,
     ) -> Trainer:
         """Check everything that can be checked, build the model, and only then claim a run
         directory: a start that fails leaves none behind. Only rank 0 claims one (the other
@@ -442,7 +477,7 @@ class Trainer:
                     world=world,
                     **kw,
                 )
-            claimed = rundir.claim(task.name, out)
+            claimed = rundir.claim(task.name, out, task.info()["sha256"])
             t = cls(
                 run_dir=claimed.path,
                 config=config,
@@ -452,6 +487,8 @@ class Trainer:
                 rng=rng,
                 claimed=claimed,
                 world=world,
+                run_id=claimed.run_id,
+                lock=claimed.lock,
                 **kw,
             )
             rundir.write_config_copy(t.run_dir, t._describe())
@@ -460,6 +497,7 @@ class Trainer:
             runner.close()
             if claimed is not None:
                 claimed.remove_if_unused()
+                claimed.lock.release()
             raise
         return t
 
@@ -472,14 +510,24 @@ class Trainer:
         numpy_parallel: str | None = None,
         torch_compile: bool | None = None,
         world: World | None = None,
-        **kw,
+        **kw: object,
     ) -> Trainer:
         """Continue a run from its latest checkpoint; every rank of a `world` reads it (the run
         directory must be one that every rank sees), rank 0 alone writes."""
         world = world or World()
         if ckpt.resolve(run_dir) == Path(run_dir):
             raise QedError(f"--resume takes a run directory, not a checkpoint directory: {run_dir}")
-        c = ckpt.load_checkpoint(run_dir)
+        lock = rundir.RunLock.acquire(Path(run_dir)) if world.is_main else None  # rank 0 writes
+        try:
+            return cls._resume(run_dir, lock, steps, eval_every, numpy_parallel, torch_compile, world, **kw)
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+
+    @classmethod
+    def _resume(cls, run_dir, lock, steps, eval_every, numpy_parallel, torch_compile, world, **kw) -> Trainer:
+        c = rundir.load(run_dir)
         config, settings, info = verified_run(c)
         meta = c.meta
         if steps is not None and steps <= c.step:
@@ -532,14 +580,15 @@ class Trainer:
             pending=list(meta.get("pending_losses", [])),
             best_val_loss=meta.get("best_val_loss"),
             world=world,
+            run_id=meta["run"]["id"],
+            lock=lock,
             **kw,
         )
         t.resumed_from = meta["checksum"]
         if not world.is_main:
             return t
-        # drop metrics a crash may have logged after this checkpoint
-        records = [r for r in read_metrics(run_dir) if r.get("step", 0) <= c.step]
-        ckpt.write_bytes_atomic(Path(run_dir) / rundir.METRICS, "".join(json.dumps(r) + "\n" for r in records).encode())
+        # metrics a crash logged after this checkpoint, and damaged lines, are kept aside
+        rundir.rewind_metrics(Path(run_dir), c.step)
         rundir.write_config_copy(Path(run_dir), t._describe())
         return t
 
@@ -551,6 +600,12 @@ class Trainer:
         self.runner.close()
         if self.claimed is not None:
             self.claimed.remove_if_unused()
+        self.release()
+
+    def release(self) -> None:
+        """Let another process write the run directory (the end of the run, or of its start)."""
+        if self.lock is not None:
+            self.lock.release()
 
     def fingerprint(self) -> str:
         """What every rank of a run must have alike: the run's description, the step and the
@@ -578,7 +633,7 @@ class Trainer:
         }
 
     # -- pieces
-    def batch(self):
+    def batch(self) -> tuple[np.ndarray, np.ndarray]:
         if self.task.kind == "sort":
             return self.task.batch("train", self.settings.batch_size, self.rng)
         return self.task.batch("train", self.settings.batch_size, self.rng, self.config.block_size)
@@ -594,6 +649,7 @@ class Trainer:
             pending_losses=list(self.pending),
             val_loss=val_loss,
             best_val_loss=self.best_val_loss,
+            run={"id": self.run_id},
         )
         return ckpt.save_checkpoint(
             self.run_dir,
@@ -623,8 +679,7 @@ class Trainer:
         }
         if "accuracy" in ev:
             rec.update(accuracy=ev["accuracy"], correct=ev["correct"], held_out=ev["held_out"])
-        with open(self.run_dir / rundir.METRICS, "a", encoding="utf-8") as f:
-            f.write(json.dumps(rec) + "\n")
+        rundir.append_record(self.run_dir, rec)
         self.pending = []
         return rec
 
@@ -641,7 +696,8 @@ class Trainer:
     # -- the loop
     def run(self) -> int:
         """Train to settings.steps: 0, or 130 after SIGINT/SIGTERM with a checkpoint of the step
-        reached. A run that fails before its first checkpoint removes the directory it claimed."""
+        reached. A run that fails before its first checkpoint removes the directory it claimed.
+        The run directory's lock is released at the end, however the run ends."""
         try:
             return self._run()
         except QedError as e:
@@ -659,6 +715,8 @@ class Trainer:
                     flush=True,
                 )
             raise
+        finally:
+            self.release()
 
     def _run(self) -> int:
         s, world, main = self.settings, self.world, self.world.is_main
@@ -827,12 +885,12 @@ def load_for_inference(
     dtype: str | None = None,
     which: str = ckpt.LATEST,
     batch_size: int = 1,
-):
+) -> tuple[object, ckpt.Checkpoint]:
     """(runner, checkpoint) for sampling and evaluation from a run's latest (or best) checkpoint,
     verified (train.verified_run) before the model is built."""
     from .memory import check_fits
 
-    c = ckpt.load_checkpoint(run_dir, with_optimizer=False, which=which)
+    c = rundir.load(run_dir, with_optimizer=False, which=which)
     config, settings, _ = verified_run(c)
     backend = backend or settings.backend
     dtype = dtype or settings.dtype

@@ -37,6 +37,7 @@ import json
 import math
 import mmap
 import os
+import select
 import subprocess
 import sys
 import tempfile
@@ -44,6 +45,7 @@ import weakref
 
 import numpy as np
 
+from .errors import QedError
 from .flat import flat_views
 
 
@@ -51,10 +53,24 @@ class WorkerError(RuntimeError):
     """A worker process failed (its traceback is in the message) or exited."""
 
 
+class WorkerTimeout(QedError):
+    """A worker process did not answer within REPLY_TIMEOUT seconds (it hangs, or was stopped)."""
+
+
+# how long the parent waits for a worker's reply: `qed train` sets it from --dist-timeout, the
+# bound of every wait on another process
+REPLY_TIMEOUT = 300.0
+
+
 # --------------------------------------------------------------------------- shared memory
 def _shm_dir() -> str | None:
     """$QED_SHM_DIR, else /dev/shm (memory), else the temporary directory (None)."""
-    d = os.environ.get("QED_SHM_DIR") or "/dev/shm"
+    from . import env
+
+    own = env.get("QED_SHM_DIR")  # a bad one is refused, not passed over for the next
+    if own is not None:
+        return own
+    d = "/dev/shm"
     return d if os.path.isdir(d) and os.access(d, os.W_OK) else None
 
 
@@ -204,6 +220,14 @@ class ShardWorkers:
             raise WorkerError(self._died(w)) from e
 
     def _reply(self, w: int) -> dict:
+        # the protocol has one reply in flight, so nothing is left buffered between replies:
+        # waiting on the pipe itself bounds the wait
+        ready, _, _ = select.select([self.chans[w][1]], [], [], REPLY_TIMEOUT)
+        if not ready:
+            raise WorkerTimeout(
+                f"NumPy worker process {w + 1} (pid {self.procs[w].pid}) did not answer within "
+                f"{REPLY_TIMEOUT:g} s (--dist-timeout); it was stopped or hangs"
+            )
         line = self.chans[w][1].readline()
         if not line:
             raise WorkerError(self._died(w))

@@ -408,7 +408,10 @@ def test_the_tiled_torch_kernel_passes_gradcheck_and_matches_sdpa():
 def test_a_bad_block_size_is_refused_by_name(bad):
     tiled, _ = _tiled("numpy")
     x = np.zeros((2, 3))
-    with pytest.raises(ValueError, match="attention_tiled: block must be a positive integer"):
+    # a non-integer is refused as every integer argument is (TypeError), a small one as too small
+    small = isinstance(bad, int) and not isinstance(bad, bool)
+    kind, words = (ValueError, "a positive integer") if small else (TypeError, "an integer")
+    with pytest.raises(kind, match=f"attention_tiled: block must be {words}"):
         tiled.attention_tiled_forward(x, x, x, block=bad)
 
 

@@ -381,10 +381,16 @@ def as_arrays(out):
 @pytest.mark.parametrize("table", TABLES, ids=TABLE_NAMES)
 def test_table_matches_sympy(table, backend):
     """Every entry of the generated table equals the table's SymPy formula evaluated exactly
-    (30 digits) at concrete sizes: even and odd widths, another base, one row."""
+    (30 digits) at concrete sizes: even and odd widths, another base, one row. A table that
+    takes its width in pairs (RoPE's) refuses an odd one by name."""
     for sizes, opts in (({"T": 7, "d": 6}, {}), ({"T": 4, "d": 5}, {"base": 500.0}), ({"T": 1, "d": 2}, {})):
         args = [sizes[s.name] for s in table.sizes]
         dtype = np.float64 if backend == "numpy" else torch.float64
+        odd = [s.name for s in table.even if sizes[s.name] % 2]
+        if odd:
+            with pytest.raises(ValueError, match=f"{table.name}: {odd[0]} = {sizes[odd[0]]}; expected an even"):
+                table_fn(table, backend)(*args, **opts, dtype=dtype)
+            continue
         out = as_arrays(table_fn(table, backend)(*args, **opts, dtype=dtype))
         assert len(out) == len(table.arrays)
         for got, arr in zip(out, table.arrays):
@@ -429,7 +435,7 @@ def test_table_dtypes_and_fresh_arrays(table):
 @pytest.mark.parametrize("table", TABLES, ids=TABLE_NAMES)
 def test_table_argument_errors(table, backend):
     fn = table_fn(table, backend)
-    good = [3 for _ in table.sizes]
+    good = [4 for _ in table.sizes]  # even: RoPE's d is taken in pairs
     name = table.sizes[0].name
     with pytest.raises(TypeError, match=f"{table.name}: {name} must be an integer, got float"):
         fn(3.0, *good[1:])

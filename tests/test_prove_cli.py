@@ -4,12 +4,14 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run(*args):
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    # a cache of its own: each run proves from cold (an earlier test may have filled the session's)
+    env = dict(os.environ, PYTHONPATH=ROOT, QED_CACHE_DIR=tempfile.mkdtemp(prefix="qed-cache-"))
     return subprocess.run(
         [sys.executable, "-m", "qed", "prove", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
     )

@@ -27,6 +27,11 @@ __all__ = [
     "import_lines",
     "option_default",
     "option_param",
+    "option_kind",
+    "ARRAY_TYPE",
+    "DTYPE_TYPE",
+    "returns_type",
+    "def_lines",
     "coercion",
     "domain_bounds",
     "option_doc",
@@ -106,22 +111,72 @@ def option_default(opt) -> str:
     raise CodegenError(f"option {opt.name}: default {opt.default!r} is not a plain Python value")
 
 
+def option_kind(opt) -> type | None:
+    """The Python type of an option's values: the default's; with no default, the symbol's
+    (integer, else real); None when neither says."""
+    kind = next((t for t in (bool, int, float) if type(opt.default) is t), None)
+    if kind is None and opt.default is None and opt.symbol is not None:
+        kind = int if opt.symbol.is_integer else float
+    return kind
+
+
 def option_param(opt) -> str:
-    """`name=default`, or just `name` (a required keyword) when the default is None."""
-    return opt.name if opt.default is None else f"{opt.name}={option_default(opt)}"
+    """`name: kind = default`, or just `name: kind` (a required keyword) when the default is
+    None (the annotation `object` where the kind is unknown)."""
+    kind = option_kind(opt)
+    head = f"{opt.name}: {kind.__name__ if kind else 'object'}"
+    return head if opt.default is None else f"{head} = {option_default(opt)}"
 
 
-def coercion(opt) -> str | None:
-    """Options are made plain Python values (a NumPy float64 eps would upcast float32).
+# the annotation of an array argument or result, and of a dtype argument, in each backend
+ARRAY_TYPE = {"numpy": "np.ndarray", "torch": "torch.Tensor"}
+DTYPE_TYPE = {"numpy": "np.dtype | type | None", "torch": "torch.dtype | None"}
 
-    The type is the default's; with no default, the symbol's (integer -> int, else float).
+
+def returns_type(types: list[str]) -> str:
+    """The return annotation of a function returning `types` (a tuple of them when not one)."""
+    return types[0] if len(types) == 1 else "tuple[" + ", ".join(types) + "]"
+
+
+def def_lines(name: str, params: list[str], returns: str, indent: str = "", width: int = 100) -> list[str]:
+    """`def name(p, ...) -> returns:` on one line, or, where that is longer than `width`, the
+    parameters packed into lines under `def name(` and `) -> returns:` last (a bare `*` stays
+    with the parameter after it, so that every line holds code)."""
+    one = f"{indent}def {name}({', '.join(params)}) -> {returns}:"
+    if len(one) <= width:
+        return [one]
+    items: list[str] = []
+    for p in params:
+        if items and items[-1] == "*":
+            items[-1] = f"*, {p}"
+        else:
+            items.append(p)
+    lines, line = [f"{indent}def {name}("], ""
+    for item in items:
+        if line and len(indent) + 4 + len(line) + len(item) + 2 > width:
+            lines.append(f"{indent}    {line.rstrip()}")
+            line = ""
+        line += f"{item}, "
+    return lines + [f"{indent}    {line.rstrip()}", f"{indent}) -> {returns}:"]
+
+
+# the `_validate` function that reads an option of each kind as a plain Python value
+_READERS = {bool: "flag_option", int: "integer_option", float: "real_option"}
+
+
+def coercion(opt, unit: str) -> str | None:
+    """Options are made plain Python values (a NumPy float64 eps would upcast float32), each by
+    the one reader of its kind in `_validate`, which refuses a value of another kind by the
+    unit's name (t = 1.7 is never read as 1, causal = "no" never as True).
+
+    The kind is the default's; with no default, the symbol's (integer, else real). A real option
+    is converted by the module's own `float` (which the judges replace with an exact one).
     """
-    for t in (bool, int, float):
-        if type(opt.default) is t:
-            return f"{opt.name} = {t.__name__}({opt.name})"
-    if opt.default is None and opt.symbol is not None:
-        return f"{opt.name} = {'int' if opt.symbol.is_integer else 'float'}({opt.name})"
-    return None
+    kind = option_kind(opt)
+    if kind is None:
+        return None
+    extra = ", float" if kind is float else ""
+    return f'{opt.name} = _v.{_READERS[kind]}("{unit}", "{opt.name}", {opt.name}{extra})'
 
 
 def domain_bounds(o):

@@ -4,7 +4,7 @@ module, the package `__init__`s."""
 
 from __future__ import annotations
 
-from .common import backend_title, exports, import_lines, source_path, wrapped
+from .common import ARRAY_TYPE, backend_title, exports, import_lines, source_path, wrapped
 from .table import table_context
 
 __all__ = [
@@ -66,7 +66,12 @@ def composite_context(comp, backend: str = "numpy") -> dict:
 
 def validate_context(backend: str) -> dict:
     """generated/<backend>/_validate.py: the argument checks and shape handling (no per-op content)."""
-    return {"backend": backend, "source": "derivations/registry.py"}
+    return {
+        "backend": backend,
+        "source": "derivations/registry.py",
+        "array_type": ARRAY_TYPE[backend],
+        "dtype_type": "np.dtype" if backend == "numpy" else "torch.dtype",
+    }
 
 
 def package_init_context(key: str | None, names: list[str], table_files: list) -> dict:

@@ -16,14 +16,17 @@ from ..lowering import lower_body, shape_comment
 from ..names import CodegenError, PrinterError
 from ..printers import printer_for
 from .common import (
+    ARRAY_TYPE,
     class_name,
     coercion,
+    def_lines,
     docstring_text,
     exports,
     import_lines,
     option_default,
     option_doc,
     option_param,
+    returns_type,
     source_path,
     tuple_text,
     wrapped,
@@ -89,7 +92,7 @@ def op_context(op: Op, backend: str, tables=()) -> dict:
     if op.params:
         module = module_context(op, an, fwd)
     table_ctx = [table_context(t, backend) for t in tables]
-    used = fwd.modules | bwd.modules | ({"torch"} if backend == "torch" else set())
+    used = fwd.modules | bwd.modules | ({"torch"} if backend == "torch" else {"np"})  # np: the annotations
     for t in table_ctx:
         used |= t["modules"]
     if backend == "torch" and module and any("math." in p["init"] for p in module["params"]):
@@ -100,7 +103,9 @@ def op_context(op: Op, backend: str, tables=()) -> dict:
     outputs = [o.name for o in op.outputs]
     upstream = [u.name for u in op.upstream]
     grads = [g.name for g in op.grads]
-    options = [{"name": o.name, "default": option_default(o), "doc": o.doc, "coerce": coercion(o)} for o in op.options]
+    options = [
+        {"name": o.name, "default": option_default(o), "doc": o.doc, "coerce": coercion(o, op.name)} for o in op.options
+    ]
     arg_docs = []
     for a in an.args:
         kind = (
@@ -119,6 +124,12 @@ def op_context(op: Op, backend: str, tables=()) -> dict:
         grad_returns.append(an.grad_of_arg[a.name].name if a.name in an.grad_of_arg else "None")
     grad_returns += ["None"] * len(op.options)
 
+    A = ARRAY_TYPE[backend]
+    params = [f"{a.name}: {A}" for a in an.args] + (["*"] + [option_param(o) for o in op.options] if options else [])
+    apply_params = [f"{a.name}: {A}" for a in an.args] + [option_param(o).split(" = ")[0] for o in op.options]
+    outputs_type = returns_type([A] * len(outputs))
+    grads_type = returns_type([A] * len(grads))
+
     latex = docstring_text(f"op {name}", op.latex, "latex")
     return {
         "op": op,
@@ -131,9 +142,19 @@ def op_context(op: Op, backend: str, tables=()) -> dict:
         "cache_scalars": an.cache_scalars,
         "source": source_path(op.module),
         "import_lines": import_lines(used),
-        "signature": ", ".join(
-            [a.name for a in an.args] + (["*"] + [option_param(o) for o in op.options] if options else [])
+        "def_forward": def_lines(f"{name}_forward", params, returns_type([outputs_type, "tuple"])),
+        "def_backward": def_lines(f"{name}_backward", [f"{u}: {A}" for u in upstream] + ["cache: tuple"], grads_type),
+        "def_function": def_lines(name, params, outputs_type),
+        "def_apply_forward": def_lines(
+            "forward", ["ctx: torch.autograd.function.FunctionCtx"] + apply_params, outputs_type, indent="    "
         ),
+        "def_apply_backward": def_lines(
+            "backward",
+            ["ctx: torch.autograd.function.FunctionCtx"] + [f"{u}: {A}" for u in upstream],
+            returns_type(["None" if g == "None" else A for g in grad_returns]),
+            indent="    ",
+        ),
+        "outputs_type": outputs_type,
         "call_kwargs": ", ".join([a.name for a in an.args] + [f"{o.name}={o.name}" for o in op.options]),
         "arg_docs": arg_docs,
         "coercions": [o["coerce"] for o in options if o["coerce"]],

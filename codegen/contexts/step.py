@@ -8,12 +8,15 @@ from ..lowering import Lowering
 from ..names import CodegenError, PrinterError, valid_name
 from ..printers import formula_comment, printer_for
 from .common import (
+    ARRAY_TYPE,
     backend_title,
     coercion,
+    def_lines,
     docstring_text,
     import_lines,
     option_doc,
     option_param,
+    returns_type,
     source_path,
     wrapped,
 )
@@ -75,13 +78,16 @@ def step_context(step, backend: str) -> dict:
         "claims": wrapped(", ".join(step.claims) + f" ({source_path(step.module)})."),
         "doc": wrapped(step.doc) if step.doc else [],
         "source": source_path(step.module),
-        "import_lines": import_lines(printer.modules),
-        "signature": ", ".join(
-            [a.name for a in step.inputs] + (["*"] + [option_param(o) for o in step.options] if step.options else [])
+        "import_lines": import_lines(set(printer.modules) | {"np" if backend == "numpy" else "torch"}),
+        "def_step": def_lines(
+            f"{step.name}_step",
+            [f"{a.name}: {ARRAY_TYPE[backend]}" for a in step.inputs]
+            + (["*"] + [option_param(o) for o in step.options] if step.options else []),
+            returns_type([ARRAY_TYPE[backend]] * len(step.outputs)),
         ),
         "arg_docs": [f"{a.name}: float array (any shape, all alike)" for a in step.inputs]
         + [line for o in step.options for line in option_doc(o, required_shows_default=False)],
-        "coercions": [c for c in (coercion(o) for o in step.options) if c],
+        "coercions": [c for c in (coercion(o, step.name) for o in step.options) if c],
         "signature_lines": signature_lines("SIGNATURE", step.name, fields),
         "checks": checked_lines("SIGNATURE", returns, [a.name for a in step.inputs] + [o.name for o in step.options]),
         "body": body,

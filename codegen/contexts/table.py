@@ -13,7 +13,19 @@ from ..lowering import Lowering
 from ..names import CodegenError, PrinterError, distinct_names
 from ..printers import printer_for
 from ..printers.code import ATOM, Code
-from .common import coercion, dims_text, docstring_text, option_doc, option_param, source_path, wrapped
+from .common import (
+    ARRAY_TYPE,
+    DTYPE_TYPE,
+    coercion,
+    def_lines,
+    dims_text,
+    docstring_text,
+    option_doc,
+    option_param,
+    returns_type,
+    source_path,
+    wrapped,
+)
 from .signature import checked_lines, option_fields, signature_lines
 
 __all__ = ["table_context", "table_array_lines"]
@@ -29,6 +41,10 @@ def table_array_lines(lowering: Lowering, target: str, expr, shape) -> list[str]
         return [f"{target} = {printer.full_of(dims, str(printer.code(expr)))}"]
     lines = lowering.assign(target, expr)
     return lines + [f"{target} = {printer.broadcast_cast(Code(target, ATOM), dims)}"]
+
+
+# a printer's extra table parameter (`table_params`) as the signature holds it, annotated
+_TABLE_PARAM_TYPES = {"device=None": "device: torch.device | str | None = None"}
 
 
 def table_context(table, backend: str) -> dict:
@@ -71,11 +87,12 @@ def table_context(table, backend: str) -> dict:
     returns = [s.name for s in table.sizes] + ["dtype"]  # the sizes as ints, the dtype
     fields = {
         "table_sizes": tuple(s.name for s in table.sizes),
+        "even_sizes": tuple((s.name, why) for s, why in table.even.items()),
         "options": option_fields(table.options),
         "table_dtype": True,
         "returns": tuple(returns),
     }
-    checks = [c for c in (coercion(o) for o in table.options) if c]
+    checks = [c for c in (coercion(o, table.name) for o in table.options) if c]
     checks += checked_lines(
         constant, returns, [s.name for s in table.sizes] + [o.name for o in table.options] + ["dtype"]
     )
@@ -90,10 +107,16 @@ def table_context(table, backend: str) -> dict:
         "doc": wrapped(table.doc) if table.doc else [],
         "source": source_path(table.module),
         "claims": wrapped(", ".join(table.claims) + f" ({source_path(table.module)}).", 88),
-        "signature": ", ".join(
-            [s.name for s in table.sizes] + ["*"] + [option_param(o) for o in table.options] + ["dtype=None"] + extra
+        "def_lines": def_lines(
+            table.name,
+            [f"{s.name}: int" for s in table.sizes]
+            + ["*"]
+            + [option_param(o) for o in table.options]
+            + [f"dtype: {DTYPE_TYPE[backend]} = None"]
+            + [_TABLE_PARAM_TYPES[e] for e in extra],
+            returns_type([ARRAY_TYPE[backend]] * len(names)),
         ),
-        "arg_docs": [f"{s.name}: int >= 0 (a size)" for s in table.sizes]
+        "arg_docs": [f"{s.name}: {'even ' * (s in table.even)}int >= 0 (a size)" for s in table.sizes]
         + [line for o in table.options for line in option_doc(o)]
         + [f"dtype: the floating dtype of the result (default: {printer.default_dtype_doc})"]
         + [f"{e.split('=')[0]}: {printer.table_param_docs[e]}" for e in extra],
@@ -107,5 +130,5 @@ def table_context(table, backend: str) -> dict:
         "signature_lines": signature_lines(constant, table.name, fields),
         "checks": checks,
         "body": body,
-        "modules": set(printer.modules),
+        "modules": set(printer.modules) | {"np" if backend == "numpy" else "torch"},  # and the annotations
     }

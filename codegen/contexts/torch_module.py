@@ -8,7 +8,7 @@ import sympy as sp
 from derivations.language.ops import Op
 
 from ..names import CodegenError, check_name
-from .common import option_param
+from .common import def_lines, option_param
 
 __all__ = ["module_context", "INIT"]
 
@@ -58,15 +58,19 @@ def module_context(op: Op, an, printer) -> dict:
     return {
         "sizes": [printer.doprint(s) for s in sizes],
         "params": params,
-        "inputs": ", ".join(inputs),
+        "inputs": ", ".join(f"{i}: torch.Tensor" for i in inputs),
         "call": ", ".join(
             inputs + [f"self.{p['attr']}" for p in params] + [f"{o.name}=self.{o.name}" for o in op.options]
         ),
-        "init_signature": ", ".join(
-            [printer.doprint(s) for s in sizes]
+        "def_init": def_lines(
+            "__init__",
+            ["self"]
+            + [f"{printer.doprint(s)}: int" for s in sizes]
             + ["*"]
             + [option_param(o) for o in op.options]
-            + ["device=None", "dtype=None"]
+            + ["device: torch.device | str | None = None", "dtype: torch.dtype | None = None"],
+            "None",
+            indent="    ",
         ),
         "options": [o.name for o in op.options],
     }

@@ -123,12 +123,13 @@ class TorchPrinter(ArrayPrinter):
         )
 
     def causal_in_place(self, target):
+        # s += B with B_ij = 0 (j ≤ i), −∞ (j > i), as NumPy's: added, not filled in, so that a NaN
+        # score stays NaN under the mask in both backends (the NaN policy, docs/cli.md)
         self._need("torch")
         self._need("math")
         t = target
         return [
-            f"{t}.masked_fill_(torch.ones({t}.shape[-2], {t}.shape[-1], dtype=torch.bool, "
-            f"device={t}.device).triu(1), -math.inf)"
+            f"{t} += torch.full(({t}.shape[-2], {t}.shape[-1]), -math.inf, dtype={t}.dtype, device={t}.device).triu(1)"
         ]
 
     def _one_hot(self, ids, n):

@@ -387,10 +387,15 @@ class Table:
     # where counterexamples are searched: {"sizes": {name: int}, "options": {name: value}}
     check: dict = field(default_factory=dict)
     latex: str = ""  # printed from `spec` (never given by hand)
+    # sizes that must be even, with why (RoPE's d: its columns rotate in pairs (2i, 2i + 1)); the
+    # printed table function refuses an odd one instead of returning a table of another meaning
+    even: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.arrays:
             raise ArrayError(f"table {self.name}: no arrays")
+        if set(self.even) - set(self.sizes):
+            raise ArrayError(f"table {self.name}: even sizes {sorted(map(str, self.even))} are not all its sizes")
         names = [a.name for a in self.arrays]
         if len(set(names)) != len(names):
             raise ArrayError(f"table {self.name}: array names repeat: {names}")

@@ -29,6 +29,8 @@ import time
 import numpy as np
 import sympy as sp
 
+from ..errors import QedError
+
 SIZES = {
     "r": 128,
     "m": 128,
@@ -138,6 +140,17 @@ def compare(op, pkg, backend: str, rounds: int, repeats: int) -> dict:
         "printed_arrays": allocations(printed, op.name),
         "derived_arrays": allocations(derived, op.name),
     }
+
+
+def check_names(names) -> None:
+    """`qed bench --ops NAME ...`: each name an op of the registry (an unknown one is refused in
+    one line, not benchmarked as an empty table)."""
+    from derivations import registry
+
+    known = [o.name for o in registry.ops()]
+    unknown = [n for n in names or () if n not in known]
+    if unknown:
+        raise QedError(f"--ops {' '.join(unknown)}: no such op (the ops: {', '.join(sorted(known))})")
 
 
 def bench_ops(

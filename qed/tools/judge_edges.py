@@ -17,7 +17,9 @@ as it is added:
     agreement    one axis of an argument that shares a size made one longer; leading axes that
                  do not agree or broadcast
     ids          an id equal to its axis' length
-    options      just outside each option's interval, NaN, a non-number
+    options      just outside each option's interval, NaN, a non-number, a non-integer
+                 integer (t = 2.5), a flag that is not True or False; an odd size a table
+                 takes in pairs
     counts       an all-zero count in a data denominator (cross-entropy's Σ mask)
 
 Each refusal must be the op's own error, one line that starts with the op's name (`TypeError`,
@@ -188,6 +190,16 @@ def _expect_refusal(out: list, unit: str, backend: str, case: str, fn, *args, **
     out.append(Finding(unit, backend, case, "" if msg is not None else "accepted, outside the domain"))
 
 
+def _wrong_kind(o) -> list:
+    """Values of another kind than option `o`'s, each refused by the op's name (never rounded,
+    never read as a flag): a string, a list, a fraction for an integer, a word for a flag."""
+    if o.symbol is None:
+        return ["yes", 1]
+    if o.symbol.is_integer:
+        return [2.5, "3"]
+    return ["abc", [1.0, 2.0], None]
+
+
 def _outside(o) -> list:
     """Values just outside an option's allowed interval (and NaN for a real option)."""
     dom = o.allowed()
@@ -295,6 +307,8 @@ def judge_op(op, backend: str, file: str | None = None) -> list[Finding]:
         refuse(f"{arg.name} = its axis' length", args)
     # options
     for o in op.options:
+        for value in _wrong_kind(o):
+            _expect_refusal(out, u, backend, f"{o.name} = {value!r}", fwd, *conv, **{o.name: value})
         if o.symbol is None:
             continue
         if o.allowed() not in (sp.S.Reals, sp.S.Integers):
@@ -322,7 +336,7 @@ def judge_tiled(backend: str) -> list[Finding]:
     out = judge_op(op, backend, file="attention_tiled")
     fwd = _forward(op, backend, "attention_tiled")
     args = [_convert(backend, a) for a in build(op, sizes_of(op))]
-    for block in (0, -1, True, 2.5):
+    for block in (0, -1, True, 2.5, "2"):
         _expect_refusal(out, "attention_tiled", backend, f"block = {block!r}", fwd, *args, block=block)
     res, _ = _call("attention_tiled", fwd, *args)
     o, cache = res
@@ -392,8 +406,8 @@ def judge_step(step, backend: str) -> list[Finding]:
     if backend == "numpy":
         refuse("p as a list", [arrs[0].tolist()] + arrs[1:])
     for o in step.options:
-        for value in _outside(o):
-            refuse(f"{o.name} = {value}", arrs, **{o.name: value})
+        for value in _outside(o) + _wrong_kind(o):
+            refuse(f"{o.name} = {value!r}", arrs, **{o.name: value})
     return out
 
 
@@ -419,6 +433,9 @@ def judge_table(table, backend: str) -> list[Finding]:
         _expect_refusal(out, u, backend, f"{s.name} = -1", fn, *sizes)
         sizes[k] = 2.5
         _expect_refusal(out, u, backend, f"{s.name} = 2.5", fn, *sizes)
+        if s in table.even:  # taken in pairs: an odd one is refused
+            sizes[k] = 5
+            _expect_refusal(out, u, backend, f"{s.name} = 5 (odd)", fn, *sizes)
     if backend == "numpy":
         _expect_refusal(out, u, backend, "dtype = int64", fn, *([4] * n), dtype=np.int64)
         got = as_tuple(fn(*([4] * n), dtype=np.float32))
@@ -455,6 +472,8 @@ def judge_table(table, backend: str) -> list[Finding]:
             )
         )
     for o in table.options:
+        for value in _wrong_kind(o):
+            _expect_refusal(out, u, backend, f"{o.name} = {value!r}", fn, *([4] * n), **{o.name: value})
         if o.symbol is not None and o.allowed() not in (sp.S.Reals, sp.S.Integers):
             for value in _outside(o):
                 _expect_refusal(out, u, backend, f"{o.name} = {value}", fn, *([4] * n), **{o.name: value})
@@ -473,6 +492,7 @@ def judge_mha(backend: str) -> list[Finding]:
     conv = lambda *a: [_convert(backend, v) for v in a]  # noqa: E731
     _expect_refusal(out, "mha", backend, "n_head = 3 of C = 4", fn, *conv(x, w_qkv, b_qkv, w_o, b_o), n_head=3)
     _expect_refusal(out, "mha", backend, "n_head = 0", fn, *conv(x, w_qkv, b_qkv, w_o, b_o), n_head=0)
+    _expect_refusal(out, "mha", backend, "n_head = 2.5", fn, *conv(x, w_qkv, b_qkv, w_o, b_o), n_head=2.5)
     _expect_refusal(
         out, "mha", backend, "w_qkv of width 2C", fn, *conv(x, w_qkv[: 2 * C], b_qkv[: 2 * C], w_o, b_o), n_head=2
     )
