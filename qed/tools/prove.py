@@ -11,6 +11,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
 from ..errors import QedError
+from . import ROOT
 
 
 def selected(claim, selectors: list[str] | None) -> bool:
@@ -68,6 +69,9 @@ def _chosen_units(index: dict, selectors: list[str] | None) -> list:
 
 def plan(selectors: list[str] | None, judged: bool, cache, keys) -> Plan:
     pointer = cache.load(keys.pointer(), "index files")
+    known = pointer.get("imports") if isinstance(pointer, dict) else None
+    if isinstance(known, dict):
+        keys.imports.update(known)  # each file's imports by its digest: parse only what changed
     index = tree = None
     if isinstance(pointer, dict) and isinstance(pointer.get("files"), list):
         tree = keys.over("index", pointer["files"])
@@ -78,7 +82,9 @@ def plan(selectors: list[str] | None, judged: bool, cache, keys) -> Plan:
         files = keys.files_seen()
         tree = keys.over("index", files)
         cache.store(tree, "index", index)
-        cache.store(keys.pointer(), "index files", {"files": files})
+        live = {keys.digest(ROOT / f) for f in files}
+        imports = {d: names for d, names in keys.imports.items() if d in live}
+        cache.store(keys.pointer(), "index files", {"files": files, "imports": imports})
     index["tree"] = tree
 
     def chosen(cid, module):
@@ -227,12 +233,15 @@ def main(ids: list[str] | None, as_json: bool, workers: int | None, judged: bool
     judge_tasks = judges.tasks([u[1] for u in the_plan.units], reused) if the_plan.units else []
     claims_cached = sum(cache.load(k, f"claim {c}") is not None for c, _m, k in the_plan.claims)
     total = len(the_plan.claims) - claims_cached + len(judge_tasks)
-    if piped and not as_json and (claims_cached or reused):
-        err.print(
-            f"reused from the certificate cache: {claims_cached} of {len(the_plan.claims)} claims, "
-            f"{len(reused)} of {len(judge_keys)} judged units (--no-cache proves everything again)",
-            highlight=False,
+    if piped and not as_json:  # the first line, at once: what this run will do
+        to_run = len(the_plan.claims) - claims_cached
+        judging = len(judge_keys) - len(reused)
+        cached = (
+            f"; reused from the certificate cache: {claims_cached} claims, {len(reused)} judged units"
+            if claims_cached or reused
+            else ""
         )
+        err.print(f"qed prove: {to_run} claims to prove, {judging} judged units to run{cached}", highlight=False)
     with Progress(
         TextColumn("proving"),
         BarColumn(),

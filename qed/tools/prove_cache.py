@@ -102,10 +102,11 @@ def _imported_names(path: Path) -> set[str]:
     return out
 
 
-def _edges(path: Path) -> list[Path]:
-    """The project files one file's imports load (the `__init__` of every package on the way)."""
+def _edges(path: Path, names=None) -> list[Path]:
+    """The project files one file's imports load (the `__init__` of every package on the way);
+    `names`: the file's imported module names, if already known."""
     out = []
-    for name in _imported_names(path):
+    for name in _imported_names(path) if names is None else names:
         parts = name.split(".")
         for k in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__
             found = _module_path(".".join(parts[:k]))
@@ -140,15 +141,22 @@ def _expand(entries) -> list[Path]:
 class Keys:
     """The keys of one run: file digests and import closures are computed once and reused."""
 
-    def __init__(self):
+    def __init__(self, imports: dict | None = None):
+        """`imports`: {file digest: the module names it imports}, kept between runs (a file's
+        imports are a function of its bytes), so that only changed files are parsed again."""
         self._digest: dict[Path, str] = {}
         self._closure: dict[tuple, list[Path]] = {}
         self._edges: dict[Path, list[Path]] = {}
+        self.imports: dict[str, list[str]] = dict(imports or {})
         self.versions = versions()
 
     def edges(self, path: Path) -> list[Path]:
         if path not in self._edges:
-            self._edges[path] = _edges(path)
+            digest = self.digest(path)
+            names = self.imports.get(digest)
+            if names is None:
+                names = self.imports[digest] = sorted(_imported_names(path))
+            self._edges[path] = _edges(path, names)
         return self._edges[path]
 
     def digest(self, path: Path) -> str:
