@@ -1,0 +1,166 @@
+"""Seed B's sections on the embedding, the norms, RoPE, the logits and Adam: read with the
+catalogue's names (E, token_ids, V the vocabulary size where a size is written, γ a gain,
+LayerNorm, RMSNorm, RoPE, Adam's m_t, v_t, m̂_t, v̂_t), each true statement proved against the
+catalogue, each wrong variant never proved, and what stays outside the grammar refused with its
+reason. The fixture is a copy of the seed's sections (tests/fixtures/check/seed_b_sections.txt)."""
+
+from pathlib import Path
+
+import pytest
+import sympy as sp
+
+from qed.tools.check import check_file, check_text
+
+FIX = Path(__file__).parent / "fixtures" / "check"
+
+
+@pytest.fixture(scope="module")
+def sections():
+    return check_file(FIX / "seed_b_sections.txt")
+
+
+def at(report, line):
+    (v,) = [v for v in report.verdicts if v.line == line]
+    return v
+
+
+def test_every_section_is_read_and_nothing_is_refuted(sections):
+    assert sections.counts == {"proved": 6, "refuted": 0, "not understood": 2, "definition": 11, "notation": 0}
+    assert sections.display == 19 and sections.display - sections.display_not_understood == 17
+
+
+@pytest.mark.parametrize(
+    "line, verdict, reason",
+    [
+        (8, "definition", "defines X ∈ ℝ^{n×d_model}"),  # X = E[token_ids]: a lookup of E's rows
+        (18, "definition", "declares E ∈ ℝ^{V_vocab×d_model}"),  # V, where a size is written
+        (37, "proved", "agrees with LayerNorm as the catalogue defines it"),  # γx̂ + β
+        (51, "proved", "agrees with RMSNorm as the catalogue defines it"),
+        (68, "definition", "defines Q' ∈ ℝ^{n×d_k}"),  # RoPE(Q)
+        (77, "definition", "defines Logits ∈ ℝ^{T×V_vocab}"),
+        (87, "definition", "agrees with its definition"),  # Logits ∈ ℝ^{T×V}
+        (96, "proved", "agrees with the recurrence of m as the catalogue states it"),
+        (100, "proved", "agrees with the recurrence of v as the catalogue states it"),
+        (104, "proved", "agrees with m̂ as the catalogue defines it"),  # bias correction
+        (106, "proved", "agrees with v̂ as the catalogue defines it"),
+        (110, "definition", "defines θ by a recurrence"),
+        (60, "not understood", "bmatrix"),
+        (64, "not understood", "unknown word 'pos'"),
+    ],
+)
+def test_the_sections_verdicts(sections, line, verdict, reason):
+    v = at(sections, line)
+    assert v.verdict == verdict and reason in v.reason, (v.step, v.verdict, v.reason)
+    if verdict == "proved":
+        assert v.scope.startswith("all sizes")
+
+
+# ------------------------------------------------------------------------------ wrong variants
+LN = "$$\n\\mu = \\frac{1}{n} \\sum_{i=1}^{n}x_i\n$$\n\n$$\n\\sigma^2 = \\frac{1}{n} \\sum_{i=1}^{n}(x_i-\\mu)^2\n$$\n\n$$\n\\hat{x} = \\frac{x-\\mu} {\\sqrt{\\sigma^2+\\epsilon}}\n$$\n\n"
+RMS = "$$\nRMS(x) = \\sqrt{ \\frac{1}{n} \\sum_{i=1}^{n}x_i^2 +\\epsilon }\n$$\n\n"
+
+
+@pytest.mark.parametrize(
+    "doc, why",
+    [
+        (LN + "$$\nLayerNorm(x) = \\gamma\\hat{x}\n$$\n", "redefines LayerNorm: differs"),  # β dropped
+        (LN + "$$\nLayerNorm(x) = \\gamma\\hat{x}-\\beta\n$$\n", "redefines LayerNorm: differs"),  # a sign
+        (LN.replace("+\\epsilon", "") + "$$\nLayerNorm(x) = \\gamma\\hat{x}+\\beta\n$$\n", "redefines LayerNorm"),
+        (RMS + "$$\nRMSNorm(x) = \\frac{x}{RMS(x)}\n$$\n", "redefines RMSNorm: differs"),  # γ dropped
+        ("$$\nm_t = \\beta_1m_{t-1} + \\beta_1 g_t\n$$\n", "redefines m: differs"),  # 1 − β₁ written β₁
+        ("$$\nv_t = \\beta_2v_{t-1} + (1-\\beta_2)g_t\n$$\n", "redefines v: differs"),  # g_t not squared
+        ("$$\nm_t = \\beta_1m_{t-1} + (1-\\beta_1)g_{t-1}\n$$\n", "redefines m: differs"),  # a wrong index
+    ],
+)
+def test_a_wrong_restatement_is_never_proved(doc, why):
+    v = check_text(doc)[-1]
+    assert v.verdict == "definition" and why in v.reason, (v.verdict, v.reason)
+    if "differs" in why:
+        cx = v.counterexample
+        assert cx is not None and cx["lhs"] != cx["rhs"]
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        r"\hat{m}_t = \frac{m_t}{1-\beta_1^{t-1}}",  # the exponent off by one
+        r"\hat{m}_t = \frac{m_t}{1-\beta_2^t}",  # the other β
+        r"\hat{v}_t = \frac{v_t}{1+\beta_2^t}",  # a sign
+        r"\hat{m}_t = m_t",  # the correction dropped
+    ],
+)
+def test_a_wrong_bias_correction_is_never_proved(step):
+    (v,) = check_text(step)
+    assert v.verdict != "proved", v.reason
+
+
+def test_the_conventions_adam_is_the_catalogues():
+    """The LaTeX of the convention (context.CONVENTION_DEFINITIONS), read by the front end,
+    equals derivations/optim.py's update rules: moments and bias correction."""
+    from derivations.optim import adam_bias_correction, adam_moments
+    from qed.tools.check.builtins import default_context
+
+    ctx = default_context()
+    d = {label: ctx.definition(label) for label in ("m", "v", "mhat", "vhat")}
+    g, m, v, b1, b2 = sp.symbols("g m v beta1 beta2", real=True)
+    step = sp.Symbol("T", positive=True, integer=True)  # the document's t (counted from 1)
+    (t,) = d["m"].vars
+    beta1, beta2 = sp.Symbol("β_1", real=True), sp.Symbol("β_2", real=True)
+    reads = {
+        sp.IndexedBase("m", real=True)[t - 1]: m,
+        sp.IndexedBase("v", real=True)[t - 1]: v,
+        sp.IndexedBase("g", real=True)[t]: g,
+        beta1: b1,
+        beta2: b2,
+    }
+    want_m, want_v = adam_moments(g, m, v, b1, b2)
+    assert sp.simplify(d["m"].expr.xreplace(reads) - want_m) == 0
+    assert sp.simplify(d["v"].expr.xreplace(reads) - want_v) == 0
+    now = {
+        sp.IndexedBase("m", real=True)[t]: m,
+        sp.IndexedBase("v", real=True)[t]: v,
+        beta1: b1,
+        beta2: b2,
+        t: step - 1,
+    }
+    want_mhat, want_vhat = adam_bias_correction(m, v, step, b1, b2)
+    assert sp.simplify(d["mhat"].expr.xreplace(now) - want_mhat) == 0
+    assert sp.simplify(d["vhat"].expr.xreplace(now) - want_vhat) == 0
+
+
+# ------------------------------------------------------------------------------ the readings stay one
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        (r"x \gamma = x", "two row vectors side by side"),  # a gain only before what it scales
+        (
+            "$\\mathbf{g} \\in \\mathbb{R}^{d}$, $\\mathbf{h} \\in \\mathbb{R}^{d}$\n\n$$\nz = g h\n$$\n",
+            "two row vectors side by side",
+        ),  # vectors the document declares are never gains
+        (r"Y = W_Q[token\_ids]", "sizes d_model and V_vocab differ"),  # a lookup of rows that are not ids'
+        (r"Z = token\_ids + 1", "outside a lookup"),  # ids are integers, read only through E[ids]
+        (r"y = E[x]", "read as a lookup only around token ids"),  # never a product, nor an expectation
+        (r"E[x_i y_i] = E[x_i] y_i", "read as a lookup only around token ids"),  # E[·] without \mathbb
+        # only the vocabulary's V doubles as a size; Q, once the document used it, is the queries
+        ("$$\n(\\mathbf{Q}^T)^T = \\mathbf{Q}\n$$\n\n$F \\in \\mathbb{R}^{Q \\times d}$\n", "used as a size"),
+    ],
+)
+def test_the_new_readings_are_refused_where_they_do_not_apply(text, why):
+    import re
+
+    v = check_text(text)[-1]
+    assert v.verdict == "not understood" and re.search(why, v.reason), (v.verdict, v.reason)
+
+
+def test_a_name_of_the_convention_the_document_never_used_is_the_documents():
+    # m is Adam's moment by default; a document that declares m a size, or declares v a vector,
+    # gets its own meaning (and none of Adam's)
+    doc = "```qed\nsize m\nmatrix W: m x m\n```\n\n$$\n(\\mathbf{W}^T)^T = \\mathbf{W}\n$$\n"
+    (v,) = check_text(doc)
+    assert v.verdict == "proved"
+    doc = "$\\mathbf{v} \\in \\mathbb{R}^{d}$ and\n\n$$\nv_t = 2 v_t - v_t\n$$\n"
+    decl, step = check_text(doc)
+    assert decl.verdict == "definition" and "declares v" in decl.reason
+    assert step.verdict == "proved" and "recurrence" not in step.reason
+    (v,) = check_text(r"v = XW_V")  # Adam's v, never used: the document's own, no redefinition
+    assert v.verdict == "definition" and v.reason.startswith("defines v") and v.counterexample is None
