@@ -60,7 +60,7 @@ def units_of_file(path: Path):
     if not stem.startswith("_"):
         return own
     if stem == "_validate":  # every op's checks, and the probes of its generic ones
-        return [u for u in every if u.kind in ("op", "step", "table", "mha", "tiled")]
+        return [u for u in every if u.kind in ("op", "step", "table", "mha", "tiled", "validate")]
 
     def calls(u) -> bool:  # a helper module: every unit whose file calls into it
         f = path.parent / f"{u.file}.py"

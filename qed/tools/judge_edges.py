@@ -504,6 +504,34 @@ def judge_mha(backend: str) -> list[Finding]:
     if backend == "torch":
         module = _module(backend, "mha").MultiHeadAttention
         _expect_refusal(out, "mha", backend, "MultiHeadAttention(n_embd=5, n_head=2)", module, 5, 2)
+        functional = _module(backend, "mha").mha  # the differentiable form reads n_head itself
+        _expect_refusal(
+            out, "mha", backend, "mha(…, n_head = 2.5)", functional, *conv(x, w_qkv, b_qkv, w_o, b_o), n_head=2.5
+        )
+    return out
+
+
+def judge_special(backend: str) -> list[Finding]:
+    """The printed float32 erf and Φ take what NumPy's functions take: a list, a scalar, a
+    float64 array (SciPy's), each equal to the call on the float32 or float64 array."""
+    if backend != "numpy":
+        return []
+    special = _module("numpy", "_special")
+    out: list[Finding] = []
+    for name in ("erf", "ndtr"):
+        fn = getattr(special, name)
+        for case, value, dtype in (
+            ("a list", [0.25, -1.5], np.float64),
+            ("a Python float", 0.75, np.float64),
+            ("a float32 list", np.array([0.25, -1.5], np.float32).tolist(), np.float64),
+        ):
+            try:
+                got = np.asarray(fn(value))
+                want = np.asarray(fn(np.asarray(value, dtype=dtype)))
+                bad = "" if got.shape == want.shape and np.array_equal(got, want) else f"{got} ≠ {want}"
+            except Exception as exc:  # noqa: BLE001 - a raw error is the finding
+                bad = f"raised {type(exc).__name__}: {exc}"
+            out.append(Finding("special", backend, f"{name} of {case}", bad))
     return out
 
 
