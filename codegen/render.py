@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import jinja2
+import sympy as sp
 
 from derivations.language.ops import Op
 
@@ -154,6 +155,25 @@ def render_all(
     if errors_out is not None:
         errors_out.update(errors)
     return dict(sorted(files.items()))
+
+
+def stability_warnings(ops=None) -> list[str]:
+    """One line per known-unstable form left in a printed line (derivations/language/stabilise.py,
+    `unstable_forms`): e^{u} − 1 not as expm1, log(1 + …) not as log1p, log Σ e^{…} without the
+    max shift, v + √(v² + c) not rationalised. `ops` replaces the registry's."""
+    from derivations.language.stabilise import unstable_forms
+
+    if ops is None:
+        from derivations.registry import artefacts
+
+        ops = [a.unit for a in artefacts() if a.kind == "op"]
+    lines = []
+    for op in ops:
+        for part, assigns in (("forward", op.forward), ("backward", op.backward)):
+            for a in assigns:
+                for what, node in unstable_forms(a.expr):
+                    lines.append(f"{op.name}: the printed {part} has {what}: {a.target.name} = … {sp.sstr(node)} …")
+    return lines
 
 
 def generated_paths(root: Path = ROOT) -> set[str]:

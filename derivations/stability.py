@@ -12,7 +12,10 @@ written by its exponentials; log1p(u) = log(1 + u), expm1(u) = e^{u} − 1 by de
     log σ        log σ(x) = min(x, 0) − log1p(e^{−|x|})
     sigmoid      σ(x) = [x ≥ 0] 1/(1 + e^{−|x|}) + [x < 0] e^{−|x|}/(1 + e^{−|x|})
     tanh         tanh x = sign(x) · (−expm1(−2|x|)) / (2 + expm1(−2|x|))
-    logsumexp    log Σ_j e^{x_j} = m + log Σ_j e^{x_j − m}    for any m (the row max)
+    logsumexp    log Σ_j e^{x_j} = m + log Σ_j e^{x_j − m}    for any m (the row max; a row mean too)
+    expm1        k e^{x} − k + s = k expm1(x) + s             (anywhere in a sum)
+    log1p        log(1 + v) = log1p(v)                        (v > −1)
+    √ beside x   x + √(x² + c) = max(x, 0) + (max(x, 0)² + c)/(√(x² + c) − min(x, 0)),  c > 0
     GELU (tanh)  x/2 (1 + tanh u) = x σ(2u)
     Mish         tanh(softplus x) = [x ≥ 0] (1 + 2e^{−x})/(1 + 2e^{−x} + 2e^{−2x})
                                   + [x < 0] (e^{2x} + 2e^{x})/(e^{2x} + 2e^{x} + 2)
@@ -24,7 +27,7 @@ import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
 
 from .language import stabilise as rw
-from .language.arrays import Array, Gaussian, NormalCDF, RowMax, RowSum, Sigmoid, entry, index, size
+from .language.arrays import Array, Gaussian, NormalCDF, RowMax, RowMean, RowSum, Sigmoid, entry, index, size
 from .proof.core import Claim, Setting, index_claim
 
 r, n = size("r"), size("n")
@@ -117,22 +120,26 @@ tanh_expm1 = _lemma(
     },
 )
 
-# log Σ_j e^{x_ij} = m_i + log Σ_j e^{x_ij − m_i} for any per-row m (the row max: no e^{x} overflows)
+# log Σ_j e^{x_ij} = m_i + log Σ_j e^{x_ij − m_i} for any per-row m (the row max: no e^{x} overflows),
+# over a row sum and a row mean, from the rewrite's own functions (rw.LOGSUMEXP)
 m = entry(RowMax(X), (i, 0))
-lse_stable = entry(RowMax(X) + sp.log(RowSum(sp.exp(X - RowMax(X)))), (i, 0))
-lse_document = entry(sp.log(RowSum(sp.exp(X))), (i, 0))
+lse_cases = [(RowSum, X), (RowMean, X), (RowSum, 2 * X + 1)]
+lse_stable = [entry(rw.LOGSUMEXP.stable(case), (i, 0)) for case in lse_cases]
+lse_document = [entry(rw.LOGSUMEXP.document(case), (i, 0)) for case in lse_cases]
+m_cases = [m, m, entry(RowMax(2 * X + 1), (i, 0))]
 logsumexp = index_claim(
-    "stability.logsumexp",
-    "Log-sum-exp with the row max shifted out",
+    rw.LOGSUMEXP.lemma,
+    "Log-sum-exp with the row max shifted out (a row sum or a row mean)",
     SOURCE,
-    r"\log \sum_{j} e^{x_{j}} = m + \log \sum_{j} e^{x_{j} - m} \quad \text{for any } m, \text{ in particular } "
-    r"m = \max_{j} x_{j}",
+    r"\log \sum_{j} e^{x_{j}} = m + \log \sum_{j} e^{x_{j} - m}, \quad "
+    r"\log \frac{1}{n} \sum_{j} e^{x_{j}} = m + \log \frac{1}{n} \sum_{j} e^{x_{j} - m} "
+    r"\quad \text{for any } m, \text{ in particular } m = \max_{j} x_{j}",
     lhs=lse_stable,
     rhs=lse_document,
     setting=Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1)}),
     mutants={
-        "not-added-back": ("the shift not added back", lse_stable - m),
-        "subtracted-twice": ("m − log Σ e^{x − m}", 2 * m - lse_stable),
+        "not-added-back": ("the shift not added back", [e - mc for e, mc in zip(lse_stable, m_cases)]),
+        "subtracted-twice": ("m − log Σ e^{x − m}", [2 * mc - e for e, mc in zip(lse_stable, m_cases)]),
     },
 )
 
@@ -258,6 +265,76 @@ normal_cdf = _lemma(
     },
 )
 
+# e^{u} − 1 anywhere in a sum (ELU's max(x, 0) + e^{min(x, 0)} − 1, SELU's λα e^{min(x, 0)} − λα):
+# k e^{x} − k + s = k expm1(x) + s for any k and any rest s of the sum
+k_s, s_s = sp.Symbol("k", real=True), sp.Symbol("s", real=True)
+sum_setting = Setting(
+    sizes={r: 2, n: 3},
+    indices={i: (0, r - 1), j: (0, n - 1)},
+    scalars={k_s: sp.Rational(3, 2), s_s: sp.Rational(-2, 7)},
+)
+expm1_in_sum = index_claim(
+    rw.EXPM1_SUM.lemma,
+    "k e^{x} − k inside a longer sum as k expm1(x): no cancellation near 0",
+    SOURCE,
+    r"k e^{x} - k + s = k \operatorname{expm1}(x) + s",
+    lhs=[rw.EXPM1_SUM.stable((k_s, x, s_s)), rw.EXPM1_SUM.stable((1, sp.Min(x, 0), sp.Max(x, 0)))],
+    rhs=[rw.EXPM1_SUM.document((k_s, x, s_s)), rw.EXPM1_SUM.document((1, sp.Min(x, 0), sp.Max(x, 0)))],
+    setting=sum_setting,
+    mutants={
+        "constant-kept": (
+            "k expm1(x) − k + s: the −k counted twice",
+            [k_s * expm1(x) - k_s + s_s, expm1(sp.Min(x, 0))],
+        ),
+        "unscaled": ("expm1(x) + s: the coefficient k dropped", [expm1(x) + s_s, expm1(sp.Min(x, 0)) + sp.Max(x, 0)]),
+    },
+    method="index normaliser with region reasoning (expm1(u) = e^{u} − 1; a case split on the sign of x)",
+)
+
+# log(1 + v) = log1p(v) for any v > −1: here v = x² ≥ 0 and v = −σ(x) ∈ (−1, 0)
+log1p_cases = [x**2, -Sigmoid(x)]
+log1p_lemma = index_claim(
+    rw.LOG1P.lemma,
+    "log(1 + v) as log1p(v): accurate where |v| is small",
+    SOURCE,
+    r"\log\left(1 + v\right) = \operatorname{log1p}(v), \quad v > -1 \quad "
+    r"\left(v = x^{2},\ v = -\sigma(x)\right)",
+    lhs=[rw.LOG1P.stable(v_) for v_ in log1p_cases],
+    rhs=[rw.LOG1P.document(v_) for v_ in log1p_cases],
+    setting=setting,
+    mutants={
+        "sign": ("log1p(−v)", [log1p(-v_) for v_ in log1p_cases]),
+        "one-twice": ("log1p(1 + v) = log(2 + v)", [log1p(1 + v_) for v_ in log1p_cases]),
+    },
+    method="index normaliser (log1p(v) = log(1 + v))",
+)
+
+# v + √(v² + c), c > 0 (squareplus' (x + √(x² + b))/2): for v < 0 it is c/(√(v² + c) − v), a
+# quotient of positive numbers, where the sum cancels (0 at v = −1e4 in float32, for c/(2|v|))
+c_root = sp.Symbol("c", positive=True)
+root_setting = Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1), j: (0, n - 1)}, scalars={c_root: sp.Rational(3, 4)})
+root_stable = rw.SQRT_BESIDE.stable((1, x, c_root, 0))
+sqrt_rationalised = index_claim(
+    rw.SQRT_BESIDE.lemma,
+    "x + √(x² + c) rationalised where x < 0: no cancellation",
+    "squareplus (So & Kweon 2021); numerical stability",
+    r"x + \sqrt{x^{2} + c} = \max(x, 0) + \frac{\max(x, 0)^{2} + c}{\sqrt{x^{2} + c} - \min(x, 0)}, \quad c > 0",
+    lhs=root_stable,
+    rhs=rw.SQRT_BESIDE.document((1, x, c_root, 0)),
+    setting=root_setting,
+    mutants={
+        "no-c": (
+            "the c dropped from the numerator: 0 for x < 0",
+            sp.Max(x, 0) + sp.Max(x, 0) ** 2 / (sp.sqrt(x**2 + c_root) - sp.Min(x, 0)),
+        ),
+        "plus-min": (
+            "√(x² + c) + min(x, 0) in the denominator",
+            sp.Max(x, 0) + (sp.Max(x, 0) ** 2 + c_root) / (sp.sqrt(x**2 + c_root) + sp.Min(x, 0)),
+        ),
+    },
+    method="index normaliser with region reasoning (a case split on the sign of x; √ squared)",
+)
+
 CLAIMS: list[Claim] = [
     normal_cdf,
     softplus,
@@ -272,4 +349,7 @@ CLAIMS: list[Claim] = [
     gaussian,
     sech2,
     expm1_lemma,
+    expm1_in_sum,
+    log1p_lemma,
+    sqrt_rationalised,
 ]

@@ -24,6 +24,15 @@ to the specification directly (the rewrite is not trusted, only recorded).
     normal CDF      c (1 + erf(u/√2))     → 2c Φ(u)           (one library call: ndtr)
     sech²           c (1 − tanh²(u))      → 4c e^{−2|u|}/(1 + e^{−2|u|})²  (no 1 − 1 at large |u|)
     expm1           e^{u} − 1             → expm1(u)          (accurate near 0)
+                    k e^{u} − k + s       → k expm1(u) + s    (anywhere in a longer sum)
+    log1p           log(1 + v)            → log1p(v)          (any v, 1 anywhere in the sum)
+    logsumexp       log Σ_j e^{v_j}       → m + log Σ_j e^{v_j − m},  m = max_j v_j
+                                                              (a row sum or a row mean)
+    rationalised    v + √(v² + c), c > 0  → max(v, 0) + (max(v, 0)² + c)/(√(v² + c) − min(v, 0))
+                                                              (no v + |v| cancellation at v ≪ 0)
+
+`unstable_forms(expr)` names what is left of the forms that cancel or overflow (a hand-written
+line, a rewrite that was not applicable): codegen reports them by op (`python -m codegen`).
 
 What is left unstable is found by the numerical-edges check (qed/tools/edges.py), which runs
 every op of the registry at ±1e4 … 1e300 against the specification in exact arithmetic.
@@ -37,9 +46,9 @@ from dataclasses import dataclass
 import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
 
-from .arrays import Gaussian, NormalCDF, Sigmoid
+from .arrays import Array, Gaussian, NormalCDF, RowMax, RowMean, RowSum, Sigmoid
 
-__all__ = ["Rewrite", "REWRITES", "stabilise", "stabilise_assigns"]
+__all__ = ["Rewrite", "REWRITES", "stabilise", "stabilise_assigns", "unstable_forms"]
 
 
 @dataclass(frozen=True)
@@ -123,6 +132,108 @@ def _normal_cdf_match(e):
     return None
 
 
+def _has_array(e) -> bool:
+    """Whether e reads an array (or an entry of one): not a constant of the op."""
+    e = sp.sympify(e)
+    return any(isinstance(s, Array) for s in e.free_symbols) or bool(e.atoms(sp.Indexed))
+
+
+def _exp_term(t):
+    """(k, u) where the term t is k e^{u}, k free of arrays, else None."""
+    factors = sp.Mul.make_args(t)
+    exps = [f for f in factors if isinstance(f, sp.exp)]
+    if len(exps) != 1:
+        return None
+    k = sp.Mul(*[f for f in factors if f is not exps[0]])
+    return None if _has_array(k) else (k, exps[0].args[0])
+
+
+def _expm1_sum_match(e):
+    """(k, u, s) where e is k e^{u} − k + s (k free of arrays; s the rest of the sum), e not
+    the plain e^{u} − 1 of `_expm1_match`: the −k is one constant term of the sum, or all of them."""
+    if not isinstance(e, sp.Add):
+        return None
+    consts = [t for t in e.args if not _has_array(t)]
+    if not consts:
+        return None
+    for t in e.args:
+        ku = None if t in consts else _exp_term(t)
+        if ku is None:
+            continue
+        k, u = ku
+        for pick in [[c] for c in consts] + ([consts] if len(consts) > 1 else []):
+            if sp.expand(sp.Add(*pick) + k) == 0:
+                rest = sp.Add(*[a for a in e.args if a is not t and not any(a is c for c in pick)])
+                if rest == 0 and k == 1:
+                    return None  # the two-term form: `stability.expm1` itself
+                return (k, u, rest)
+    return None
+
+
+def _log1p_match(e):
+    """v where e is log(1 + v), v reading an array (1 one term of a sum of any length)."""
+    if isinstance(e, sp.log) and isinstance(e.args[0], sp.Add) and sp.S.One in e.args[0].args:
+        v = e.args[0] - 1
+        if _has_array(v):
+            return v
+    return None
+
+
+def _shifted(v) -> bool:
+    """v already has a row max subtracted (a term ±max_j w_j): its exponentials cannot overflow."""
+    return any(isinstance(t, RowMax) or isinstance(-t, RowMax) for t in sp.Add.make_args(v))
+
+
+def _logsumexp_match(e):
+    """(R, v) where e is log R(e^{v}), R a row sum or a row mean, v not already shifted."""
+    if isinstance(e, sp.log) and isinstance(e.args[0], (RowSum, RowMean)):
+        inner = e.args[0].args[0]
+        if isinstance(inner, sp.exp) and not _shifted(inner.args[0]):
+            return (type(e.args[0]), inner.args[0])
+    return None
+
+
+def _sqrt_term(t):
+    """(k, B, c) where the term t is k √(B + c): k and c free of arrays, c > 0, B reads arrays."""
+    factors = sp.Mul.make_args(t)
+    roots = [f for f in factors if isinstance(f, sp.Pow) and f.exp == sp.S.Half and _has_array(f.base)]
+    if len(roots) != 1:
+        return None
+    k = sp.Mul(*[f for f in factors if f is not roots[0]])
+    c, B = roots[0].base.as_independent(*[a for a in roots[0].base.free_symbols if isinstance(a, Array)])
+    if _has_array(k) or _has_array(c) or not _has_array(B) or c.is_positive is not True:
+        return None
+    return (k, B, c)
+
+
+def _sqrt_beside_match(e, decidable=True):
+    """(k, v, c, s) where e is k v + k √(v² + c) + s, c > 0 free of arrays (v + √(v² + c) cancels
+    where v ≪ 0); with `decidable`, only where the sign of v splits as the normaliser decides."""
+    if not isinstance(e, sp.Add):
+        return None
+    for t in e.args:
+        kbc = _sqrt_term(t)
+        if kbc is None:
+            continue
+        k, B, c = kbc
+        for t2 in e.args:
+            if t2 is t or not _has_array(t2):
+                continue
+            v = sp.expand(t2 / k)
+            if sp.expand(v**2 - B) != 0 or (decidable and not sign_decidable(v)):
+                continue
+            rest = sp.Add(*[a for a in e.args if a is not t and a is not t2])
+            return (k, v, c, rest)
+    return None
+
+
+def _rationalised(v, c):
+    """v + √(v² + c) without cancellation: max(v, 0) + (max(v, 0)² + c)/(√(v² + c) − min(v, 0))
+    (for v < 0 it is c/(√(v² + c) + |v|); for v ≥ 0 a sum of two non-negative terms)."""
+    p = sp.Max(v, 0)
+    return p + (p**2 + c) / (sp.sqrt(v**2 + c) - sp.Min(v, 0))
+
+
 SOFTPLUS = Rewrite(
     "stability.softplus",
     "softplus without overflow",
@@ -166,9 +277,43 @@ SECH2 = Rewrite(
     _sech2_match,
 )
 EXPM1 = Rewrite("stability.expm1", "e^{u} − 1 as expm1(u)", lambda u: sp.exp(u) - 1, lambda u: expm1(u), _expm1_match)
+EXPM1_SUM = Rewrite(
+    "stability.expm1_in_sum",
+    "k e^{u} − k inside a longer sum as k expm1(u)",
+    lambda kus: kus[0] * sp.exp(kus[1]) - kus[0] + kus[2],
+    lambda kus: kus[0] * expm1(kus[1]) + kus[2],
+    _expm1_sum_match,
+)
+LOG1P = Rewrite("stability.log1p", "log(1 + v) as log1p(v)", lambda v: sp.log(1 + v), lambda v: log1p(v), _log1p_match)
+LOGSUMEXP = Rewrite(
+    "stability.logsumexp",
+    "log Σ_j e^{v_j} with the row max shifted out: m + log Σ_j e^{v_j − m}",
+    lambda Rv: sp.log(Rv[0](sp.exp(Rv[1]))),
+    lambda Rv: RowMax(Rv[1]) + sp.log(Rv[0](sp.exp(Rv[1] - RowMax(Rv[1])))),
+    _logsumexp_match,
+)
+SQRT_BESIDE = Rewrite(
+    "stability.sqrt_rationalised",
+    "v + √(v² + c) rationalised where v < 0: no cancellation",
+    lambda kvcs: kvcs[0] * (kvcs[1] + sp.sqrt(kvcs[1] ** 2 + kvcs[2])) + kvcs[3],
+    lambda kvcs: kvcs[0] * _rationalised(kvcs[1], kvcs[2]) + kvcs[3],
+    _sqrt_beside_match,
+)
 
 # in the order they are tried at each node (bottom-up: an inner rewrite comes first)
-REWRITES: tuple[Rewrite, ...] = (SOFTPLUS, SIGMOID, LOG_SIGMOID, GAUSSIAN, NORMAL_CDF, SECH2, EXPM1)
+REWRITES: tuple[Rewrite, ...] = (
+    SOFTPLUS,
+    SIGMOID,
+    LOG_SIGMOID,
+    GAUSSIAN,
+    NORMAL_CDF,
+    SECH2,
+    EXPM1,
+    EXPM1_SUM,
+    LOG1P,
+    LOGSUMEXP,
+    SQRT_BESIDE,
+)
 
 
 # the forms that split on the sign of u (|u|, max, min): applied only where u is linear in one
@@ -251,6 +396,28 @@ def stabilise(expr) -> tuple[sp.Expr, set[str]]:
 
     out = walk(sp.sympify(expr))
     return out, used
+
+
+# the forms that cancel or overflow, as `unstable_forms` names them
+UNSTABLE = (
+    ("e^{u} − 1 not as expm1(u)", lambda e: _expm1_match(e) if _expm1_match(e) is not None else _expm1_sum_match(e)),
+    ("log(1 + …) not as log1p(…)", _log1p_match),
+    ("log Σ e^{…} without the max shift", _logsumexp_match),
+    ("v + √(v² + c) not rationalised", lambda e: _sqrt_beside_match(e, decidable=False)),
+)
+
+
+def unstable_forms(expr) -> list[tuple[str, sp.Expr]]:
+    """The known-unstable forms left in `expr`: [(what it is, the subexpression)], outermost first.
+    After `stabilise` only those remain whose rewrite did not apply (a compound u under a sign
+    split) or that a hand-written line states."""
+    found = []
+    for node in sp.preorder_traversal(sp.sympify(expr)):
+        if isinstance(node, sp.Basic) and node.args:
+            for what, match in UNSTABLE:
+                if match(node) is not None:
+                    found.append((what, node))
+    return found
 
 
 def stabilise_assigns(assigns: list) -> tuple[list, set[str]]:

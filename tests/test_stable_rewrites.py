@@ -1,0 +1,265 @@
+"""Stability by construction: the stable rewrites apply wherever their form occurs, not only to a
+whole line of two terms (derivations/language/stabilise.py, lemmas in derivations/stability.py).
+
+Ops declared here by their formula alone, as docs/adding-an-op.md tells a user to write them:
+
+* ELU as the docs write it, max(x, 0) + e^{min(x, 0)} − 1: e^{u} − 1 inside a three-term sum,
+  printed expm1 (`stability.expm1_in_sum`);
+* x/2 + 3e^{x} − 3: a coefficient and a third term (`stability.expm1_in_sum`);
+* log(1 + x²): printed log1p (`stability.log1p`);
+* log-softmax as its formula, x − log Σ_j e^{x_j}: printed with the row max shifted out
+  (`stability.logsumexp`);
+* squareplus (x + √(x² + b))/2: rationalised where x < 0 (`stability.sqrt_rationalised`).
+
+Each is printed by codegen into a scratch package (qed/tools/scratch_kernels.py); its NumPy text
+must use the stable form, its values at small magnitudes (|x| ~ 1e-7 in float32, subnormals in
+float64) and at large ones must be within a few ulps of the exact value (mpmath, 60 digits or more), and
+its generated claims must prove. A forward that keeps an unstable form (a hand-written line) is
+named by `python -m codegen`.
+"""
+
+from __future__ import annotations
+
+import mpmath
+import numpy as np
+import pytest
+import sympy as sp
+import torch
+
+from codegen.render import stability_warnings
+from derivations import registry
+from derivations.language.arrays import Array, Assign, RowSum, size
+from derivations.language.ops import Op, Option
+from derivations.proof.obligations import claims_for
+from qed.tools.scratch_kernels import ScratchKernels
+
+r, n = size("r"), size("n")
+x, y = Array("x", (r, n)), Array("y", (r, n))
+b = sp.Symbol("b", positive=True)
+mpmath.mp.dps = 60
+ULPS = 4  # the bound: |printed − exact| ≤ 4 ulps of the exact value in the dtype
+
+
+def activation(name, formula, **kw) -> Op:
+    return Op(name=name, module=__name__, inputs=[x], outputs=[y], spec=[Assign(y, formula)], optional_axes=2, **kw)
+
+
+ELU = activation("elu_doc", sp.Max(x, 0) + sp.exp(sp.Min(x, 0)) - 1)
+EXPM1_SUM = activation("expm1_sum", x / 2 + 3 * (sp.exp(x) - 1))  # SymPy: x/2 + 3e^{x} − 3
+LOG1P = activation("log1p_square", sp.log(1 + x**2))
+SQUAREPLUS = activation(
+    "squareplus_doc", (x + sp.sqrt(x**2 + b)) / 2, options=[Option(b, "b", 4.0, "the smoothing b > 0")]
+)
+LOG_SOFTMAX = Op(
+    name="log_softmax_doc",
+    module=__name__,
+    inputs=[x],
+    outputs=[y],
+    spec=[Assign(y, x - sp.log(RowSum(sp.exp(x))))],
+    optional_axes=1,
+    sizes={n: (x, 1)},
+)
+OPS = [ELU, EXPM1_SUM, LOG1P, SQUAREPLUS, LOG_SOFTMAX]
+IDS = [o.name for o in OPS]
+
+# op -> (the lemma it cites, what its printed NumPy forward must call, what it must not print)
+PRINTED = {
+    "elu_doc": ("stability.expm1_in_sum", ["np.expm1("], ["np.exp("]),
+    "expm1_sum": ("stability.expm1_in_sum", ["np.expm1("], ["np.exp("]),
+    "log1p_square": ("stability.log1p", ["np.log1p("], ["np.log("]),
+    "squareplus_doc": ("stability.sqrt_rationalised", ["np.maximum(", "np.minimum("], []),
+    "log_softmax_doc": ("stability.logsumexp", ["np.max(x, axis=-1, keepdims=True)", "np.exp(x - np.max("], []),
+}
+
+
+def exact(name, row):
+    """The specification at the input's exact binary values, in 60 digits (800 where it cancels)."""
+    v = [mpmath.mpf(float(t)) for t in row]
+    if name == "elu_doc":
+        return [max(t, 0) + mpmath.expm1(min(t, 0)) for t in v]
+    if name == "expm1_sum":
+        return [t / 2 + 3 * mpmath.expm1(t) for t in v]
+    if name == "log1p_square":
+        return [mpmath.log1p(t * t) for t in v]
+    if name == "squareplus_doc":  # the document's sum, in 800 digits: x = −1e150 cancels 300 of them
+        with mpmath.workdps(800):
+            return [+((t + mpmath.sqrt(t * t + 4)) / 2) for t in v]
+    m = max(v)
+    lse = m + mpmath.log(mpmath.fsum(mpmath.exp(t - m) for t in v))
+    return [t - lse for t in v]
+
+
+def exact_grad(name, row):
+    """∂ Σ y / ∂x at dy = 1 for the elementwise ops (where each y depends on its own x)."""
+    v = [mpmath.mpf(float(t)) for t in row]
+    if name == "elu_doc":
+        return [mpmath.mpf(1) if t > 0 else mpmath.exp(t) for t in v]
+    if name == "squareplus_doc":  # (1 + x/√(x² + 4))/2, in 800 digits (cancels for x ≪ 0)
+        with mpmath.workdps(800):
+            return [+((1 + t / mpmath.sqrt(t * t + 4)) / 2) for t in v]
+    return None
+
+
+# per op and dtype: rows of inputs where the document's formula loses its accuracy
+SMALL32 = [1e-7, -1e-7, 3e-8, -2.5e-6, 1e-20, -1e-30, -1e-40, 0.5, -3.0]  # -1e-40: a float32 subnormal
+SMALL64 = [1e-7, -1e-7, 1e-17, -1e-200, -1e-300, -1e-310, 2e-320, 0.5, -3.0]  # subnormals below 2.2e-308
+POINTS = {
+    ("elu_doc", np.float32): SMALL32,
+    ("elu_doc", np.float64): SMALL64,
+    ("expm1_sum", np.float32): SMALL32,
+    ("expm1_sum", np.float64): SMALL64,
+    # log(1 + x²): x² ~ 1e-8 is lost next to 1 in float32; x² = 1e-320 is subnormal in float64
+    ("log1p_square", np.float32): [1e-4, -3e-4, 1e-7, 1e-20, 0.5, -3.0],
+    ("log1p_square", np.float64): [1e-8, -3e-9, 1e-160, 1e-155, 0.5, -3.0],
+    # (x + √(x² + 4))/2 cancels for x ≪ 0: 1e-4 at x = −1e4, not 0
+    ("squareplus_doc", np.float32): [-1e4, -3e3, -1e7, -1e-7, 1e-7, 0.0, 2.0, 1e4],
+    ("squareplus_doc", np.float64): [-1e4, -1e9, -1e150, -1e-7, 1e-7, 0.0, 2.0, 1e150],
+    # log Σ e^{x}: e^{1e4} is ∞ in float64 too
+    ("log_softmax_doc", np.float32): [1e4, -1e4, 3e3, 0.5, 1e-7],
+    ("log_softmax_doc", np.float64): [1e4, -1e4, 3e3, 0.5, 1e-7, 700.0, 710.0],
+}
+
+
+def ulps(got, want, dtype) -> float:
+    """|got − want| in ulps of want rounded to the dtype (the spacing of the subnormals at 0)."""
+    err = abs(mpmath.mpf(float(got)) - want)
+    spacing = np.spacing(np.abs(dtype(float(want))))
+    return float(err / mpmath.mpf(float(spacing)))
+
+
+@pytest.fixture(scope="module")
+def scratch():
+    with ScratchKernels() as pkg:
+        yield {(o.name, be): pkg.module(o, be) for o in OPS for be in ("numpy", "torch")}
+
+
+@pytest.mark.parametrize("op", OPS, ids=IDS)
+def test_the_printed_forward_uses_the_stable_form(scratch, op):
+    from codegen.render import render_op
+
+    lemma, must, must_not = PRINTED[op.name]
+    assert lemma in op.stability and lemma in op.claims  # cited in the generated header
+    text = render_op(op, "numpy")
+    forward = text[text.index(f"def {op.name}_forward") : text.index(f"def {op.name}_backward")]
+    for call in must:
+        assert call in forward, (call, forward)
+    for call in must_not:
+        assert call not in forward, (call, forward)
+    assert not stability_warnings([op])  # nothing unstable left in the printed lines
+
+
+def test_squareplus_is_printed_without_the_cancelling_sum():
+    """The document's x/2 + √(x² + b)/2 is not what is printed: the rationalised quotient is."""
+    (line,) = SQUAREPLUS.forward
+    assert line.expr != SQUAREPLUS.spec[0].expr
+    assert sp.Max(x, 0) in line.expr.atoms(sp.Max) and line.expr.atoms(sp.Min)
+
+
+@pytest.mark.parametrize("op", OPS, ids=IDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_values_at_small_and_large_magnitudes_are_within_a_few_ulps(scratch, op, dtype, backend):
+    row = np.array([POINTS[(op.name, dtype)]], dtype=dtype)
+    if backend == "torch":
+        xs = torch.from_numpy(row).requires_grad_()
+        out = getattr(scratch[(op.name, backend)], op.name)(xs)
+        out.sum().backward()
+        got, grad = out.detach().numpy(), xs.grad.numpy()
+    else:
+        mod = scratch[(op.name, backend)]
+        got, cache = getattr(mod, f"{op.name}_forward")(row)
+        grad = getattr(mod, f"{op.name}_backward")(np.ones_like(got), cache)
+    assert got.dtype == dtype
+    want = exact(op.name, row[0])
+    bad = [(float(t), float(g), float(w), ulps(g, w, dtype)) for t, g, w in zip(row[0], got[0], want)]
+    assert all(u <= ULPS for *_, u in bad), [b_ for b_ in bad if b_[-1] > ULPS]
+    want_grad = exact_grad(op.name, row[0])
+    if want_grad is not None:
+        bad = [(float(t), float(g), float(w), ulps(g, w, dtype)) for t, g, w in zip(row[0], grad[0], want_grad)]
+        assert all(u <= 2 * ULPS for *_, u in bad), [b_ for b_ in bad if b_[-1] > 2 * ULPS]
+
+
+@pytest.mark.parametrize("op", OPS, ids=IDS)
+def test_the_document_form_would_not_have_been_accurate(op):
+    """The points above are where the formula as written fails in float32 (the check has teeth)."""
+    row = np.array(POINTS[(op.name, np.float32)], dtype=np.float32)
+    with np.errstate(all="ignore"):
+        naive = {
+            "elu_doc": lambda t: np.maximum(t, 0) + np.exp(np.minimum(t, 0)) - 1,
+            "expm1_sum": lambda t: t / 2 + 3 * np.exp(t) - 3,
+            "log1p_square": lambda t: np.log(1 + t * t),
+            "squareplus_doc": lambda t: (t + np.sqrt(t * t + 4)) / 2,
+            "log_softmax_doc": lambda t: t - np.log(np.sum(np.exp(t))),
+        }[op.name](row)
+    errors = [ulps(g, w, np.float32) if np.isfinite(g) else np.inf for g, w in zip(naive, exact(op.name, row))]
+    assert max(errors) > 1000
+
+
+@pytest.mark.parametrize("op", OPS, ids=IDS)
+def test_the_op_is_proved_with_the_rewrite_in_it(op):
+    for claim in claims_for(op):
+        cert = claim.run()
+        assert cert.status == "proved-general", (claim.id, cert.method, str(cert.residual)[:300])
+        assert cert.mutants and all(m.refuted for m in cert.mutants), claim.id
+    assert set(op.stability) <= {c.id for c in registry.claims()}
+
+
+LEMMAS = ["stability.expm1_in_sum", "stability.log1p", "stability.logsumexp", "stability.sqrt_rationalised"]
+
+
+@pytest.mark.parametrize("lemma", LEMMAS)
+def test_each_lemma_is_proved_and_its_mutants_refuted(lemma):
+    cert = registry.claim(lemma).run()
+    assert cert.status == "proved-general", (lemma, str(cert.residual)[:300])
+    assert len(cert.mutants) >= 2 and all(m.refuted for m in cert.mutants), lemma
+
+
+# lines written by hand are printed as written: the unstable forms are named at `make codegen`
+BY_HAND = [
+    Op(
+        name="elu_by_hand",
+        module=__name__,
+        inputs=[x],
+        outputs=[y],
+        spec=[Assign(y, ELU.spec[0].expr)],
+        forward=[Assign(y, ELU.spec[0].expr)],
+        optional_axes=2,
+    ),
+    Op(
+        name="log1p_by_hand",
+        module=__name__,
+        inputs=[x],
+        outputs=[y],
+        spec=[Assign(y, sp.log(1 + x**2))],
+        forward=[Assign(y, sp.log(1 + x**2))],
+        optional_axes=2,
+    ),
+    Op(
+        name="log_softmax_by_hand",
+        module=__name__,
+        inputs=[x],
+        outputs=[y],
+        spec=LOG_SOFTMAX.spec,
+        forward=LOG_SOFTMAX.spec,
+        optional_axes=1,
+        sizes={n: (x, 1)},
+    ),
+]
+
+
+def test_an_unstable_printed_form_is_named_by_op():
+    lines = stability_warnings(BY_HAND)
+    assert any(ln.startswith("elu_by_hand: the printed forward has e^{u} − 1 not as expm1(u)") for ln in lines)
+    assert any(ln.startswith("log1p_by_hand: the printed forward has log(1 + …) not as log1p(…)") for ln in lines)
+    assert any(ln.startswith("log_softmax_by_hand: the printed forward has log Σ e^{…} without") for ln in lines)
+    assert not stability_warnings()  # every op of the registry prints its stable forms
+
+
+def test_make_codegen_prints_the_warnings(tmp_path, monkeypatch, capsys):
+    import codegen.__main__ as cli
+
+    monkeypatch.setattr(cli, "stability_warnings", lambda: stability_warnings(BY_HAND))
+    assert cli.main(["--root", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    for op in BY_HAND:
+        assert f"codegen: warning: {op.name}: the printed forward has" in err
