@@ -12,7 +12,7 @@ import sys
 import time
 from typing import NoReturn
 
-from .cli_types import name, nonnegative_int, positive_int, seconds, temperature
+from .cli_types import name, nonnegative_int, positive_float, positive_int, seconds, temperature
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
@@ -48,6 +48,8 @@ _RUN_OPTIONS = (
     "betas",
     "sort_length",
     "sort_digits",
+    "grad_accum",
+    "lr_decay_steps",
 )
 
 
@@ -138,7 +140,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train a GPT built from the generated kernels. With no arguments: the built-in "
         "sorting task (6 digits 0-9, input then sorted output), NumPy backend.",
     )
+    parser.train_parser = t  # `--config FILE` is read against its flags
     g = t.add_argument_group("what to train")
+    g.add_argument(
+        "--config",
+        metavar="FILE",
+        help="read the options from a TOML file (keys: the flags without dashes, e.g. batch_size "
+        "= 64) or from a run's config.json; flags given here override it",
+    )
     g.add_argument(
         "--data",
         metavar="FILE",
@@ -170,6 +179,14 @@ def build_parser() -> argparse.ArgumentParser:
         "run resumes exactly); --steps N extends it, the cosine schedule then spans N steps",
     )
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g.add_argument(
+        "--peak-flops",
+        type=positive_float,
+        default=None,
+        metavar="FLOPS",
+        help="the machine's peak FLOP/s (e.g. 312e12, an A100's bf16): the log line then gives the "
+        "MFU against it; without it, the achieved model FLOP/s only; allowed with --resume",
+    )
     d = t.add_argument_group("ranks and devices (torch.distributed); each allowed with --resume")
     d.add_argument(
         "--nproc",
@@ -189,10 +206,29 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--oversubscribe", action="store_true", help="allow --nproc above the CPU count")
     o = t.add_argument_group("optimisation")
     o.add_argument("--steps", type=int, default=None)
-    o.add_argument("--batch-size", type=int, default=None)
+    o.add_argument(
+        "--batch-size", type=int, default=None, help="rows of a micro-batch (of a step, with --grad-accum 1)"
+    )
+    o.add_argument(
+        "--grad-accum",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="N micro-batches of --batch-size rows per optimiser step, their gradients accumulated: the "
+        "update of one batch N times larger, at the memory of one micro-batch (nanoGPT's "
+        "gradient_accumulation_steps; default 1)",
+    )
     o.add_argument("--lr", type=float, default=None, help="peak learning rate")
     o.add_argument("--warmup", type=int, default=None, help="linear warmup steps")
     o.add_argument("--min-lr", type=float, default=None, help="learning rate at the end of the cosine decay")
+    o.add_argument(
+        "--lr-decay-steps",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="the cosine decay reaches --min-lr at step N, and stays there (nanoGPT's lr_decay_iters; "
+        "default: --steps, so that a resumed run's --steps N stretches it)",
+    )
     o.add_argument("--weight-decay", type=float, default=None)
     o.add_argument("--grad-clip", type=float, default=None, help="max global gradient norm (0: off)")
     o.add_argument("--betas", type=float, nargs=2, metavar=("B1", "B2"), default=None)
@@ -262,7 +298,22 @@ def build_parser() -> argparse.ArgumentParser:
 def _cmd_train(args) -> int:
     from .launch import run_train
 
-    return run_train(args, _train)  # alone, as N ranks (--nproc N), or as one rank of torchrun's
+    if args.config is not None:
+        args = _with_config(args)
+    return run_train(args, _train)
+
+
+def _with_config(args):
+    """The options of `qed train --config FILE`: the file's, then the command line's over them."""
+    from . import train_config
+
+    parser = build_parser()
+    cf = train_config.load(args.config, parser.train_parser)
+    parser.train_parser.set_defaults(**cf.values)
+    argv = args.argv
+    args = parser.parse_args(argv)
+    args.argv, args.config_file = argv, cf
+    return args  # alone, as N ranks (--nproc N), or as one rank of torchrun's
 
 
 def _train(args, world) -> int:
@@ -293,7 +344,27 @@ def _train(args, world) -> int:
 
 
 def _start_training(args, world):
-    """(the Trainer of a new or resumed run, the line that announces it)."""
+    """(the Trainer of a new or resumed run, the line that announces it). With --config FILE, an
+    error about an option that the file gave names the file and its key."""
+    from .errors import QedError
+
+    cf = getattr(args, "config_file", None)
+    try:
+        return _start(args, world, cf)
+    except QedError as e:
+        key = None if cf is None or str(e).startswith(cf.path) else cf.key_named_in(str(e))
+        if key is None:
+            raise
+        msg = f"{cf.path}: key {key!r}: {e}"
+        try:
+            err = type(e)(msg)
+        except TypeError:  # an error class of another signature
+            err = QedError(msg)
+        raise err from None
+
+
+def _start(args, world, cf):
+    """_start_training's work; `cf`: the --config file's options (train_config.ConfigFile) or None."""
     from .config import GPTConfig
     from .cpu import use_threads
     from .data import SortTask, load_text
@@ -305,9 +376,15 @@ def _start_training(args, world):
         given = [o for o in _RUN_OPTIONS if getattr(args, o) not in (None, False)]
         if given:
             flags = ", ".join("--" + o.replace("_", "-") for o in given)
+            source = (
+                f" (given by {cf.path}: {', '.join(repr(cf.keys[o]) for o in given if o in cf.keys)})"
+                if cf is not None and any(o in cf.keys for o in given)
+                else ""
+            )
             raise QedError(
-                f"{flags}: cannot be combined with --resume (the run's saved settings are used; "
-                f"only --steps, --eval-every, --numpy-parallel, --compile, --nproc and --device may change)"
+                f"{flags}{source}: cannot be combined with --resume (the run's saved settings are used; "
+                f"only --steps, --eval-every, --numpy-parallel, --compile, --peak-flops, --nproc and "
+                f"--device may change)"
             )
         trainer = Trainer.resume(
             args.resume,
@@ -317,6 +394,7 @@ def _start_training(args, world):
             torch_compile=args.compile,
             progress=progress,
             world=world,
+            peak_flops=args.peak_flops,
         )
         threads = (
             world.use_threads(trainer.settings.backend)
@@ -329,6 +407,10 @@ def _start_training(args, world):
             if args.sort_length is not None or args.sort_digits is not None:
                 raise QedError("--sort-length/--sort-digits apply to the sort task, not to --data")
             task = load_text(args.data)
+            if cf is not None:
+                from .train_config import check_data
+
+                check_data(cf, args.data, task.sha256)
             model_defaults, train_defaults = dict(TEXT_MODEL), dict(TEXT_TRAIN)
             model_defaults["vocab_size"] = task.vocab_size
         else:
@@ -369,6 +451,8 @@ def _start_training(args, world):
             "dtype",
             "backend",
             "numpy_parallel",
+            "grad_accum",
+            "lr_decay_steps",
         ):
             if getattr(args, k) is not None:
                 sk[k] = getattr(args, k)
@@ -377,7 +461,9 @@ def _start_training(args, world):
         if args.betas is not None:
             sk["betas"] = tuple(args.betas)
         settings = TrainSettings(**sk)
-        trainer = Trainer.new(config, settings, task, out=args.out, progress=progress, world=world)
+        trainer = Trainer.new(
+            config, settings, task, out=args.out, progress=progress, world=world, peak_flops=args.peak_flops
+        )
         threads = (
             world.use_threads(settings.backend)
             if world.distributed
@@ -389,10 +475,16 @@ def _start_training(args, world):
             if task.kind == "sort"
             else f"{task.path} ({len(task.train) + len(task.val):,} chars, vocab {task.vocab_size})"
         )
+        batch = (
+            f"{settings.batch_size}"
+            if settings.grad_accum == 1
+            else f"{settings.grad_accum} x {settings.batch_size} (--grad-accum {settings.grad_accum})"
+        )
+        decay = "" if settings.lr_decay_steps is None else f" (decay to step {settings.lr_decay_steps})"
         header = (
             f"qed train: {what} | {settings.backend}{' (compiled)' if settings.torch_compile else ''} "
             f"{settings.dtype} | {config.n_layer} layers, {config.n_head} heads, n_embd {config.n_embd}, "
-            f"{n_params:,} params | {settings.steps} steps, batch {settings.batch_size}, lr {settings.lr:g} | "
+            f"{n_params:,} params | {settings.steps} steps, batch {batch}, lr {settings.lr:g}{decay} | "
             f"{threads} | run dir {trainer.run_dir}"
         )
         return trainer, header

@@ -56,6 +56,17 @@ def seconds(text: str) -> float:
     return value
 
 
+def positive_float(text: str) -> float:
+    """A finite number > 0 (`1e12` and `312e12` included)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (0 < value < float("inf")):  # refuses nan, inf, 0 and negative
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
+    return value
+
+
 def name(text: str) -> str:
     """An op, claim or file name (or prefix): an empty one would match everything."""
     if not text.strip():

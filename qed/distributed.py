@@ -445,6 +445,21 @@ class RankRunner:
             raise QedError(f"rank {self.world.rank}'s rows of the batch have no scored token")
         return x[rows], y[rows], n_own / n_all
 
+    def own_micro_rows(self, x: np.ndarray, y: np.ndarray, accum: int) -> list:
+        """[(this rank's rows of micro-batch i, n_ri/N), …]: the global batch cut into `accum`
+        micro-batches (qed/parallel.py's micro_batches), each shared by the ranks as a whole batch
+        is; the shares are of the whole batch's N scored tokens, so they sum to 1 over ranks and
+        micro-batches. With accum 1: [own_rows(x, y)]."""
+        if accum == 1:
+            return [self.own_rows(x, y)]
+        from .parallel import micro_batches
+
+        out = []
+        for xi, yi, weight in micro_batches(x, y, accum):
+            xs, ys, share = self.own_rows(xi, yi)
+            out.append((xs, ys, share * weight))
+        return out
+
 
 class NumpyRankRunner(RankRunner):
     """NumpyGPT as a rank: forward and backward on its rows, one all_reduce(SUM) of
@@ -468,21 +483,28 @@ class NumpyRankRunner(RankRunner):
             raise RuntimeError("NumpyGPT's parameters do not tile one flat buffer")
         world.broadcast_(torch.from_numpy(layout[0]))  # every rank starts from rank 0's weights
 
-    def step(self, x: np.ndarray, y: np.ndarray, lr: float | None = None, grad_clip: float = 0.0) -> float:
+    def step(
+        self, x: np.ndarray, y: np.ndarray, lr: float | None = None, grad_clip: float = 0.0, accum: int = 1
+    ) -> float:
         from .config import check_idx
         from .optim import clip_grad_norm
 
         model, world = self.inner.model, self.world
         check_idx(model.config, np.asarray(x), np.asarray(y))
-        xs, ys, share = self.own_rows(np.asarray(x), np.asarray(y))
-        _, loss, tape = model.forward_slice(xs, ys)
-        mine = model.backward_slice(tape, share)  # ∂(share · loss_r)/∂θ
-        for k, g in self.grads.items():
-            if k in mine:
-                np.copyto(g, mine[k])
-            else:
-                g.fill(0)  # a parameter this batch does not reach
-        self.packed[-2] = share * loss
+        local = 0.0  # Σ over this rank's micro-batches of share · loss
+        for i, (xs, ys, share) in enumerate(self.own_micro_rows(np.asarray(x), np.asarray(y), accum)):
+            _, loss, tape = model.forward_slice(xs, ys)
+            mine = model.backward_slice(tape, share)  # ∂(share · loss_r)/∂θ
+            for k, g in self.grads.items():
+                if k in mine:
+                    if i == 0:
+                        np.copyto(g, mine[k])
+                    else:
+                        g += mine[k]
+                elif i == 0:
+                    g.fill(0)  # a parameter this batch does not reach
+            local += share * loss
+        self.packed[-2] = local
         self.packed[-1] = float(world.stop_source())
         t0 = time.perf_counter()
         import torch.distributed as dist
@@ -534,16 +556,26 @@ class TorchRankRunner(RankRunner):
         self.ddp.register_comm_hook(self, _sum_buckets)
         self.extras = None
 
-    def step(self, x: np.ndarray, y: np.ndarray, lr: float | None = None, grad_clip: float = 0.0) -> float:
+    def step(
+        self, x: np.ndarray, y: np.ndarray, lr: float | None = None, grad_clip: float = 0.0, accum: int = 1
+    ) -> float:
         import torch
 
         from .optim import torch_clip_grad_norm
 
         inner, world = self.inner, self.world
-        xs, ys, share = self.own_rows(np.asarray(x), np.asarray(y))
+        parts = self.own_micro_rows(np.asarray(x), np.asarray(y), accum)
         inner.opt.zero_grad()
+        local = 0.0
+        for xs, ys, share in parts[:-1]:  # gradient accumulation: .grad sums, no all-reduce yet
+            with self.ddp.no_sync():
+                _, loss = self.ddp(inner._t(xs), inner._t(ys))
+                (loss * share).backward()
+            local += share * float(loss.item())
+        xs, ys, share = parts[-1]  # the last micro-batch's backward all-reduces the sum
         _, loss = self.ddp(inner._t(xs), inner._t(ys))
-        self.extras = torch.tensor([share * float(loss.item()), float(world.stop_source())], dtype=torch.float64)
+        local += share * float(loss.item())
+        self.extras = torch.tensor([local, float(world.stop_source())], dtype=torch.float64)
         with world.talking("during a step"):
             (loss * share).backward()  # ∂(share · loss_r)/∂θ, summed by the hook
         loss_all, stop = (float(v) for v in self.extras)

@@ -260,16 +260,19 @@ class NumpyGPT:
         loss_arr, tape["loss"] = self._k["cross_entropy"].cross_entropy_forward(logits, targets, mask)
         return logits, float(loss_arr.reshape(())), tape  # (1,): the mean over tokens
 
-    def backward(self) -> dict[str, np.ndarray]:
-        """∂(mean loss)/∂param for every parameter, from the tape of the last forward.
+    def backward(self, scale: float = 1.0) -> dict[str, np.ndarray]:
+        """∂(scale · mean loss)/∂param for every parameter, from the tape of the last forward.
 
         The gradients are views of one new flat buffer laid out like the parameters (so the
         optimizer updates them all at once); each slice of the batch contributes
-        ∂(n_s·loss_s/N)/∂param: its upstream gradient is n_s/N instead of 1."""
+        ∂(n_s·loss_s/N)/∂param: its upstream gradient is n_s/N instead of 1 (times `scale`: a
+        micro-batch's weight in gradient accumulation, qed/parallel.py's micro_batches)."""
         tape = self._tape
         if not tape:
             raise RuntimeError("backward() needs a forward(idx, targets) with targets first")
         self._tape = None
+        if scale != 1.0:
+            tape = [(t, w * scale) for t, w in tape]
         buf = np.empty(sum(p.size for p in self.flat_views.values()), dtype=self.dtype)
         grads = flat_views(buf, self.offsets, {k: p.shape for k, p in self.flat_views.items()})
         return self.parallel.backward(self, tape, grads)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .cpu import blas_single_thread
+from .errors import QedError
 
 MODES = ("threads", "processes")
 
@@ -36,6 +37,35 @@ def shards(B: int, n: int) -> list[slice]:
     n = min(n, B)
     bounds = [B * s // n for s in range(n + 1)]
     return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
+
+
+def micro_batches(x: np.ndarray, y: np.ndarray, n: int) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    """A step's batch as `n` micro-batches (gradient accumulation, `--grad-accum n`): consecutive
+    rows, sizes differing by at most one, each with its weight n_i/N, its share of the batch's N
+    scored tokens (targets of -1 are not scored); one with no scored token is left out.
+
+    The batch's mean loss is Σ_i (n_i/N)·loss_i, so the gradients of the micro-batches' losses,
+    each weighted by n_i/N and summed, are the gradient of the whole batch: the update equals
+    that of one step on the whole batch, to rounding. When every micro-batch scores as many
+    tokens (every row of qed's tasks scores the same number) each weight is 1/n: nanoGPT's
+    loss / gradient_accumulation_steps."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"accum must be a positive integer, got {n!r}")
+    x, y = np.asarray(x), np.asarray(y)
+    if n == 1:
+        return [(x, y, 1.0)]
+    if x.shape[0] < n:
+        raise QedError(f"a batch of {x.shape[0]} row(s) cannot be cut into {n} micro-batches (--grad-accum {n})")
+    scored = y >= 0
+    total = int(np.count_nonzero(scored))
+    if total == 0:
+        raise ValueError("every target is -1 (ignored): there is no token to score")
+    out = []
+    for rows in shards(x.shape[0], n):
+        count = int(np.count_nonzero(scored[rows]))
+        if count:
+            out.append((x[rows], y[rows], count / total))
+    return out
 
 
 class DataParallel:

@@ -4,8 +4,12 @@ and every row of `qed bench` (qed/tools/bench.py).
 
     runner = build_runner(config, backend, dtype, seed=0, compile=False, threads=None,
                           parallel="threads", optimizer=None, device="cpu")
-    runner.step(x, y, lr=None, grad_clip=0.0) -> loss   one training step on one batch:
-                                                        forward, loss, backward, clip, AdamW
+    runner.step(x, y, lr=None, grad_clip=0.0, accum=1) -> loss
+                                                        one training step on one batch:
+                                                        forward, loss, backward, clip, AdamW;
+                                                        `accum` > 1: the batch run as that many
+                                                        micro-batches (parallel.micro_batches), their
+                                                        gradients summed before the update
     runner.loss(x, y) -> float                          the mean loss, no gradient, no update
     runner.logits(idx) -> (B, T, V) NumPy array         no gradient
     runner.params() / param_shapes() / load_params(…)   {name: NumPy array} (copies)
@@ -31,6 +35,7 @@ import numpy as np
 
 from .config import GPTConfig
 from .errors import QedError
+from .parallel import micro_batches
 from .params import check_params, init_params
 
 
@@ -80,6 +85,20 @@ def build_model(
     raise ValueError(f"unknown backend {backend!r}: choose 'numpy' or 'torch'")
 
 
+# --------------------------------------------------------------------------- micro-batches
+def _accumulate(into: dict, more: dict) -> None:
+    """into[k] += more[k] for every gradient, in place: one add when both tile a flat buffer
+    (NumpyGPT.backward's gradients do), so `into` stays the flat buffer AdamW reads at once."""
+    from .flat import flat_layout
+
+    a, b = flat_layout(into), flat_layout(more)
+    if a is not None and b is not None and a[1] == b[1]:
+        np.add(a[0], b[0], out=a[0])
+        return
+    for k, g in more.items():
+        into[k] += g
+
+
 # --------------------------------------------------------------------------- runners
 class Runner:
     """What every runner shares; a backend provides the model, its optimiser and the step."""
@@ -94,7 +113,9 @@ class Runner:
     def new_optimizer(self) -> object:
         raise NotImplementedError
 
-    def step(self, x: np.ndarray, y: np.ndarray, lr: float | None = None, grad_clip: float = 0.0) -> float:
+    def step(
+        self, x: np.ndarray, y: np.ndarray, lr: float | None = None, grad_clip: float = 0.0, accum: int = 1
+    ) -> float:
         raise NotImplementedError
 
     def loss(self, x: np.ndarray, y: np.ndarray) -> float:
@@ -145,11 +166,24 @@ class NumpyRunner(Runner):
 
         return AdamW(self.model.params, **self.hyper)
 
-    def step(self, x: np.ndarray, y: np.ndarray, lr: float | None = None, grad_clip: float = 0.0) -> float:
+    def step(
+        self, x: np.ndarray, y: np.ndarray, lr: float | None = None, grad_clip: float = 0.0, accum: int = 1
+    ) -> float:
         from .optim import clip_grad_norm
 
-        _, loss = self.model.forward(x, y)
-        grads = self.model.backward()
+        if accum == 1:
+            _, loss = self.model.forward(x, y)
+            grads = self.model.backward()
+        else:  # gradient accumulation: Σ_i ∂((n_i/N)·loss_i)/∂θ, one micro-batch's caches at a time
+            grads, loss = None, 0.0
+            for xi, yi, weight in micro_batches(x, y, accum):
+                _, loss_i = self.model.forward(xi, yi)
+                g = self.model.backward(scale=weight)  # each slice's backward starts from weight·n_s/n_i
+                loss += weight * float(loss_i)
+                if grads is None:
+                    grads = g
+                else:
+                    _accumulate(grads, g)
         if grad_clip > 0:
             clip_grad_norm(grads, grad_clip)
         self.opt.step(grads, lr=lr)
@@ -202,16 +236,26 @@ class TorchRunner(Runner):
     def _t(self, a):
         return self.torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(self.device)
 
-    def step(self, x: np.ndarray, y: np.ndarray, lr: float | None = None, grad_clip: float = 0.0) -> float:
+    def step(
+        self, x: np.ndarray, y: np.ndarray, lr: float | None = None, grad_clip: float = 0.0, accum: int = 1
+    ) -> float:
         from .optim import torch_clip_grad_norm
 
         self.opt.zero_grad()
-        _, loss = self.model(self._t(x), self._t(y))
-        loss.backward()
+        if accum == 1:
+            _, loss = self.model(self._t(x), self._t(y))
+            loss.backward()
+            loss = float(loss.item())
+        else:  # gradient accumulation: .grad sums ∂((n_i/N)·loss_i)/∂θ over the micro-batches
+            loss = 0.0
+            for xi, yi, weight in micro_batches(x, y, accum):
+                _, loss_i = self.model(self._t(xi), self._t(yi))
+                (loss_i * weight).backward()
+                loss += weight * float(loss_i.item())
         if grad_clip > 0:
             torch_clip_grad_norm(self.model, grad_clip)
         self.update(lr)
-        return float(loss.item())
+        return loss
 
     def update(self, lr: float | None) -> None:
         """The optimiser's step on the gradients in .grad (`lr`: None keeps its own)."""

@@ -79,6 +79,8 @@ class TrainSettings:
     eval_batches: int = 8  # text: validation batches per evaluation
     max_eval_examples: int = 2000  # sort: held-out examples scored per evaluation
     keep: int = 2  # checkpoints kept on disk
+    grad_accum: int = 1  # micro-batches of batch_size rows per optimiser step (gradients accumulated)
+    lr_decay_steps: int | None = None  # the cosine decay ends here (nanoGPT's lr_decay_iters); None: at `steps`
 
     def validate(self) -> None:
         for f in fields(self):
@@ -103,8 +105,20 @@ class TrainSettings:
             if not (v >= 0 if allow_zero else v > 0) or (isinstance(v, float) and not math.isfinite(v)):
                 raise QedError(f"--{name.replace('_', '-')} must be {'>= 0' if allow_zero else '> 0'}, got {v}")
 
+        for n in ("grad_accum", "lr_decay_steps"):  # int (and None for lr_decay_steps: --steps)
+            v = getattr(self, n)
+            if (v is not None or n == "grad_accum") and (isinstance(v, bool) or not isinstance(v, int)):
+                raise QedError(f"--{n.replace('_', '-')} must be an integer, got {v!r}")
         for n in ("steps", "batch_size", "lr", "eval_every", "eval_batches", "max_eval_examples", "eps", "keep"):
             positive(n)
+        positive("grad_accum")
+        if self.lr_decay_steps is not None:
+            positive("lr_decay_steps")
+            if self.lr_decay_steps <= self.warmup:
+                raise QedError(
+                    f"--lr-decay-steps ({self.lr_decay_steps}) must exceed --warmup ({self.warmup}): "
+                    "the cosine decay runs from the end of the warmup to --lr-decay-steps"
+                )
         for n in ("warmup", "min_lr", "weight_decay", "grad_clip"):
             positive(n, allow_zero=True)
         if self.min_lr > self.lr:
@@ -128,9 +142,11 @@ class TrainSettings:
 
     @classmethod
     def from_dict(cls, d: dict) -> TrainSettings:
-        """Validated settings from a checkpoint: every key present, none unknown."""
+        """Validated settings from a checkpoint: every key present (but those added since, whose
+        absence means the behaviour before them: ADDED_SINCE), none unknown."""
         if not isinstance(d, dict):
             raise QedError(f"training settings must be a dict, got {type(d).__name__}")
+        d = {**ADDED_SINCE, **d}
         known = [f.name for f in fields(cls)]
         missing = [k for k in known if k not in d]
         unknown = sorted(set(d) - set(known))
@@ -152,6 +168,11 @@ class TrainSettings:
         settings = cls(**d)
         settings.validate()
         return settings
+
+
+# settings added after checkpoints were first written: a checkpoint without one ran as this value
+# (one micro-batch per step; the cosine decay ending at --steps)
+ADDED_SINCE = {"grad_accum": 1, "lr_decay_steps": None}
 
 
 # --------------------------------------------------------------------------- backends
@@ -272,7 +293,36 @@ def evaluate(runner: object, task: SortTask | TextTask, settings: TrainSettings,
 def cosine_lr(step: int, s: TrainSettings) -> float:
     from .optim import cosine_lr as _cos
 
-    return float(_cos(step, lr=s.lr, warmup=s.warmup, max_steps=s.steps, min_lr=s.min_lr))
+    decay_end = s.steps if s.lr_decay_steps is None else s.lr_decay_steps
+    return float(_cos(step, lr=s.lr, warmup=s.warmup, max_steps=decay_end, min_lr=s.min_lr))
+
+
+def flops_per_token(config: GPTConfig, param_shapes: dict, seq_len: int) -> float:
+    """Model FLOPs per trained token, forward and backward: nanoGPT's estimate_mfu (after the
+    PaLM paper's appendix B), 6·N + 12·L·T·C, with N the parameters but the learned position
+    table (as nanoGPT's get_num_params), L layers, T the training sequence length, C n_embd.
+    6·N: a multiply-add per weight in the forward, two in the backward; 12·L·T·C: the T×T
+    attention products q·kᵀ and p·v (counted whole, as nanoGPT does, not halved for the mask)."""
+    n = sum(math.prod(shape) for name, shape in param_shapes.items() if name != "wpe.weight")
+    return 6.0 * n + 12.0 * config.n_layer * seq_len * config.n_embd
+
+
+def fmt_flops(x: float) -> str:
+    """FLOP/s with an SI prefix: 3.2 GFLOP/s, 312 TFLOP/s."""
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, "")):
+        if x >= scale or scale == 1:
+            v = x / scale
+            return f"{v:.1f} {prefix}FLOP/s" if v < 100 else f"{v:.0f} {prefix}FLOP/s"
+    raise AssertionError  # pragma: no cover
+
+
+def speed_text(ms_per_iter: float, flops_per_s: float, peak_flops: float | None) -> str:
+    """The log line's speed: ms per optimiser step, achieved model FLOP/s, and with a stated peak
+    (--peak-flops) the MFU, the achieved rate as a percentage of it."""
+    s = f"  {ms_per_iter:,.1f} ms/iter  {fmt_flops(flops_per_s)}"
+    if peak_flops:
+        s += f"  MFU {100 * flops_per_s / peak_flops:.2f}% of {fmt_flops(peak_flops)}"
+    return s
 
 
 def fmt_loss(x: float | None) -> str:
@@ -437,6 +487,7 @@ class Trainer:
     world: World = field(default_factory=World)  # this process's rank among the run's (one: World())
     run_id: str | None = None  # run.json's: every checkpoint of the run records it (rank 0)
     lock: object = None  # run_dir.RunLock: rank 0 alone writes the run directory, and holds it
+    peak_flops: float | None = None  # --peak-flops: the log line's MFU is against it (None: FLOP/s only)
 
     # -- construction
     @classmethod
@@ -634,9 +685,12 @@ class Trainer:
 
     # -- pieces
     def batch(self) -> tuple[np.ndarray, np.ndarray]:
+        """One step's batch: grad_accum micro-batches of batch_size rows, drawn as one batch (so
+        --grad-accum N --batch-size b trains on the tokens of --batch-size N·b)."""
+        rows = self.settings.batch_size * self.settings.grad_accum
         if self.task.kind == "sort":
-            return self.task.batch("train", self.settings.batch_size, self.rng)
-        return self.task.batch("train", self.settings.batch_size, self.rng, self.config.block_size)
+            return self.task.batch("train", rows, self.rng)
+        return self.task.batch("train", rows, self.rng, self.config.block_size)
 
     def save(self, val_loss: float | None = None) -> Path:
         """A checkpoint of this step; also the best one if `val_loss` is the lowest so far."""
@@ -683,12 +737,12 @@ class Trainer:
         self.pending = []
         return rec
 
-    def _log_line(self, rec: dict) -> str:
+    def _log_line(self, rec: dict, speed: str = "") -> str:
         s = (
             f"step {rec['step']:>6}  train {fmt_loss(rec['train_loss'])}  val {fmt_loss(rec['val_loss'])}"
             f"  lr {rec['lr']:.2e}"
         )
-        s += f"  {rec['tokens_per_s']:,.0f} tok/s"
+        s += f"  {rec['tokens_per_s']:,.0f} tok/s" + speed
         if "accuracy" in rec:
             s += f"  held-out accuracy {100 * rec['accuracy']:.2f}% ({rec['correct']}/{rec['held_out']})"
         return s
@@ -720,7 +774,9 @@ class Trainer:
 
     def _run(self) -> int:
         s, world, main = self.settings, self.world, self.world.is_main
-        tokens_per_step = s.batch_size * _seq_len(self.task, self.config)  # the global batch's
+        seq_len = _seq_len(self.task, self.config)
+        tokens_per_step = s.grad_accum * s.batch_size * seq_len  # the global batch's
+        token_flops = flops_per_token(self.config, self.runner.param_shapes(), seq_len)
         records = read_metrics(self.run_dir) if main else []
         t_start = time.perf_counter()
         steps_window, train_time = 0, 0.0
@@ -748,7 +804,7 @@ class Trainer:
                     t0 = time.perf_counter()
                     try:
                         with np.errstate(all="ignore"):  # a diverging run is caught below, in one line
-                            loss = self.runner.step(x, y, lr, s.grad_clip)
+                            loss = self.runner.step(x, y, lr, s.grad_clip, accum=s.grad_accum)
                     except PeerLost as e:  # before any update: the state is that of step k
                         self.rng.bit_generator.state = rng_state
                         raise self._lost(e, saved_step) from None
@@ -767,7 +823,8 @@ class Trainer:
                     if main and (self.step % s.eval_every == 0 or self.step == s.steps):
                         rec = self._record(lr, tok_s, time.perf_counter() - t_start)
                         records.append(rec)
-                        self._print(self._log_line(rec))
+                        ms_iter = 1000 * train_time / steps_window
+                        self._print(self._log_line(rec, speed_text(ms_iter, token_flops * tok_s, self.peak_flops)))
                         self.save(val_loss=rec["val_loss"])
                         saved_step = self.step
                         plot_losses(self.run_dir, records, f"qed {self.task.name} ({s.backend}, {s.dtype})")
