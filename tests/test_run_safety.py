@@ -34,6 +34,7 @@ def shape(line: str) -> str:
     """A printed line with its numbers, run names and check marks abstracted away."""
     line = re.sub(r"runs/[\w.-]+", "RUN", line)
     line = re.sub(r"\d[\d,]*(\.\d+)?(e[+-]\d+)?", "N", line)
+    line = re.sub(r"N [kMGTP]?FLOP/s", "N FLOP/s", line)  # the unit's prefix follows the model's size
     line = line.replace("✓", "MARK").replace("✗", "MARK")
     return " ".join(line.split())  # column padding depends on the numbers
 
