@@ -103,10 +103,10 @@ def test_a_worker_process_that_stops_answering_is_one_line(monkeypatch):
     cfg = GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=8, vocab_size=11)
     rng = np.random.default_rng(0)
     idx, tgt = rng.integers(0, 11, (4, 8)), rng.integers(0, 11, (4, 8))
-    monkeypatch.setattr(workers, "REPLY_TIMEOUT", 0.5)
     with NumpyGPT(cfg, threads=2, parallel="processes") as m:
-        m.forward(idx, tgt)
+        m.forward(idx, tgt)  # the workers started and answered at the default timeout
         m.backward()
+        monkeypatch.setattr(workers, "REPLY_TIMEOUT", 0.5)  # only now: a busy machine starts them slowly
         proc = m.parallel.workers.procs[0]
         os.kill(proc.pid, signal.SIGSTOP)
         try:
