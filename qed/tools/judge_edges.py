@@ -555,6 +555,22 @@ def judge_validate(backend: str) -> list[Finding]:
     except _Refused as exc:
         out.append(Finding("_validate", backend, "size_is at its value", str(exc)))
     _expect_refusal(out, "probe", backend, "size_is one off", v.checked, sig, x=_convert(backend, np.zeros((3, 5))))
+    # the adjoint of a broadcast: sum_to(g, shape) sums g back over every extra leading axis (none,
+    # one, two, three of them) and every axis where `shape` has 1, exactly (integer-valued floats)
+    g = np.arange(2 * 3 * 4 * 5, dtype=np.float64).reshape(2, 3, 4, 5) % 7
+    for shape in ((2, 3, 4, 5), (3, 4, 5), (4, 5), (5,), (1, 4, 5), (3, 1, 5), (1, 1, 1, 5), (2, 1, 4, 1), (1, 5)):
+        extra = g.ndim - len(shape)
+        want = g.sum(axis=tuple(range(extra)))
+        ones = tuple(i for i, n in enumerate(shape) if n == 1 and want.shape[i] != 1)
+        want = want.sum(axis=ones, keepdims=True) if ones else want
+        try:
+            got = _numpy(v.sum_to(_convert(backend, g), shape))
+            bad = (
+                "" if got.shape == want.shape and np.array_equal(got, want) else f"gave shape {got.shape}, other values"
+            )
+        except Exception as exc:  # noqa: BLE001 - a raw error is the finding
+            bad = f"raised {type(exc).__name__}: {exc}"
+        out.append(Finding("_validate", backend, f"sum_to {g.shape} -> {shape}", bad))
     # an absent optional axis reads as length 1; a present one as its length
     row = _convert(backend, np.zeros(4))
     got = (v.dim(row, -2), v.dim(row, -1))
