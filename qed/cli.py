@@ -425,8 +425,10 @@ def _start(args, world, cf):
                     f"--block-size {args.block_size}: the sort task with length {task.length} needs "
                     f"block_size >= {task.block_size}"
                 )
+        from . import train_config
+
         model = dict(model_defaults)
-        for k in ("n_layer", "n_head", "n_embd", "block_size", "norm", "ffn", "pos", "norm_position", "attention"):
+        for k in train_config.MODEL_KEYS:  # one list of the flags a run's description keeps
             if getattr(args, k) is not None:
                 model[k] = getattr(args, k)
         if model.get("attention") in ATTENTION_ALIASES:  # --attention tiled / lse
@@ -438,22 +440,7 @@ def _start(args, world, cf):
         config = GPTConfig(**model)
         config.validate()
         sk = dict(train_defaults)
-        for k in (
-            "steps",
-            "batch_size",
-            "lr",
-            "warmup",
-            "min_lr",
-            "weight_decay",
-            "grad_clip",
-            "eval_every",
-            "seed",
-            "dtype",
-            "backend",
-            "numpy_parallel",
-            "grad_accum",
-            "lr_decay_steps",
-        ):
+        for k in (k for k in train_config.TRAIN_KEYS if k != "betas"):  # betas: a tuple, below
             if getattr(args, k) is not None:
                 sk[k] = getattr(args, k)
         if args.compile:
