@@ -107,3 +107,17 @@ def test_outside_a_printed_only_tracer_nothing_is_counted():
     ns = {HIT: hit}
     exec(compile(tree, "/tmp/p.py", "exec"), ns)  # no Tracer active: runs, counts nothing
     assert ns["x"] == 1 and outer.hits == {}
+
+
+def test_a_printed_file_that_does_not_parse_is_a_failure_not_a_traceback(tmp_path, monkeypatch):
+    from qed.tools import line_coverage
+
+    bad = tmp_path / "generated" / "numpy" / "bad.py"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("def f(x):\n    return (x +\n")
+    monkeypatch.setattr(line_coverage, "ROOT", tmp_path)
+    count = line_coverage.report({}, ("numpy",), [bad])["numpy"]
+    assert not count.complete
+    assert line_coverage.describe_missed(count) == [
+        "generated/numpy/bad.py: does not parse: '(' was never closed (line 2)"
+    ]

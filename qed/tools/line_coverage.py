@@ -311,10 +311,11 @@ class LineCount:
     executed: int = 0
     total: int = 0
     missed: dict = field(default_factory=dict)  # relative path -> sorted missed lines
+    broken: dict = field(default_factory=dict)  # relative path -> why it does not parse
 
     @property
     def complete(self) -> bool:
-        return self.executed == self.total
+        return self.executed == self.total and not self.broken
 
     def line(self) -> str:
         pct = 100.0 * self.executed / self.total if self.total else 100.0
@@ -337,7 +338,13 @@ def report(hits: dict, backends=BACKENDS, files: list[Path] | None = None) -> di
             rel = p.relative_to(ROOT).as_posix()
             if rel in EXEMPT_FILES:
                 continue
-            lines, exempt = code_lines(p)
+            try:
+                lines, exempt = code_lines(p)
+            except (SyntaxError, ValueError) as e:  # a printed file that is not Python: no line ran
+                count.broken[rel] = (
+                    f"does not parse: {e.msg if isinstance(e, SyntaxError) else e} (line {getattr(e, 'lineno', '?')})"
+                )
+                continue
             need = lines - exempt
             done = need & hits.get(p.resolve(), set())
             count.total += len(need)
@@ -349,8 +356,8 @@ def report(hits: dict, backends=BACKENDS, files: list[Path] | None = None) -> di
 
 
 def describe_missed(count: LineCount, limit: int = 40) -> list[str]:
-    """`path:line  text` for the first `limit` missed lines."""
-    out = []
+    """`path:line  text` for the first `limit` missed lines (a file that does not parse first)."""
+    out = [f"{rel}: {why}" for rel, why in count.broken.items()]
     for rel, lines in count.missed.items():
         text = (ROOT / rel).read_text().splitlines()
         for n in lines:
