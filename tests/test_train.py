@@ -8,34 +8,10 @@ import pytest
 from qed.config import GPTConfig
 from qed.data import SortTask, load_text
 from qed.errors import QedError
-from qed.train import Trainer, TrainSettings, generate, load_for_inference, make_runner, read_metrics
-
-TASK = SortTask(length=4, num_digits=3)
-
+from qed.train import Trainer, generate, load_for_inference, make_runner, read_metrics
+from tests.train_helpers import TASK, settings, tiny_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
-
-
-def tiny_config(task=TASK, **kw):
-    d = dict(n_layer=1, n_head=2, n_embd=16, block_size=task.block_size, vocab_size=task.vocab_size)
-    d.update(kw)
-    return GPTConfig(**d)
-
-
-def settings(**kw):
-    d = dict(
-        steps=6,
-        batch_size=8,
-        lr=1e-2,
-        warmup=2,
-        min_lr=1e-3,
-        eval_every=2,
-        seed=3,
-        dtype="float64",
-        max_eval_examples=32,
-    )
-    d.update(kw)
-    return TrainSettings(**d)
 
 
 class Interrupt:

@@ -7,8 +7,6 @@ import math
 import numpy as np
 import pytest
 
-from qed.config import GPTConfig
-from qed.data import SortTask
 from qed.errors import QedError
 from qed.parallel import micro_batches
 from qed.train import (
@@ -21,33 +19,15 @@ from qed.train import (
     speed_text,
 )
 from tests.cli_helpers import SORT_TINY, assert_one_line_error, qed
+from tests.train_helpers import TASK, tiny_config
+from tests.train_helpers import settings as shared_settings
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
-TASK = SortTask(length=4, num_digits=3)
-
-
-def tiny_config(**kw):
-    d = dict(n_layer=1, n_head=2, n_embd=16, block_size=TASK.block_size, vocab_size=TASK.vocab_size)
-    d.update(kw)
-    return GPTConfig(**d)
-
 
 def settings(**kw):
-    d = dict(
-        steps=4,
-        batch_size=8,
-        lr=1e-2,
-        warmup=1,
-        min_lr=1e-3,
-        eval_every=2,
-        seed=3,
-        dtype="float64",
-        max_eval_examples=32,
-        numpy_parallel="threads",
-    )
-    d.update(kw)
-    return TrainSettings(**d)
+    """The shared tiny settings, shorter, with thread batch slices."""
+    return shared_settings(**{"steps": 4, "warmup": 1, "numpy_parallel": "threads", **kw})
 
 
 def _max_diff(a: dict, b: dict) -> float:
