@@ -39,7 +39,7 @@ from .language.arrays import (
     index,
     size,
 )
-from .language.ops import Op, grad_of
+from .language.ops import Op, RangeLimit, grad_of
 from .proof import numeric
 from .proof.core import Claim, Mutant, Proof, Setting, index_claim, prove_index_identity, refute_identity
 from .proof.kinks import refute_at_kinks
@@ -123,7 +123,7 @@ EX, EY = Array("x", (r, n)), Array("y", (r, n))
 EDY, EDX = grad_of(EY), grad_of(EX)
 
 
-def _elementwise_op(name, title, claims, f, f_grad, *, spec, source, mistakes, reference) -> Op:
+def _elementwise_op(name, title, claims, f, f_grad, *, spec, source, mistakes, reference, range_limit=None) -> Op:
     """y = f(x), dx = dy ⊙ f'(x), elementwise (the registry sets the declaring module: the one
     whose OPS lists the op)."""
     return Op(
@@ -142,6 +142,7 @@ def _elementwise_op(name, title, claims, f, f_grad, *, spec, source, mistakes, r
         grads=[EDX],
         optional_axes=2,  # elementwise: any shape, 0-D too
         cache_doc="x, the input (the backward evaluates the derivative at x).",
+        range_limit=range_limit,
     )
 
 
@@ -227,6 +228,12 @@ GELU_TANH = _elementwise_op(
     gelu_tanh_grad,
     source="seed B §12",
     reference=lambda torch, x: torch.nn.functional.gelu(x, approximate="tanh"),
+    range_limit=RangeLimit(
+        {"float32": 1e20, "float64": 1e300},
+        "gelu_tanh: x*x*x overflows (|x| > 7e12 in float32) — an overflow warning in the forward — "
+        "and the backward's (1 − tanh² u)·x·(0.134145 x² + 1) is 0·inf = NaN where the exact dx "
+        "is 0 or dy",
+    ),
     spec=[
         Assign(U_TANH, sp.sqrt(2 / sp.pi) * (EX + GELU_C * EX**3)),  # u = √(2/π)(x + 0.044715 x³)
         Assign(EY, EX / 2 * (1 + sp.tanh(U_TANH))),
@@ -344,6 +351,13 @@ FFN_RELU_SPEC = [
 
 FFN_RELU = Op(
     name="ffn_relu",
+    range_limit=RangeLimit(
+        {"float32": 1e20, "float64": 1e300},
+        (
+            "ffn_relu: z = x W1ᵀ + b1 ~ M² is out of range; terms ±inf give NaN, and the "
+            "ReLU mask (z > 0) of a NaN drops its row from db1 (exact db1 ~ M is finite)"
+        ),
+    ),
     module=__name__,
     title="Position-wise feed-forward network with ReLU",
     spec=FFN_RELU_SPEC,

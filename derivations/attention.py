@@ -16,7 +16,7 @@ from __future__ import annotations
 import sympy as sp
 
 from .language.arrays import Array, Assign, CausalMask, ColSum, MatMul, RowMax, RowSum, T, entry, index, size
-from .language.ops import Op, Option, grad_of
+from .language.ops import Op, Option, RangeLimit, grad_of
 from .proof.core import Claim, Mutant, Proof, Setting, counterexample, decide, index_claim
 from .softmax import softmax_math, softmax_stable
 
@@ -58,6 +58,13 @@ _unmasked = MatMul(q, T(k)) / sp.sqrt(d_k)
 
 ATTENTION = Op(
     name="attention",
+    range_limit=RangeLimit(
+        {"float32": 1e20, "float64": 1e300},
+        (
+            "attention: s = q kᵀ/√d_k overflows (|s| ~ M² with q, k ~ M) → inf − inf = NaN "
+            "in s − rowmax(s); the exact attention is one-hot and o finite"
+        ),
+    ),
     module=__name__,
     title="Scaled dot-product attention",
     spec=ATTENTION_SPEC,

@@ -29,7 +29,7 @@ import sympy as sp
 
 from .attention import BACKWARD_FROM_WEIGHTS, causal_parts, later, past, past_setting, refute_causal
 from .language.arrays import Array, Assign, CausalMask, MatMul, RowMax, RowSum, T, entry, index, size
-from .language.ops import Op, Option, grad_of
+from .language.ops import Op, Option, RangeLimit, grad_of
 from .proof.core import Claim, Mutant, Proof, Setting, index_claim
 from .softmax import softmax_math, softmax_stable
 
@@ -64,6 +64,10 @@ ATTENTION_LSE_SPEC = [
 
 ATTENTION_LSE = Op(
     name="attention_lse",
+    range_limit=RangeLimit(
+        {"float32": 1e20, "float64": 1e300},
+        ("attention_lse: as attention — s = q kᵀ/√d_k overflows (|s| ~ M²) → inf − inf = NaN in s − rowmax(s)"),
+    ),
     module=__name__,
     title="Scaled dot-product attention, weights recomputed from the log-sum-exp",
     spec=ATTENTION_LSE_SPEC,

@@ -17,7 +17,7 @@ import sympy as sp
 
 from .activations import silu, silu_grad
 from .language.arrays import Array, Assign, Contract, MatMul, Sigmoid, T, document_form, entry, index, size
-from .language.ops import Op, grad_of
+from .language.ops import Op, RangeLimit, grad_of
 from .proof.core import Claim, Setting, index_claim
 
 r, n, hid = size("r"), size("n"), size("n_hidden")
@@ -44,6 +44,15 @@ SWIGLU_SPEC = [
 
 SWIGLU = Op(
     name="swiglu",
+    range_limit=RangeLimit(
+        {"float32": 1e20, "float64": 1e300},
+        (
+            "swiglu: the pre-activations g = x W_gᵀ, u = x W_uᵀ ~ M² (x and the weights "
+            "scaled) are out of range where y, dx are not (σ(g) ≈ e^{−|g|} cancels them; a "
+            "spike's h = SiLU(g)·u ~ M² overflows where y ~ h·w_down is in range): inf·0 = "
+            "NaN, as ffn_relu"
+        ),
+    ),
     title="SwiGLU feed-forward network",
     reference=lambda torch, x, wg, wu, wd: torch.nn.functional.linear(
         torch.nn.functional.silu(torch.nn.functional.linear(x, wg)) * torch.nn.functional.linear(x, wu), wd

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sympy as sp
 
 from .language.arrays import Array, Assign, MatMul, T, size
-from .language.ops import Op
+from .language.ops import Op, RangeLimit
 
 r, d, f = size("r"), size("d"), size("f")  # rows, model width, hidden width
 x, y = Array("x", (r, d)), Array("y", (r, d))
@@ -20,6 +20,14 @@ g, u, phi, h = Array("g", (r, f)), Array("u", (r, f)), Array("Phi", (r, f), late
 
 GEGLU = Op(
     name="geglu",
+    range_limit=RangeLimit(
+        {"float32": 1e20, "float64": 1e300},
+        (
+            "geglu: as swiglu — the pre-activations g, u ~ M² and h = GELU(g)·u ~ M⁴ "
+            "overflow where y ~ h·w_down is in range (or Φ(g) = 0 meets g·u = inf: 0·inf = "
+            "NaN)"
+        ),
+    ),
     title="GeGLU feed-forward network",
     source="Shazeer 2020 (GLU variants)",
     inputs=[x],

@@ -24,7 +24,7 @@ from __future__ import annotations
 import sympy as sp
 
 from .language.arrays import Array, Assign, ColSum, RowMean, RowSum, entry, index, size
-from .language.ops import Op, Option, grad_of
+from .language.ops import Op, Option, RangeLimit, grad_of
 from .proof.core import Claim, Mutant, Setting, index_claim, prove_index_identity, refute_identity
 
 n, r = size("n"), size("r")  # features per row (the normalised axis), number of rows
@@ -64,6 +64,13 @@ LAYERNORM_SPEC = [
 
 LAYERNORM = Op(
     name="layernorm",
+    range_limit=RangeLimit(
+        {"float32": 1e20, "float64": 1e300},
+        (
+            "layernorm: the variance mean((x − μ)²) overflows (|x − μ| > 1.8e19 in "
+            "float32), rstd = 1/√inf = 0 and y collapses to β; dx, dγ follow"
+        ),
+    ),
     module=__name__,
     title="Layer normalisation over the last axis",
     spec=LAYERNORM_SPEC,
@@ -145,6 +152,10 @@ RMSNORM_SPEC = [
 
 RMSNORM = Op(
     name="rmsnorm",
+    range_limit=RangeLimit(
+        {"float32": 1e20, "float64": 1e300},
+        ("rmsnorm: the mean square mean(x²) overflows, rrms = 0 and y = 0"),
+    ),
     module=__name__,
     title="RMS normalisation over the last axis",
     spec=RMSNORM_SPEC,

@@ -19,7 +19,7 @@ from fractions import Fraction
 import sympy as sp
 
 from .language.arrays import Array, Assign, entry
-from .language.ops import Option
+from .language.ops import Option, RangeLimit
 from .proof.core import Claim, Mutant, Proof, Setting, prove_index_identity
 
 # =============================================================================================
@@ -108,6 +108,8 @@ class Step:
     names: dict = field(default_factory=dict)  # Array / option Symbol -> its LaTeX
     latex: str = ""  # printed from `spec` (never given by hand)
     module: str = __name__
+    # where the printed step stops giving the exact value at large inputs (ops.RangeLimit)
+    range_limit: RangeLimit | None = None
 
     def __post_init__(self):
         if self.spec:
@@ -308,6 +310,16 @@ STEPS: dict[str, Step] = {
     ),
     "adam": Step(
         name="adam",
+        range_limit=RangeLimit(
+            {"float32": 1e30, "float64": 1e300},
+            (
+                "adam: beyond |g| ~ 6e20 (float32) / 1e300 (float64) v_new = β₂v + (1 − β₂)g² "
+                "is itself out of range (not required) and √v_new = inf drops the step, "
+                "although the exact p_new ≈ p − lr·sign g is in range: it would need √v_new "
+                "from a scaled form (hypot(√(β₂v), √(1 − β₂)|g|)); up to there v_new = β₂v + "
+                "((1 − β₂)g)g and √v̂ = √v_new/√(1 − β₂^t) stay in range"
+            ),
+        ),
         title="Adam step (seed B §20)",
         claims=["adam.update", "adam.geometric", "adam.bias_correction", "adam.step_bound"],
         inputs=[P, G, M, V],
@@ -323,6 +335,10 @@ STEPS: dict[str, Step] = {
     ),
     "adamw": Step(
         name="adamw",
+        range_limit=RangeLimit(
+            {"float32": 1e30, "float64": 1e300},
+            ("adamw: as adam — v_new out of range, √v_new = inf and the step is lost"),
+        ),
         title="AdamW step: Adam with decoupled weight decay",
         claims=["adamw.update", "adamw.decoupled", "adamw.vs_l2"],
         inputs=[P, G, M, V],

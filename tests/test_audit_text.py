@@ -48,6 +48,29 @@ def test_no_mutant_is_an_identity_of_the_arithmetic():
         assert not (m.operator == "factor" and m.before.endswith("*= -1")), m
 
 
+def test_no_mutant_flips_the_sign_of_a_nan_policy_term():
+    """x ± _support.nan_of(a) is the same (the term is 0 or NaN), and so is the order of
+    broadcast_shapes' arguments: neither edit is made; dropping the NaN term's statement is."""
+    for backend in ("numpy", "torch"):
+        ms = mutants(_file(f"generated/{backend}/attention_tiled.py").read_text())
+        assert not [m for m in ms if m.operator == "sign" and "nan_of" in m.before], backend
+        assert not [m for m in ms if m.operator == "swap" and "broadcast_shapes" in m.before], backend
+        assert [m for m in ms if m.operator == "drop" and "nan_of" in m.before], backend
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_dropping_a_nan_policy_line_is_refuted_by_the_edge_judge(backend):
+    """The NaN terms are 0 on the exact judges' numbers: the edge judge's NaN-policy check (NaN
+    entries against attention_lse's printed kernel) is what sees them."""
+    path = _file(f"generated/{backend}/attention_tiled.py")
+    text = path.read_text()
+    old = "        dv = dv + (qk + _support.nan_of_columns(do))"
+    assert text.count(old) == 1
+    units = [u for u in at.units_of_file(path) if u.kind == "tiled"]
+    got, detail = at.judge_mutant(path, text.replace(old, "        pass"), units)
+    assert got == "edges", (got, detail)
+
+
 def test_sample_spreads_evenly():
     ms = list(range(100))
     assert sample(ms, 10) == list(range(0, 100, 10))

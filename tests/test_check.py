@@ -234,6 +234,24 @@ def test_a_qed_block_declares_the_documents_names():
     )
 
 
+def test_a_function_of_q_k_v_given_one_argument_is_self_attention():
+    """Attention(X), for a document's Attention(Q, K, V): Attention(XW_Q, XW_K, XW_V). The residual
+    X + Attention(X) needs d_v = d_model: with the convention's W_V (d_model × d_v) it is not
+    understood (the sizes differ), with a square W_V it is checked, and a swapped W_Q, W_K refuted."""
+    attention = "$$Attention(Q,K,V) = softmax\\left(\\frac{QK^T}{\\sqrt{d_k}}\\right)V$$\n\n"
+    residual = "$$X' = X + Attention(X)$$\n\n"
+    written = "$$X' = X + softmax\\left(\\frac{X W_{a} (X W_{b})^T}{\\sqrt{d_k}}\\right) X W_V$$\n"
+    v = check_document(attention + residual).verdicts
+    assert v[1].verdict == "not understood" and "d_v" in v[1].reason
+    square = "```qed\nmatrix W_V: d_model x d_model\n```\n\n"
+    right = written.replace("W_{a}", "W_Q").replace("W_{b}", "W_K")
+    wrong = written.replace("W_{a}", "W_K").replace("W_{b}", "W_Q")
+    v = check_document(square + attention + residual + right).verdicts
+    assert [x.verdict for x in v] == ["definition", "definition", "proved"]
+    v = check_document(square + attention + residual + wrong).verdicts
+    assert v[-1].verdict != "proved"
+
+
 def test_the_documents_own_declarations_and_definitions_come_first():
     doc = (
         "$\\mathbf{x} \\in \\mathbb{R}^{d}$ and\n\n"

@@ -87,7 +87,8 @@ def test_derive_softplus_gives_the_logistic_function_proved_and_printed():
     }
     assert d.proved and "stability.softplus" in d.cited  # the printed forward is the stable form
     assert re.search(r"^def f_forward\(x\b", d.numpy, re.M) and re.search(r"^def f_backward\(dy\b", d.numpy, re.M)
-    assert "np.log1p" in d.numpy and "torch.log1p" in d.torch and "class FFunction(torch.autograd.Function)" in d.torch
+    assert "np.log1p" in d.numpy and re.search(r"torch\.log1p\(|\.log1p_\(\)", d.torch)
+    assert "class FFunction(torch.autograd.Function)" in d.torch
     md = d._repr_markdown_()
     assert d.derivative in md and "```python" in md and "f.backward.dx" in md
 

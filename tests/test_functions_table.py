@@ -91,3 +91,62 @@ def test_a_judges_own_value_decides():
             return ("own", name)
 
     assert apply("exp", Own()) == ("own", "exp")
+
+
+MAGNITUDE_POINTS = POINTS + (-1e-8, 3e-30, 40.0, -700.5, 1234.5, -1e4)
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_a_rows_mpmath_value_is_its_meaning_at_every_magnitude(name):
+    """`mp_value` (the one high-precision evaluation: counterexamples, spot-checks, the
+    numerical-edge check) agrees with the row's SymPy meaning at 60 digits, also where the
+    argument is tiny or huge (e^x for |x| ≥ 1000 is computed as 2^k·e^r there)."""
+    import mpmath
+
+    from derivations.language.functions import mp_value
+
+    f = FUNCTIONS[name]
+    with mpmath.workdps(40):
+        for x in MAGNITUDE_POINTS:
+            if not _domain(name, x) or (name in ("sin", "cos") and abs(x) > 1e3):
+                continue
+            args = (x,) if f.arity == 1 else (x, 0.25)
+            got = mp_value(name, *[mpmath.mpf(a) for a in args])
+            want = sp.N(apply(name, *[sp.Rational(a) for a in args]), 60)
+            want = mpmath.mpf(str(want))
+            assert abs(got - want) <= mpmath.mpf(10) ** -30 * max(1, abs(want)), (name, x, got, want)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, f in FUNCTIONS.items() if f.arity == 1))
+def test_a_rows_slope_is_the_derivative_of_its_meaning(name):
+    """`mp_slope` (the numerical-edge check's reverse mode) is `sp.diff` of the row's meaning,
+    at 40 digits, off the order functions' kinks."""
+    import mpmath
+
+    from derivations.language.functions import mp_slope, mp_value
+
+    u = sp.Symbol("u", real=True)
+    derivative = sp.diff(FUNCTIONS[name].sympy(u), u)
+    with mpmath.workdps(40):
+        for x in MAGNITUDE_POINTS:
+            if not _domain(name, x) or x == 0 or abs(x) > 700:
+                continue
+            xm = mpmath.mpf(x)
+            got = mp_slope(name, xm, mp_value(name, xm))
+            want = mpmath.mpf(str(sp.N(derivative.subs(u, sp.Rational(x)), 60)))
+            assert abs(got - want) <= mpmath.mpf(10) ** -30 * max(1, abs(want)), (name, x, got, want)
+
+
+def test_the_printers_read_the_table():
+    """The printers' function spellings are the table's: a row added there is printed without
+    another list to edit."""
+    from codegen.printers.numpy_printer import NumpyPrinter
+    from codegen.printers.torch_printer import TorchPrinter
+    from derivations.language.functions import in_place, printed
+
+    assert {k: v for k, v in NumpyPrinter.funcs.items() if k is not sp.erf} == {
+        k: v for k, v in printed("numpy").items() if k is not sp.erf
+    }
+    assert TorchPrinter.funcs == printed("torch")
+    assert NumpyPrinter.out_funcs == in_place("numpy") and TorchPrinter.out_funcs == in_place("torch")
+    assert all(spelling.startswith("np.") for spelling in printed("numpy").values())

@@ -7,8 +7,9 @@ the exact value is within the dtype's range, a finite value close to it, without
 exceptions or warnings (qed/tools/edges.py says how the exact values are computed and what "close"
 means). Nothing here is per op: a new op in the registry is covered as it is added.
 
-Known failures are marked `xfail(strict=True)` below, each with the op and the reason, so the
-suite stays green now and turns red (XPASS) when a kernel is fixed: then remove its entry.
+Known failures are declared by the op itself (`Op.range_limit`, `Step.range_limit`: from which
+magnitude, on which backends, and why) and marked `xfail(strict=True)` here, so the suite stays
+green now and turns red (XPASS) when a kernel is fixed: then remove its declaration.
 """
 
 from __future__ import annotations
@@ -27,72 +28,13 @@ from derivations.registry import ops, steps
 from qed.tools import edges
 
 # ---------------------------------------------------------------------------------------------
-# Known failures: unit -> (backends, {dtype: the smallest failing magnitude}, reason). Every
+# Known failures: each op or step declares where its printed kernels stop giving the exact value
+# (`range_limit`: {dtype: the smallest failing magnitude}, the backends, the reason). Every
 # magnitude from that one up fails (on the backends named), every one below it passes.
-BOTH = ("numpy", "torch")
 KNOWN = {
-    "adam": (
-        BOTH,
-        {"float32": 1e30, "float64": 1e300},
-        "adam: beyond |g| ~ 6e20 (float32) / 1e300 (float64) v_new = β₂v + (1 − β₂)g² is itself "
-        "out of range (not required) and √v_new = inf drops the step, although the exact "
-        "p_new ≈ p − lr·sign g is in range: it would need √v_new from a scaled form "
-        "(hypot(√(β₂v), √(1 − β₂)|g|)); up to there v_new = β₂v + ((1 − β₂)g)g and "
-        "√v̂ = √v_new/√(1 − β₂^t) stay in range",
-    ),
-    "adamw": (
-        BOTH,
-        {"float32": 1e30, "float64": 1e300},
-        "adamw: as adam — v_new out of range, √v_new = inf and the step is lost",
-    ),
-    "attention": (
-        BOTH,
-        {"float32": 1e20, "float64": 1e300},
-        "attention: s = q kᵀ/√d_k overflows (|s| ~ M² with q, k ~ M) → inf − inf = NaN "
-        "in s − rowmax(s); the exact attention is one-hot and o finite",
-    ),
-    "attention_lse": (
-        BOTH,
-        {"float32": 1e20, "float64": 1e300},
-        "attention_lse: as attention — s = q kᵀ/√d_k overflows (|s| ~ M²) → inf − inf = NaN in s − rowmax(s)",
-    ),
-    "ffn_relu": (
-        BOTH,
-        {"float32": 1e20, "float64": 1e300},
-        "ffn_relu: z = x W1ᵀ + b1 ~ M² is out of range; terms ±inf give NaN, and the "
-        "ReLU mask (z > 0) of a NaN drops its row from db1 (exact db1 ~ M is finite)",
-    ),
-    "geglu": (
-        BOTH,
-        {"float32": 1e20, "float64": 1e300},
-        "geglu: as swiglu — the pre-activations g, u ~ M² and h = GELU(g)·u ~ M⁴ overflow where "
-        "y ~ h·w_down is in range (or Φ(g) = 0 meets g·u = inf: 0·inf = NaN)",
-    ),
-    "gelu_tanh": (
-        BOTH,
-        {"float32": 1e20, "float64": 1e300},
-        "gelu_tanh: x*x*x overflows (|x| > 7e12 in float32) — an overflow warning in "
-        "the forward — and the backward's (1 − tanh² u)·x·(0.134145 x² + 1) is 0·inf = "
-        "NaN where the exact dx is 0 or dy",
-    ),
-    "layernorm": (
-        BOTH,
-        {"float32": 1e20, "float64": 1e300},
-        "layernorm: the variance mean((x − μ)²) overflows (|x − μ| > 1.8e19 in "
-        "float32), rstd = 1/√inf = 0 and y collapses to β; dx, dγ follow",
-    ),
-    "rmsnorm": (
-        BOTH,
-        {"float32": 1e20, "float64": 1e300},
-        "rmsnorm: the mean square mean(x²) overflows, rrms = 0 and y = 0",
-    ),
-    "swiglu": (
-        BOTH,
-        {"float32": 1e20, "float64": 1e300},
-        "swiglu: the pre-activations g = x W_gᵀ, u = x W_uᵀ ~ M² (x and the weights scaled) "
-        "are out of range where y, dx are not (σ(g) ≈ e^{−|g|} cancels them; a spike's h = "
-        "SiLU(g)·u ~ M² overflows where y ~ h·w_down is in range): inf·0 = NaN, as ffn_relu",
-    ),
+    unit.name: (unit.range_limit.backends, unit.range_limit.first, unit.range_limit.reason)
+    for unit in [*ops(), *steps()]
+    if unit.range_limit is not None
 }
 
 
@@ -210,9 +152,15 @@ def test_tape_matches_the_projects_evaluator(name):
 
 
 def test_tape_exp_and_sech2_at_huge_arguments():
-    """At 1e300 the tape's exp (2^k e^r) and sech² (from e^{−2|x|}) agree with mpmath's own."""
+    """At 1e300 the table's exp (2^k e^r) and tanh's slope sech² (from e^{−2|x|}), which the
+    tape calls, agree with mpmath's own; at 1e4 sech² is tiny, not 1 − 1 = 0."""
+    from derivations.language.functions import mp_exp, mp_slope
+
     x = mpmath.mpf("1e300")
     with mpmath.workdps(60):
-        assert edges._exp(-x) == mpmath.exp(-x) or abs(edges._exp(-x) / mpmath.exp(-x) - 1) < 1e-50
-        assert abs(edges._exp(mpmath.mpf(1234.5)) / mpmath.exp(mpmath.mpf(1234.5)) - 1) < 1e-50
-        assert abs(edges._sech2(mpmath.mpf(3)) / mpmath.sech(3) ** 2 - 1) < 1e-50
+        assert mp_exp(-x) == mpmath.exp(-x) or abs(mp_exp(-x) / mpmath.exp(-x) - 1) < 1e-50
+        assert abs(mp_exp(mpmath.mpf(1234.5)) / mpmath.exp(mpmath.mpf(1234.5)) - 1) < 1e-50
+        three = mpmath.mpf(3)
+        assert abs(mp_slope("tanh", three, mpmath.tanh(three)) / mpmath.sech(3) ** 2 - 1) < 1e-50
+        big = mpmath.mpf(10000)
+        assert 0 < mp_slope("tanh", big, mpmath.tanh(big)) < mpmath.mpf(10) ** -8000

@@ -40,6 +40,7 @@ from decimal import Decimal
 import sympy as sp
 from sympy.printing.printer import Printer
 
+from derivations.language import functions
 from derivations.language.arrays import Array, NormalCDF, is_scalar
 
 from ..names import PrinterError, check_name
@@ -76,15 +77,7 @@ class ArrayPrinter(NodeRules, Printer):
 
     # backend spellings -----------------------------------------------------------------
     funcs: dict = {}  # SymPy function class -> array function text
-    scalar_funcs = {
-        sp.exp: "math.exp",
-        sp.log: "math.log",
-        sp.tanh: "math.tanh",
-        sp.erf: "math.erf",
-        sp.sin: "math.sin",
-        sp.cos: "math.cos",
-        sp.Abs: "abs",
-    }
+    scalar_funcs = {**functions.printed_scalar(), sp.Abs: "abs"}  # a size or constant: `math.`
     inplace = False  # the backend has in-place operators on fresh arrays
     out_funcs: dict = {}  # elementwise functions applied in place (SymPy class -> name)
 

@@ -4,8 +4,8 @@ upcasts), with the BLAS forms of the row and column sums and of products with we
 from __future__ import annotations
 
 import sympy as sp
-from sympy.codegen.cfunctions import expm1, log1p
 
+from derivations.language import functions
 from derivations.language.arrays import NormalCDF
 
 from .base import ArrayPrinter
@@ -27,28 +27,10 @@ class NumpyPrinter(ArrayPrinter):
     # evaluates derivations/special.py's rational for float32 (SciPy's float32 loop is scalar)
     library_funcs = {sp.erf: "scipy.special.erf", NormalCDF: "scipy.special.ndtr"}
     inplace = True
-    out_funcs = {
-        sp.exp: "exp",
-        sp.log: "log",
-        sp.tanh: "tanh",
-        sp.sin: "sin",
-        sp.cos: "cos",
-        sp.Abs: "abs",
-        log1p: "log1p",
-        expm1: "expm1",
-    }
-    funcs = {
-        sp.exp: "np.exp",
-        sp.log: "np.log",
-        sp.tanh: "np.tanh",
-        sp.erf: "_special.erf",
-        sp.sin: "np.sin",
-        sp.cos: "np.cos",
-        sp.Abs: "np.abs",
-        sp.sign: "np.sign",
-        log1p: "np.log1p",
-        expm1: "np.expm1",
-    }
+    # every function of the one table (derivations/language/functions.py), as NumPy spells it;
+    # erf through generated/numpy/_special.py (float32: derivations/special.py's rational)
+    out_funcs = functions.in_place("numpy")
+    funcs = {**functions.printed("numpy"), sp.erf: "_special.erf"}
 
     def in_place_call(self, name, target):
         return self._call(f"np.{name}", target, f"out={target}")

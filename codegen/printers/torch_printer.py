@@ -4,7 +4,8 @@ device-aware masks, `torch.addmm` for a product with a weight matrix plus a bias
 from __future__ import annotations
 
 import sympy as sp
-from sympy.codegen.cfunctions import expm1, log1p
+
+from derivations.language import functions
 
 from .base import ArrayPrinter
 from .code import ATOM
@@ -18,7 +19,7 @@ class TorchPrinter(ArrayPrinter):
     # In place on fresh tensors (`t *= x`, `t.exp_()`): the generated functions run inside
     # autograd.Function.forward/backward, where autograd records nothing.
     inplace = True
-    out_funcs = {sp.exp: "exp", sp.log: "log", sp.tanh: "tanh", sp.sin: "sin", sp.cos: "cos", sp.Abs: "abs"}
+    out_funcs = functions.in_place("torch")  # the one table's `Tensor.<f>_` spellings
 
     def in_place_call(self, name, target):
         return f"{target}.{'neg' if name == 'negative' else name}_()"
@@ -80,18 +81,7 @@ class TorchPrinter(ArrayPrinter):
     table_params = ("device=None",)
     table_param_docs = {"device=None": "the torch device of the result (default: the CPU)"}
     default_dtype_doc = "torch.get_default_dtype()"
-    funcs = {
-        sp.exp: "torch.exp",
-        sp.log: "torch.log",
-        sp.tanh: "torch.tanh",
-        sp.erf: "torch.erf",
-        sp.sin: "torch.sin",
-        sp.cos: "torch.cos",
-        sp.Abs: "torch.abs",
-        sp.sign: "torch.sign",
-        log1p: "torch.log1p",
-        expm1: "torch.expm1",
-    }
+    funcs = functions.printed("torch")  # the one table (derivations/language/functions.py)
 
     def _cast(self, boolean):
         return f"{boolean}.to({self._dtype()})"

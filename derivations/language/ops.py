@@ -73,6 +73,19 @@ def assumed_set(symbol) -> sp.Set:
     return lo
 
 
+@dataclass(frozen=True)
+class RangeLimit:
+    """Where an op's printed kernels stop giving the exact value within floating-point range:
+    from `first[dtype]` (an input magnitude) up, on `backends`, they return inf or NaN where the
+    exact value is finite, for the reason given. The numerical-edge tests read it (an expected
+    failure from there up, a pass below), so a new op declares its own edge behaviour here and
+    no test needs a hand-kept list; fixing a kernel turns its expected failure into an XPASS."""
+
+    first: dict  # dtype ("float32", "float64") -> the smallest magnitude that fails
+    reason: str
+    backends: tuple = ("numpy", "torch")
+
+
 @dataclass
 class Op:
     name: str
@@ -143,6 +156,9 @@ class Op:
     # maps), "ffn" (the whole MLP: x (r, d) and weights over d and the hidden width f, no
     # biases) or "" (not in the model); None: inferred from the signature (`model_role`)
     role: str | None = None
+    # where its printed kernels stop giving the exact value at large inputs (`RangeLimit`); None:
+    # finite and close at every magnitude the numerical-edge check tries
+    range_limit: RangeLimit | None = None
 
     def __post_init__(self):
         if not self.outputs:

@@ -4,7 +4,13 @@ This is never a proof. It finds the counterexample that refutes a wrong formula 
 and it records a spot-check beside each symbolic proof, so that a bug in the normaliser would
 show up as a proof whose own numbers disagree.
 
-Values are exact rationals where possible and 40-digit mpmath floats otherwise.
+Values are exact rationals where possible and 40-digit mpmath floats otherwise. This is the
+project's one high-precision evaluator of index expressions: the counterexample search, the
+spot-checks, the symbolic run's quick rejection (qed/tools/translation.py) and the kink checks
+call it, and every function in it is a row of the one table
+(derivations/language/functions.py, `mp_value`). The numerical-edge check's tape
+(qed/tools/edges.py) differentiates in reverse mode and reads the same rows (`mp_value`,
+`mp_slope`); the rational judge (qed/tools/field_judge.py) is independent on purpose.
 """
 
 from __future__ import annotations
@@ -15,8 +21,8 @@ from dataclasses import dataclass, field
 import mpmath
 import sympy as sp
 
+from ..language import functions as _functions
 from ..language.arrays import DocumentFunction, HalfStep, NormalCDF, Sigmoid
-from ..language.functions import mpmath_functions
 
 mpmath.mp.dps = 40
 
@@ -71,15 +77,22 @@ def _plain(v):
         return str(v)
 
 
-_FUNCS = mpmath_functions()  # the one table of functions (derivations/language/functions.py)
+def evaluate(expr, point: Point, memo: dict | None = None):
+    """Evaluate an index expression at `point`; bound sums are looped over. With `memo`, each
+    subexpression outside a bound sum is evaluated once (an expression's DAG, not its tree)."""
+    return _ev(sp.sympify(expr), point, {}, memo)
 
 
-def evaluate(expr, point: Point):
-    """Evaluate an index expression at `point`; bound sums are looped over."""
-    return _ev(sp.sympify(expr), point, {})
+def _ev(e, p: Point, local: dict, memo: dict | None = None):
+    if memo is not None and not local:
+        hit = memo.get(e)
+        if hit is None:
+            hit = memo[e] = _ev_node(e, p, local, memo)
+        return hit
+    return _ev_node(e, p, local, None)
 
 
-def _ev(e, p: Point, local: dict):
+def _ev_node(e, p: Point, local: dict, memo):
     if isinstance(e, sp.Symbol):
         if e in local:
             return local[e]
@@ -93,57 +106,57 @@ def _ev(e, p: Point, local: dict):
     if e.is_Number or isinstance(e, sp.NumberSymbol):
         return mpmath.mpf(sp.Rational(e).p) / sp.Rational(e).q if e.is_Rational else mpmath.mpf(str(sp.N(e, 45)))
     if isinstance(e, sp.Indexed):
-        idx = tuple(int(_ev(i, p, local)) for i in e.indices)
+        idx = tuple(int(_ev(i, p, local, memo)) for i in e.indices)
         return p.value_of(str(e.base.label), idx)
     if isinstance(e, sp.Add):
-        return mpmath.fsum(_ev(a, p, local) for a in e.args)
+        return mpmath.fsum(_ev(a, p, local, memo) for a in e.args)
     if isinstance(e, sp.Mul):
         out = mpmath.mpf(1)
         for a in e.args:
-            out *= _ev(a, p, local)
+            out *= _ev(a, p, local, memo)
         return out
     if isinstance(e, sp.Pow):
-        base, power = _ev(e.base, p, local), _ev(e.exp, p, local)
+        base, power = _ev(e.base, p, local, memo), _ev(e.exp, p, local, memo)
         return mpmath.power(base, power)
     if isinstance(e, sp.Sum):
         return _sum(e.function, list(e.limits), p, local)
     if isinstance(e, sp.KroneckerDelta):
-        a, b = (_ev(x, p, local) for x in e.args)
+        a, b = (_ev(x, p, local, memo) for x in e.args)
         return mpmath.mpf(1 if a == b else 0)
     if isinstance(e, sp.Piecewise):
         for value, cond in e.args:
             if _truth(cond, p, local):
-                return _ev(value, p, local)
+                return _ev(value, p, local, memo)
         raise EvaluationError(f"no branch of {e} holds")
     if isinstance(e, sp.Max):
-        return max(_ev(a, p, local) for a in e.args)
+        return max(_ev(a, p, local, memo) for a in e.args)
     if isinstance(e, sp.Min):
-        return min(_ev(a, p, local) for a in e.args)
+        return min(_ev(a, p, local, memo) for a in e.args)
     if isinstance(e, (sp.Heaviside, HalfStep, sp.sign)):
-        x = _ev(e.args[0], p, local)
+        x = _ev(e.args[0], p, local, memo)
         if x == 0 and p.toward is not None:
             p.met += 1
             x = _ev(e.args[0], p.toward, local)  # only its sign is read
         if isinstance(e, sp.sign):
             return mpmath.sign(x)
     if isinstance(e, sp.Heaviside):
-        at_zero = _ev(e.args[1], p, local) if len(e.args) > 1 else mpmath.mpf(0.5)
+        at_zero = _ev(e.args[1], p, local, memo) if len(e.args) > 1 else mpmath.mpf(0.5)
         return mpmath.mpf(1) if x > 0 else (mpmath.mpf(0) if x < 0 else at_zero)
     if isinstance(e, Sigmoid):  # exactly the document's 1/(1 + e^{−u}), at 40 digits
-        return 1 / (1 + mpmath.exp(-_ev(e.args[0], p, local)))
+        return _functions.mp_value("sigmoid", _ev(e.args[0], p, local, memo))
     if isinstance(e, HalfStep):  # (1 + sign u)/2
         return mpmath.mpf(1) if x > 0 else (mpmath.mpf(0) if x < 0 else mpmath.mpf(0.5))
     if isinstance(e, NormalCDF):  # exactly the document's (1 + erf(u/√2))/2
-        return (1 + mpmath.erf(_ev(e.args[0], p, local) / mpmath.sqrt(2))) / 2
+        return _functions.mp_value("ndtr", _ev(e.args[0], p, local, memo))
     if isinstance(e, DocumentFunction):  # any other node of the array language: its formula (G(u) = e^{−u²/2})
-        return _ev(e.document_form(), p, local)
-    fn = _FUNCS.get(e.func)
-    if fn is not None:
-        return fn(*[_ev(a, p, local) for a in e.args])
+        return _ev(e.document_form(), p, local, memo)
+    row = _functions.by_sympy(e.func)
+    if row is not None:
+        return _functions.mp_value(row.name, *[_ev(a, p, local, memo) for a in e.args])
     if isinstance(e, sp.Function) and not type(e).__module__.startswith("sympy."):
         # an arbitrary function (φ, φ′ in a generic claim): any values are realisable by some
         # smooth function, provided the same point always gets the same value
-        args = [_ev(a, p, local) for a in e.args]
+        args = [_ev(a, p, local, memo) for a in e.args]
         return _arbitrary(type(e).__name__, args, p.seed)
     raise EvaluationError(f"cannot evaluate {type(e).__name__}: {e}")
 

@@ -13,9 +13,13 @@ the units that execute it, and the first one that reports a mismatch refutes the
                same exact function but loses it in floating point (a row max not subtracted)
     survived   every judge accepts the edited text
 
+    equivalent an edit that computes the same thing on every input, listed in `EQUIVALENT` below
+               with the reason: not judged, counted apart, and the audit fails if a listed
+               edit no longer occurs in the printed text (the list cannot go stale)
+
 A survivor is printed with its line and edit: either the edit computes the same thing on every
-input the proofs cover (a `keepdim` on an axis that is then broadcast the same way, a `dim=1` that
-is `dim=-1` of a 2-D array at every rank the kernel accepts) or a judge is missing something.
+input the proofs cover (then it belongs in `EQUIVALENT`, with the reason) or a judge is missing
+something.
 """
 
 from __future__ import annotations
@@ -36,6 +40,89 @@ DEFAULT_LIMIT = 12  # mutants per file in a default run (evenly spread); --limit
 BACKENDS = ("numpy", "torch")
 
 
+@dataclass(frozen=True)
+class Equivalent:
+    """A printed edit that cannot change what the code computes: in generated/<backend>/<file>.py
+    (both backends), on a line containing `line`, the segment `before` replaced by `after`."""
+
+    file: str
+    line: str
+    before: str
+    after: str
+    reason: str
+
+    def matches(self, path: Path, text_line: str, mutant) -> bool:
+        return (
+            path.stem == self.file
+            and self.line in text_line
+            and mutant.before == self.before
+            and mutant.after == self.after
+        )
+
+
+# Each entry is an argument, not a judgement: why no input can tell the edit apart.
+EQUIVALENT = (
+    Equivalent(
+        "attention_tiled",
+        "B = min(block, n - P)",
+        "n - P",
+        "n + P",
+        "B only bounds the slices P:P + B of k, v, dk and dv, which stop at n: min(block, n + P) "
+        "and min(block, n − P) select the same rows",
+    ),
+    Equivalent(
+        "attention_tiled",
+        "ell = ",
+        "0",
+        "1",
+        "the first key block rescales ℓ by α = e^{mx − mx_new} with mx = −∞ and mx_new finite "
+        "(key 0 is visible to every row, causal or not), so α = 0 and any finite start of ℓ is lost",
+    ),
+    Equivalent(
+        "attention_tiled",
+        "acc = ",
+        "0",
+        "1",
+        "as ℓ: the first key block multiplies acc by α = e^{−∞} = 0",
+    ),
+    Equivalent(
+        "attention_tiled",
+        "-(P - R)",
+        "-(P - R)",
+        "P - R",
+        "under the causal flag R = min(P, m) and the loop stops at R = m, so P − R = 0 wherever the mask is applied",
+    ),
+    Equivalent(
+        "attention_tiled",
+        "1 - (P - R)",
+        "1 - (P - R)",
+        "1 + (P - R)",
+        "under the causal flag R = min(P, m) and the loop stops at R = m, so P − R = 0 wherever the mask is applied",
+    ),
+    Equivalent(
+        "_special",
+        "_COLUMNS[-3::-1]",
+        "-3",
+        "3",
+        "the coefficient columns are a tuple of six (derivations/special.py's P and Q of degree 5): "
+        "index −3 is index 3",
+    ),
+    Equivalent(
+        "_special",
+        "np.tri(z.shape[-2], z.shape[-1]",
+        "-1",
+        "1",
+        "z is the cached mask's 2-D array (rows, cols): its axis −1 is its axis 1",
+    ),
+)
+
+
+def equivalent_of(path: Path, text: str, mutant) -> Equivalent | None:
+    """The declared equivalence that `mutant` of `path` (printed text `text`) is, or None."""
+    line = text.splitlines()[mutant.line - 1] if 0 < mutant.line <= len(text.splitlines()) else ""
+    return next((e for e in EQUIVALENT if e.matches(path, line, mutant)), None)
+
+
 @dataclass
 class Outcome:
     file: str
@@ -44,10 +131,11 @@ class Outcome:
     refuted_by: str = ""
     detail: str = ""
     seconds: float = 0.0
+    equivalent: str = ""  # the declared reason, for an edit that computes the same
 
     @property
     def outcome(self) -> str:
-        return "refuted" if self.refuted_by else "survived"
+        return "refuted" if self.refuted_by else "equivalent" if self.equivalent else "survived"
 
 
 def units_of_file(path: Path):
@@ -207,7 +295,12 @@ def audit_file(path: Path, limit: int | None) -> list[Outcome]:
     chosen = units_of_file(path)
     out = []
     rel = path.relative_to(ROOT).as_posix()
-    for m in sample(mutants(path.read_text()), limit):
+    text = path.read_text()
+    for m in sample(mutants(text), limit):
+        same = equivalent_of(path, text, m)
+        if same is not None:
+            out.append(Outcome(rel, str(m), m.operator, equivalent=same.reason))
+            continue
         t0 = time.perf_counter()
         judge, detail = judge_mutant(path, m.text, chosen)
         out.append(Outcome(rel, str(m), m.operator, judge, detail, time.perf_counter() - t0))
@@ -273,24 +366,27 @@ def main(selectors: list[str] | None, as_json: bool, limit: int | None, workers:
 
     def tick(path, rows):
         if not err.is_terminal:
-            bad = sum(not r["refuted_by"] for r in rows)
+            bad = sum(not r["refuted_by"] and not r["equivalent"] for r in rows)
             err.print(f"{path.relative_to(ROOT).as_posix()}  {len(rows) - bad}/{len(rows)} refuted", highlight=False)
 
     start = time.perf_counter()
     rows = run(selectors, limit, workers, tick)
     wall = time.perf_counter() - start
-    survived = [r for r in rows if not r["refuted_by"]]
+    survived = [r for r in rows if not r["refuted_by"] and not r["equivalent"]]
+    stale = stale_equivalents()
     if as_json:
         json.dump(rows, sys.stdout, indent=1, ensure_ascii=False)
         sys.stdout.write("\n")
     else:
         out = Console(width=None if sys.stdout.isatty() else 160)
         table = Table(title=f"qed audit --text — {len(rows)} wrong edits of the printed files")
-        for col in ("file", "mutants", "rational", "symbolic", "edges", "stability", "survived"):
+        for col in ("file", "mutants", "rational", "symbolic", "edges", "stability", "equivalent", "survived"):
             table.add_column(col, justify="left" if col == "file" else "right")
         per: dict = {}
         for r in rows:
-            per.setdefault(r["file"], Counter())[r["refuted_by"] or "survived"] += 1
+            per.setdefault(r["file"], Counter())[
+                r["refuted_by"] or ("equivalent" if r["equivalent"] else "survived")
+            ] += 1
         for f, c in per.items():
             table.add_row(
                 f,
@@ -299,17 +395,39 @@ def main(selectors: list[str] | None, as_json: bool, limit: int | None, workers:
                 str(c["symbolic"]),
                 str(c["edges"]),
                 str(c["stability"]),
+                str(c["equivalent"]),
                 f"[red]{c['survived']}[/]" if c["survived"] else "0",
             )
         out.print(table)
-        total = Counter(r["refuted_by"] or "survived" for r in rows)
+        total = Counter(r["refuted_by"] or ("equivalent" if r["equivalent"] else "survived") for r in rows)
         out.print(
             f"{len(rows)} wrong edits of the printed text: {len(rows) - len(survived)} refuted "
             f"(rational {total['rational']}, symbolic {total['symbolic']}, edges {total['edges']}, "
-            f"stability {total['stability']}), "
+            f"stability {total['stability']}), {total['equivalent']} declared equivalent, "
             f"{len(survived)} survived; {wall:.1f} s",
             highlight=False,
         )
     for r in survived:
         err.print(f"[red]SURVIVED[/red] {r['file']} {r['mutant']}", highlight=False)
-    return 1 if survived else 0
+    for e in stale:
+        err.print(f"[red]STALE[/red] a declared equivalent edit no longer printed: {e}", highlight=False)
+    return 1 if survived or stale else 0
+
+
+def stale_equivalents() -> list[str]:
+    """The declared equivalent edits (`EQUIVALENT`) that no mutant of the printed text is, in
+    either backend: each must still describe an edit of every backend's file that has the line."""
+    from .text_mutants import mutants
+
+    out = []
+    for e in EQUIVALENT:
+        hits = 0
+        for b in BACKENDS:
+            path = ROOT / "generated" / b / f"{e.file}.py"
+            if not path.exists():
+                continue
+            text = path.read_text()
+            hits += any(equivalent_of(path, text, m) is e for m in mutants(text))
+        if not hits:
+            out.append(f"{e.file}: {e.before!r} -> {e.after!r} on a line with {e.line!r}")
+    return out

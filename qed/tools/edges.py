@@ -89,6 +89,7 @@ import sympy as sp
 
 from derivations import registry
 from derivations.language.arrays import Array, document_form, entry
+from derivations.language.functions import by_sympy, mp_slope, mp_value
 from derivations.language.ops import Op
 from derivations.proof.obligations import input_of, setting_for, spec_scope
 
@@ -112,18 +113,10 @@ def magnitudes(dtype: str) -> tuple:
 # =============================================================================================
 # The tape: the specification's index form as a straight-line program over scalar entries.
 
-_IN, _CONST, _ADD, _MUL, _POWC, _POW, _EXP, _LOG, _ERF, _TANH, _SIN, _COS, _ABS, _SIGN, _STEP, _MAX, _MIN = range(17)
-
-_UNARY = {
-    sp.exp: _EXP,
-    sp.log: _LOG,
-    sp.erf: _ERF,
-    sp.tanh: _TANH,
-    sp.sin: _SIN,
-    sp.cos: _COS,
-    sp.Abs: _ABS,
-    sp.sign: _SIGN,
-}
+_IN, _CONST, _ADD, _MUL, _POWC, _POW, _FN, _STEP, _MAX, _MIN = range(10)
+# a function of one argument is a row of the one table (derivations/language/functions.py): its
+# value and slope there (`mp_value`, `mp_slope`); the order functions are not rounded
+_UNROUNDED = frozenset({"abs", "sign"})
 
 
 class TapeError(ValueError):
@@ -255,10 +248,10 @@ class Tape:
             return self._add_op(_MAX if isinstance(e, sp.Max) else _MIN, tuple(args))
         if isinstance(e, sp.Heaviside):
             return self._add_op(_STEP, (args[0],), self.const_value(args[1]) if len(args) > 1 else sp.S.Half)
-        code = _UNARY.get(e.func)
-        if code is None:
+        row = by_sympy(e.func)
+        if row is None or row.arity != 1:
             raise TapeError(f"no rule for {type(e).__name__} ({e})")
-        return self._add_op(code, (args[0],))
+        return self._add_op(_FN, (args[0],), row.name)
 
     def _sum_terms(self, body, limits, b, out):
         if not limits:
@@ -309,7 +302,6 @@ class Tape:
         with mpmath.workdps(dps):
             consts = self._consts(dps)
             v: list = [None] * len(self.ops)
-            exp, log, erf, tanh = _exp, mpmath.log, mpmath.erf, mpmath.tanh
             if noise is not None:
                 run, size = noise
                 up, down = 1 + mpmath.mpf(size), 1 - mpmath.mpf(size)
@@ -330,22 +322,8 @@ class Tape:
                     x = _power(v[a[0]], consts[k])
                 elif code == _POW:
                     x = mpmath.power(v[a[0]], v[a[1]])
-                elif code == _EXP:
-                    x = exp(v[a[0]])
-                elif code == _LOG:
-                    x = log(v[a[0]])
-                elif code == _ERF:
-                    x = erf(v[a[0]])
-                elif code == _TANH:
-                    x = tanh(v[a[0]])
-                elif code == _SIN:
-                    x = mpmath.sin(v[a[0]])
-                elif code == _COS:
-                    x = mpmath.cos(v[a[0]])
-                elif code == _ABS:
-                    x = abs(v[a[0]])
-                elif code == _SIGN:
-                    x = mpmath.sign(v[a[0]])
+                elif code == _FN:
+                    x = mp_value(extra, v[a[0]])
                 elif code == _STEP:
                     y = v[a[0]]
                     x = mpmath.mpf(1) if y > 0 else (mpmath.mpf(0) if y < 0 else consts[k])
@@ -355,7 +333,7 @@ class Tape:
                     x = min(v[i] for i in a)
                 else:  # pragma: no cover
                     raise TapeError(f"op code {code}")
-                if noise is not None and code not in (_SIGN, _STEP, _ABS, _MAX, _MIN):
+                if noise is not None and code not in (_STEP, _MAX, _MIN) and not (code == _FN and extra in _UNROUNDED):
                     x = x * (up if hash((run, code, x)) & 1 else down)
                 v[k] = x
             return v
@@ -384,7 +362,7 @@ class Tape:
                 if not g:
                     continue
                 code, a, extra = self.ops[k]
-                if code in (_IN, _CONST, _SIGN, _STEP):
+                if code in (_IN, _CONST, _STEP):
                     continue
                 if code == _ADD:
                     for i in a:
@@ -405,44 +383,13 @@ class Tape:
                     x, y = v[a[0]], v[a[1]]
                     acc(a[0], g * y * mpmath.power(x, y - 1))
                     acc(a[1], g * v[k] * mpmath.log(x))
-                elif code == _EXP:
-                    acc(a[0], g * v[k])
-                elif code == _LOG:
-                    acc(a[0], g / v[a[0]])
-                elif code == _ERF:
-                    x = v[a[0]]
-                    acc(a[0], g * 2 / mpmath.sqrt(mpmath.pi) * _exp(-x * x))
-                elif code == _TANH:
-                    acc(a[0], g * _sech2(v[a[0]]))
-                elif code == _SIN:
-                    acc(a[0], g * mpmath.cos(v[a[0]]))
-                elif code == _COS:
-                    acc(a[0], -g * mpmath.sin(v[a[0]]))
-                elif code == _ABS:
-                    acc(a[0], g * mpmath.sign(v[a[0]]))
+                elif code == _FN:
+                    acc(a[0], g * mp_slope(extra, v[a[0]], v[k]))
                 elif code == _MAX:
                     acc(max(a, key=lambda i: v[i]), g)
                 elif code == _MIN:
                     acc(min(a, key=lambda i: v[i]), g)
             return {key: adj[s] for key, s in self.inputs.items()}
-
-
-def _exp(x):
-    """e^x at the working precision; for |x| ≥ 1000 as 2^k e^r, r = x − k ln 2 (mpmath's own exp
-    is slow for huge arguments at high precision: e^{1e300} at 400 digits takes 0.1 s)."""
-    if abs(x) < 1000:
-        return mpmath.exp(x)
-    with mpmath.workdps(mpmath.mp.dps + int(int(mpmath.mag(x)) * 0.302) + 15):
-        ln2 = +mpmath.ln2
-        k = int(mpmath.nint(x / ln2))
-        e = mpmath.exp(x - k * ln2)
-    return mpmath.ldexp(+e, k)
-
-
-def _sech2(x):
-    """sech² x = 4 e^{−2|x|}/(1 + e^{−2|x|})², without 1 − tanh² x rounding to 0."""
-    e = _exp(-2 * abs(x))
-    return 4 * e / (1 + e) ** 2
 
 
 def _power(x, c):

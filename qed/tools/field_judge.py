@@ -95,8 +95,6 @@ from fractions import Fraction
 
 import numpy as _np
 import sympy as sp
-from sympy.codegen.cfunctions import expm1 as _sp_expm1
-from sympy.codegen.cfunctions import log1p as _sp_log1p
 
 from derivations import registry
 from derivations.language import functions as _functions
@@ -729,17 +727,10 @@ def evaluate(name: str, *args) -> Exact:
 # The claims' side: an index expression compiled into closures, memoised per index values.
 
 
+# SymPy's function classes -> their rows of the one table; the array language's σ and Φ nodes
+# are the table's sigmoid and ndtr
 _SP_FUNCS = {
-    sp.exp: "exp",
-    sp.log: "log",
-    _sp_log1p: "log1p",
-    _sp_expm1: "expm1",
-    sp.tanh: "tanh",
-    sp.sin: "sin",
-    sp.cos: "cos",
-    sp.erf: "erf",
-    sp.Abs: "abs",
-    sp.sign: "sign",
+    **{row.sympy: name for name, row in _functions.FUNCTIONS.items() if isinstance(row.sympy, type) and row.arity == 1},
     Sigmoid: "sigmoid",
     NormalCDF: "ndtr",
 }

@@ -21,6 +21,12 @@ as it is added:
                  integer (t = 2.5), a flag that is not True or False; an odd size a table
                  takes in pairs
     counts       an all-zero count in a data denominator (cross-entropy's Σ mask)
+    NaN policy   the tiled attention's lines that add the NaN of the key blocks a causal row
+                 skipped (`_support.nan_of`: 0 on finite entries, so invisible to the exact
+                 judges) are held to attention_lse's printed kernel: one NaN put into each entry
+                 of q, k, v and the upstream gradient in turn, causal and not, a block that does
+                 not divide the keys, m ≠ n both ways; the NaN entries of o, dq, dk and dv must
+                 be the same (a comparison of where NaN is, not of values)
 
 Each refusal must be the op's own error, one line that starts with the op's name (`TypeError`,
 `ValueError` or `IndexError`); anything else — a raw library error, a warning, an accepted call
@@ -350,6 +356,37 @@ def judge_tiled(backend: str) -> list[Finding]:
         cache,
         block=0,
     )
+    return out + judge_tiled_nan(backend)
+
+
+def judge_tiled_nan(backend: str) -> list[Finding]:
+    """The NaN policy of the printed tiled loops against attention_lse's printed kernel (module
+    docstring): the same NaN entries in every output and gradient, wherever the NaN is put."""
+    from derivations import registry
+
+    op = registry.op("attention_lse")
+    tiled_f, tiled_b = _forward(op, backend, "attention_tiled"), _backward(op, backend, "attention_tiled")
+    lse_f, lse_b = _forward(op, backend), _backward(op, backend)
+    rng = np.random.default_rng(7)
+    out = []
+    for (m, n), causal in itertools.product(((3, 5), (5, 3)), (True, False)):
+        base = [rng.standard_normal((2, m, 2)), rng.standard_normal((2, n, 2)), rng.standard_normal((2, n, 3))]
+        base.append(rng.standard_normal((2, m, 3)))  # the upstream gradient dO
+        problems = []
+        for i, entry in [(a, e) for a in range(4) for e in np.ndindex(base[a].shape[1:])]:
+            arrays = [a.copy() for a in base]
+            arrays[i][(1, *entry)] = np.nan
+            q, k, v, do = (_convert(backend, a) for a in arrays)
+            with np.errstate(invalid="ignore"):
+                o_ref, c_ref = lse_f(q, k, v, causal=causal)
+                want = [o_ref, *lse_b(do, c_ref)]
+                o_t, c_t = tiled_f(q, k, v, causal=causal, block=2)
+                got = [o_t, *tiled_b(do, c_t, block=2)]
+            for name, w, g in zip(("o", "dq", "dk", "dv"), want, got):
+                if not np.array_equal(np.isnan(_numpy(w)), np.isnan(_numpy(g))):
+                    problems.append(f"NaN in {'q k v dO'.split()[i]}{entry}: {name}'s NaN entries differ")
+        case = f"NaN policy m={m} n={n} block=2 causal={causal}"
+        out.append(Finding("attention_tiled", backend, case, "; ".join(problems[:3])))
     return out
 
 
@@ -513,7 +550,8 @@ def judge_mha(backend: str) -> list[Finding]:
 
 def judge_special(backend: str) -> list[Finding]:
     """The printed float32 erf and Φ take what NumPy's functions take: a list, a scalar, a
-    float64 array (SciPy's), each equal to the call on the float32 or float64 array."""
+    float64 array (SciPy's), each equal to the call on the float32 or float64 array; and their
+    float32 values lie in erf's and Φ's ranges."""
     if backend != "numpy":
         return []
     special = _module("numpy", "_special")
@@ -532,6 +570,36 @@ def judge_special(backend: str) -> list[Finding]:
             except Exception as exc:  # noqa: BLE001 - a raw error is the finding
                 bad = f"raised {type(exc).__name__}: {exc}"
             out.append(Finding("special", backend, f"{name} of {case}", bad))
+    # the causal mask's cache: one array per dtype, grown to the most rows and columns asked for,
+    # every mask a read-only view of it, rebuilt only when a larger one is asked for
+    special._CAUSAL_MASKS.clear()
+    bad, base = "", None
+    rows = cols = 0
+    sequence = ((3, 5, True), (3, 4, False), (2, 5, False), (2, 6, True), (5, 3, True), (5, 6, False), (1, 2, False))
+    for m, n, grows in sequence:
+        rows, cols = max(rows, m), max(cols, n)
+        got = special.causal_mask(m, n, np.float64)
+        want = np.where(np.arange(n)[None, :] > np.arange(m)[:, None], -np.inf, 0.0)
+        new_base = got.base if got.base is not None else got
+        if got.shape != (m, n) or not np.array_equal(got, want):
+            bad = bad or f"causal_mask({m}, {n}) is not B_ij = 0 (j ≤ i), −∞ (j > i)"
+        elif (new_base is not base) != grows:
+            bad = bad or f"causal_mask({m}, {n}) {'rebuilt' if not grows else 'did not grow'} the cached mask"
+        elif new_base.shape != (rows, cols):
+            bad = bad or f"after causal_mask({m}, {n}) the cache is {new_base.shape}, not {(rows, cols)}"
+        elif got.flags.writeable or new_base.flags.writeable:
+            bad = bad or "the cached mask is writeable (a caller's in-place edit would change every later mask)"
+        base = new_base
+    out.append(Finding("special", backend, "causal_mask's cache reused and grown", bad))
+    # the range: |erf| ≤ 1 and 0 ≤ Φ ≤ 1 in float32 too. R's float32 evaluation exceeds 1 by an
+    # ulp near the clamp (x ≈ ±3.98): the final clip is what keeps it in range, invisible to
+    # the exact judges (|R| < 1 at every real x), so it is held here, on a grid that meets it
+    x = np.linspace(-5, 5, 20001, dtype=np.float32)
+    for name, lo in (("erf", -1.0), ("ndtr", 0.0)):
+        y = getattr(special, name)(x)
+        worst = x[np.argmax(np.maximum(y - 1, lo - y))]
+        bad = "" if ((y >= lo) & (y <= 1)).all() else f"{name}({worst}) is outside [{lo}, 1]"
+        out.append(Finding("special", backend, f"{name}'s float32 values in [{lo}, 1]", bad))
     return out
 
 

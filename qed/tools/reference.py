@@ -247,21 +247,13 @@ __all__ = ["ReferenceGPT", "ReferenceRunner", "sinusoidal_table", "rope_rotate",
 def spec_function(op):
     """f(*inputs, *params, **options) -> the outputs (one tensor, or a tuple) of `op.spec`, in torch."""
     import sympy as sp
-    from sympy.codegen.cfunctions import expm1, log1p
 
     from derivations.language import arrays as A
+    from derivations.language import functions
 
+    # every function of the one table (derivations/language/functions.py), as torch spells it
     unary = {
-        sp.exp: torch.exp,
-        sp.log: torch.log,
-        sp.tanh: torch.tanh,
-        sp.erf: torch.erf,
-        sp.sin: torch.sin,
-        sp.cos: torch.cos,
-        sp.Abs: torch.abs,
-        sp.sign: torch.sign,
-        log1p: torch.log1p,
-        expm1: torch.expm1,
+        **{f: getattr(torch, name.removeprefix("torch.")) for f, name in functions.printed("torch").items()},
         A.Sigmoid: torch.sigmoid,
         A.NormalCDF: lambda u: 0.5 * (1 + torch.erf(u / 2**0.5)),
         A.Gaussian: lambda u: torch.exp(-u * u / 2),

@@ -16,6 +16,10 @@ rational run, the edge judge) to refute each:
     swap      the first two positional arguments of a call exchanged
     drop      one statement of a function body replaced by `pass`
 
+Edits that cannot change what the code computes are not made: two arguments of a symmetric call
+exchanged (`max`, `np.maximum`, `broadcast_shapes`, …), a product or quotient by ±1, the sign of
+a NaN-policy term (`x ± _support.nan_of(a)`: the term is 0 or NaN).
+
 Only the code of function bodies is mutated (no docstring, comment, string or import). Each
 mutant is the whole file's text with one source segment replaced, so every other line stays as
 printed. The list is deterministic: `mutants(text)` in source order; `sample` takes an evenly
@@ -73,9 +77,15 @@ def _is_docstring(node, parent) -> bool:
     )
 
 
-def _edits(node: ast.AST):
-    """(operator, replacement node or source text) for each one-site edit of `node` itself."""
-    if isinstance(node, ast.BinOp) and type(node.op) in _SWAP_BIN and not _by_unit(node):
+def _edits(node: ast.AST, nan_names: frozenset = frozenset()):
+    """(operator, replacement node or source text) for each one-site edit of `node` itself.
+    `nan_names`: the names of the function that hold NaN-policy terms (`_nan_term`)."""
+    if (
+        isinstance(node, ast.BinOp)
+        and type(node.op) in _SWAP_BIN
+        and not _by_unit(node)
+        and not _adds_nan_term(node, nan_names)
+    ):
         new = copy.copy(node)
         new.op = _SWAP_BIN[type(node.op)]()
         yield _BIN_KIND[type(node.op)], new
@@ -139,7 +149,12 @@ def _edits(node: ast.AST):
                     *node.keywords[k + 1 :],
                 ]
                 yield "keyword", neg
-    elif isinstance(node, ast.AugAssign) and type(node.op) in _SWAP_BIN and not _by_unit(node):
+    elif (
+        isinstance(node, ast.AugAssign)
+        and type(node.op) in _SWAP_BIN
+        and not _by_unit(node)
+        and not _adds_nan_term(node, nan_names)
+    ):
         new = copy.copy(node)
         new.op = _SWAP_BIN[type(node.op)]()
         yield _BIN_KIND[type(node.op)], new
@@ -158,7 +173,59 @@ _SYMMETRIC = {
     "np.swapaxes",
     "torch.transpose",
     "addcmul_",
+    "np.multiply",  # a·b = b·a and a + b = b + a exactly in floating point, too
+    "np.add",
+    "np.broadcast_shapes",  # the broadcast shape of several shapes does not depend on their order
+    "torch.broadcast_shapes",
 }  # t.addcmul_(a, b): t + a·b
+
+
+# The NaN policy's terms: `_support.nan_of(a)` is 0 where `a` is finite and NaN where it is not,
+# so is −nan_of(a) (−0 and NaN): x + t and x − t are the same for such a t, and a sign edit there
+# is no wrong edit. (Dropping the statement that adds t is one: the edge judge's NaN-policy
+# check refutes it.)
+_NAN_TERMS = ("nan_of", "nan_of_columns")
+
+
+def _nan_term(node, names: frozenset) -> bool:
+    """`node` is a sum of NaN-policy terms: calls of `_support.nan_of*`, names holding such sums."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.attr in _NAN_TERMS
+    if isinstance(node, ast.Name):
+        return node.id in names
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        return _nan_term(node.left, names) and _nan_term(node.right, names)
+    return False
+
+
+def _adds_nan_term(node, names: frozenset) -> bool:
+    if not isinstance(node.op, (ast.Add, ast.Sub)):
+        return False
+    return _nan_term(node.right if isinstance(node, ast.BinOp) else node.value, names)
+
+
+def _nan_names(fn: ast.AST) -> frozenset:
+    """The names that `fn` assigns only sums of NaN-policy terms to."""
+    names: set = set()
+    while True:
+        found = {
+            t.id
+            for a in ast.walk(fn)
+            if isinstance(a, ast.Assign) and _nan_term(a.value, frozenset(names))
+            for t in a.targets
+            if isinstance(t, ast.Name)
+        }
+        other = {
+            t.id
+            for a in ast.walk(fn)
+            if isinstance(a, ast.Assign) and not _nan_term(a.value, frozenset(names | found))
+            for t in a.targets
+            if isinstance(t, ast.Name)
+        }
+        found -= other
+        if found <= names:
+            return frozenset(names)
+        names |= found
 
 
 def _callee(call: ast.Call) -> str:
@@ -220,12 +287,13 @@ def mutants(text: str) -> list[TextMutant]:
                     or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call))
                 ):
                     emit("drop", stmt, "pass")
+        nan_names = _nan_names(fn)
         for node in ast.walk(fn):
             if isinstance(node, ast.JoinedStr):  # messages: never mutated
                 continue
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 continue
-            for op, new in _edits(node):
+            for op, new in _edits(node, nan_names):
                 emit(op, node, new)
 
     strings = set()

@@ -88,7 +88,8 @@ after SymPy's `expand` (arguments of exp, √, erf, Max, Heaviside expanded insi
 proofs' normaliser (`derivations.proof.rewriting.Normaliser().residual`); before `expand`, products of
 sums are multiplied out through sums and products only (`_distributed`: the same terms grouped
 otherwise, a sum over key blocks against the whole row's). A residual that is clearly
-non-zero at a pseudo-random point (30-digit mpmath over the expression's DAG) is reported at
+non-zero at a pseudo-random point (30 digits, by the proofs' one evaluator `numeric.evaluate`
+over the expression's DAG) is reported at
 once, without the slower normal forms: numbers only ever reject, never accept. A kernel output
 that holds a Python or SymPy float is an error (an inexact constant leaked).
 """
@@ -112,6 +113,7 @@ from derivations import registry
 from derivations.language import functions
 from derivations.language.arrays import Array, CausalMask, RowMax, _label, document_form, entry, shape_of
 from derivations.language.ops import Op, Table, grad_of
+from derivations.proof import numeric
 from derivations.proof.obligations import backward_scope, flag_sets, forward_scope, setting_for
 
 from . import ROOT
@@ -705,52 +707,6 @@ class _TorchLoader:
 # Exact comparison.
 
 
-_MP_FUNCS = {
-    f.sympy: f.mpmath
-    for f in functions.FUNCTIONS.values()  # the one table's
-    if f.mpmath and isinstance(f.sympy, type)
-}
-
-
-def _mp_value(e, point: dict, memo: dict):
-    """`e` evaluated with mpmath over its DAG (each shared subexpression once)."""
-    import mpmath
-
-    if e in memo:
-        return memo[e]
-    if e in point:
-        v = point[e]
-    elif e.is_Number or e.is_NumberSymbol:
-        v = (
-            mpmath.mpf(sp.N(e, mpmath.mp.dps))
-            if e.is_finite
-            else (mpmath.inf if e == sp.oo else -mpmath.inf if e == -sp.oo else None)
-        )
-        if v is None:
-            raise ValueError(f"not a number: {e}")
-    elif isinstance(e, sp.Add):
-        v = mpmath.fsum(_mp_value(a, point, memo) for a in e.args)
-    elif isinstance(e, sp.Mul):
-        v = mpmath.mpf(1)
-        for a in e.args:
-            v *= _mp_value(a, point, memo)
-    elif isinstance(e, sp.Pow):
-        v = mpmath.power(_mp_value(e.base, point, memo), _mp_value(e.exp, point, memo))
-    elif type(e) in _MP_FUNCS:
-        v = getattr(mpmath, _MP_FUNCS[type(e)])(_mp_value(e.args[0], point, memo))
-    elif isinstance(e, (sp.Max, sp.Min)):
-        vals = [_mp_value(a, point, memo) for a in e.args]
-        v = max(vals) if isinstance(e, sp.Max) else min(vals)
-    elif isinstance(e, sp.Heaviside):
-        x = _mp_value(e.args[0], point, memo)
-        h0 = _mp_value(e.args[1], point, memo) if len(e.args) > 1 else mpmath.mpf(0.5)
-        v = mpmath.mpf(1) if x > 0 else mpmath.mpf(0) if x < 0 else h0
-    else:
-        raise ValueError(f"no numeric rule for {type(e).__name__}")
-    memo[e] = v
-    return v
-
-
 def _probe(d, seed: int) -> float | None:
     """|d| at a pseudo-random point (positive symbols get positive values), 30 digits; None
     where it does not evaluate to a real number. Only ever used to *reject* fast: a check
@@ -766,9 +722,10 @@ def _probe(d, seed: int) -> float | None:
             k = rng.randint(1, 96)
             point[s] = mpmath.mpf(k) / 97 if (s.is_positive or s.is_nonnegative) else mpmath.mpf(2 * k - 97) / 97
         try:
-            v = _mp_value(d, point, {})
+            # the proofs' one high-precision evaluator, over the residual's DAG
+            v = numeric.evaluate(d, numeric.Point(symbols=point), memo={})
             return float(abs(v)) if mpmath.isfinite(v) else None
-        except (TypeError, ValueError, ZeroDivisionError):
+        except (TypeError, ValueError, ZeroDivisionError, numeric.EvaluationError):
             return None
 
 

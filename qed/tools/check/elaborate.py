@@ -657,6 +657,8 @@ class Elaborator:
             raise NotUnderstood(f"{fn.name} is declared but not defined")
         if fn.kind == "poisoned":
             raise NotUnderstood(f"{fn.name}: {fn.meaning} ({fn.origin})")
+        if fn.kind == "document" and tuple(fn.params) == ("Q", "K", "V") and len(args) == 1:
+            return self.self_attention(fn, args[0])
         if len(args) != (len(fn.params) if fn.kind == "document" else fn.arity):
             want = len(fn.params) if fn.kind == "document" else fn.arity
             raise NotUnderstood(f"{fn.name} takes {want} argument(s), given {len(args)} ({fn.origin})")
@@ -670,6 +672,21 @@ class Elaborator:
         if fn.kind == "builtin":
             return fn.apply(self, vals, args)
         return self.call_document_function(fn, vals)
+
+    def self_attention(self, fn: FunctionSpec, arg) -> Val:
+        """f(X) for a function f(Q, K, V) of one argument: self-attention, f(XW_Q, XW_K, XW_V)
+        (one reading, stated on docs/check.md), with the projections the context names."""
+        x = self.value(arg)
+        if x.is_scalar:
+            raise NotUnderstood(f"{fn.name}(Q, K, V) of one scalar")
+        projections = []
+        for w in ("W_Q", "W_K", "W_V"):
+            b = self.ctx.value(w)
+            if b is None or b.kind != "array":
+                raise NotUnderstood(f"{fn.name}(X): self-attention needs {w}, which is not declared")
+            self.uses.add(b.label)
+            projections.append(self.multiply(x, Val(b.array(), tuple(b.shape)), f"{fn.name}(X)'s {w}"))
+        return self.call_document_function(fn, projections)
 
     def call_document_function(self, fn: FunctionSpec, vals: list) -> Val:
         if fn.scalar:
