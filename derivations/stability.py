@@ -13,6 +13,7 @@ written by its exponentials; log1p(u) = log(1 + u), expm1(u) = e^{u} − 1 by de
     sigmoid      σ(x) = [x ≥ 0] 1/(1 + e^{−|x|}) + [x < 0] e^{−|x|}/(1 + e^{−|x|})
     tanh         tanh x = sign(x) · (−expm1(−2|x|)) / (2 + expm1(−2|x|))
     logsumexp    log Σ_j e^{x_j} = m + log Σ_j e^{x_j − m}    for any m (the row max; a row mean too)
+    softmax      e^{x_j}/Σ_l e^{x_l} = e^{x_j − m}/Σ_l e^{x_l − m}   for any m (the row max)
     expm1        k e^{x} − k + s = k expm1(x) + s             (anywhere in a sum)
     log1p        log(1 + v) = log1p(v)                        (v > −1)
     √ beside x   x + √(x² + c) = max(x, 0) + (max(x, 0)² + c)/(√(x² + c) − min(x, 0)),  c > 0
@@ -140,6 +141,33 @@ logsumexp = index_claim(
     mutants={
         "not-added-back": ("the shift not added back", [e - mc for e, mc in zip(lse_stable, m_cases)]),
         "subtracted-twice": ("m − log Σ e^{x − m}", [2 * mc - e for e, mc in zip(lse_stable, m_cases)]),
+    },
+)
+
+# e^{x_ij}/Σ_j e^{x_ij} = e^{x_ij − m_i}/Σ_j e^{x_ij − m_i} for any per-row m (the row max: no
+# e^{x} overflows, the denominator ≥ 1), over a row sum and a row mean, from rw.SOFTMAX's functions
+k_soft = sp.Symbol("k", positive=True)
+softmax_cases = [(RowSum, X, sp.S.One), (RowMean, X, sp.S.One), (RowSum, 2 * X + 1, k_soft)]
+soft_stable = [entry(rw.SOFTMAX.stable(case), (i, j)) for case in softmax_cases]
+soft_document = [entry(rw.SOFTMAX.document(case), (i, j)) for case in softmax_cases]
+softmax_shift = index_claim(
+    rw.SOFTMAX.lemma,
+    "A softmax written as its formula, with the row max shifted out of both sides of the ratio",
+    SOURCE,
+    r"rac{e^{x_{j}}}{\sum_{l} e^{x_{l}}} = rac{e^{x_{j} - m}}{\sum_{l} e^{x_{l} - m}}"
+    r"\quad 	ext{for any } m, 	ext{ in particular } m = \max_{l} x_{l}",
+    lhs=soft_stable,
+    rhs=soft_document,
+    setting=Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1), j: (0, n - 1)}, scalars={k_soft: sp.Rational(3, 2)}),
+    mutants={
+        "numerator-unshifted": (
+            "e^{x_j}/Σ e^{x − m}: the shift left out of the numerator",
+            [entry(k * sp.exp(v) / R(sp.exp(v - RowMax(v))), (i, j)) for R, v, k in softmax_cases],
+        ),
+        "denominator-unshifted": (
+            "e^{x_j − m}/Σ e^{x}: the shift left out of the denominator",
+            [entry(k * sp.exp(v - RowMax(v)) / R(sp.exp(v)), (i, j)) for R, v, k in softmax_cases],
+        ),
     },
 )
 
@@ -342,6 +370,7 @@ CLAIMS: list[Claim] = [
     sigmoid,
     tanh_expm1,
     logsumexp,
+    softmax_shift,
     gelu_tanh,
     mish,
     sigmoid_node,

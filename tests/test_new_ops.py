@@ -167,3 +167,33 @@ def test_the_printed_torch_kernel_agrees_with_autograd_over_the_specification(sc
 @pytest.mark.parametrize("op", NEW_OPS, ids=IDS)
 def test_the_model_role_follows_from_the_signature(op):
     assert model_role(op) == ("norm" if op is RMS_NEW else "ffn" if op.params else "activation")
+
+
+@pytest.mark.parametrize(
+    "expr,says",
+    [
+        (lambda x: 0.5 * x, "sp.Rational(1, 2)"),
+        (lambda x: sp.Float("0.044715") * x**3 + x, "sp.Rational(8943, 200000)"),
+        (lambda x: sp.Piecewise((x, sp.Gt(x, 0)), (sp.exp(x) - 1, True)), "sp.Max(x, 0) + sp.exp(sp.Min(x, 0)) - 1"),
+    ],
+    ids=["float", "float-in-a-polynomial", "piecewise"],
+)
+def test_what_would_be_proved_one_way_and_printed_another_is_refused_at_declaration(expr, says):
+    """A float constant (the proofs read the rational, the printed code a float) and a Piecewise
+    (proved, but no printer rule) are refused where the op is declared, naming what to write."""
+    from derivations.language.arrays import ArrayError
+
+    r, n = size("r"), size("n")
+    x, y = Array("x", (r, n)), Array("y", (r, n))
+    with pytest.raises(ArrayError, match="what|write") as info:
+        Op(name="slip", title="slip", claims=[], inputs=[x], outputs=[y], spec=[Assign(y, expr(x))], source="here")
+    assert says in str(info.value) and "op slip" in str(info.value)
+
+
+def test_a_function_no_printer_knows_is_refused_at_declaration():
+    from derivations.language.arrays import ArrayError
+
+    r, n = size("r"), size("n")
+    x, y = Array("x", (r, n)), Array("y", (r, n))
+    with pytest.raises(ArrayError, match=r"gamma\(…\) in spec line y is no function the printers know"):
+        Op(name="slip", title="slip", claims=[], inputs=[x], outputs=[y], spec=[Assign(y, sp.gamma(x))], source="here")

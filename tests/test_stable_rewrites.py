@@ -59,7 +59,16 @@ LOG_SOFTMAX = Op(
     optional_axes=1,
     sizes={n: (x, 1)},
 )
-OPS = [ELU, EXPM1_SUM, LOG1P, SQUAREPLUS, LOG_SOFTMAX]
+SOFTMAX = Op(
+    name="softmax_doc",
+    module=__name__,
+    inputs=[x],
+    outputs=[y],
+    spec=[Assign(y, sp.exp(x) / RowSum(sp.exp(x)))],
+    optional_axes=1,
+    sizes={n: (x, 1)},
+)
+OPS = [ELU, EXPM1_SUM, LOG1P, SQUAREPLUS, LOG_SOFTMAX, SOFTMAX]
 IDS = [o.name for o in OPS]
 
 # op -> (the lemma it cites, what its printed NumPy forward must call, what it must not print)
@@ -69,6 +78,7 @@ PRINTED = {
     "log1p_square": ("stability.log1p", ["np.log1p("], ["np.log("]),
     "squareplus_doc": ("stability.sqrt_rationalised", ["np.maximum(", "np.minimum("], []),
     "log_softmax_doc": ("stability.logsumexp", ["np.max(x, axis=-1, keepdims=True)", "np.exp(x - np.max("], []),
+    "softmax_doc": ("stability.softmax_shift", ["np.max(x, axis=-1, keepdims=True)"], ["np.exp(x)"]),
 }
 
 
@@ -86,6 +96,8 @@ def exact(name, row):
             return [+((t + mpmath.sqrt(t * t + 4)) / 2) for t in v]
     m = max(v)
     lse = m + mpmath.log(mpmath.fsum(mpmath.exp(t - m) for t in v))
+    if name == "softmax_doc":
+        return [mpmath.exp(t - lse) for t in v]
     return [t - lse for t in v]
 
 
@@ -117,6 +129,9 @@ POINTS = {
     # log Σ e^{x}: e^{1e4} is ∞ in float64 too
     ("log_softmax_doc", np.float32): [1e4, -1e4, 3e3, 0.5, 1e-7],
     ("log_softmax_doc", np.float64): [1e4, -1e4, 3e3, 0.5, 1e-7, 700.0, 710.0],
+    # e^{x}/Σ e^{x}: ∞/∞ = NaN from x ≈ 89 in float32 (710 in float64)
+    ("softmax_doc", np.float32): [100.0, 99.0, -1e4, 0.5, 1e-7],
+    ("softmax_doc", np.float64): [1e4, 9999.0, 710.0, -1e4, 0.5],
 }
 
 
@@ -190,6 +205,7 @@ def test_the_document_form_would_not_have_been_accurate(op):
             "log1p_square": lambda t: np.log(1 + t * t),
             "squareplus_doc": lambda t: (t + np.sqrt(t * t + 4)) / 2,
             "log_softmax_doc": lambda t: t - np.log(np.sum(np.exp(t))),
+            "softmax_doc": lambda t: np.exp(t) / np.sum(np.exp(t)),
         }[op.name](row)
     errors = [ulps(g, w, np.float32) if np.isfinite(g) else np.inf for g, w in zip(naive, exact(op.name, row))]
     assert max(errors) > 1000
@@ -204,7 +220,13 @@ def test_the_op_is_proved_with_the_rewrite_in_it(op):
     assert set(op.stability) <= {c.id for c in registry.claims()}
 
 
-LEMMAS = ["stability.expm1_in_sum", "stability.log1p", "stability.logsumexp", "stability.sqrt_rationalised"]
+LEMMAS = [
+    "stability.expm1_in_sum",
+    "stability.log1p",
+    "stability.logsumexp",
+    "stability.softmax_shift",
+    "stability.sqrt_rationalised",
+]
 
 
 @pytest.mark.parametrize("lemma", LEMMAS)

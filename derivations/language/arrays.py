@@ -44,6 +44,7 @@ __all__ = [
     "Sigmoid",
     "NormalCDF",
     "Gaussian",
+    "HalfStep",
     "DocumentFunction",
     "DOCUMENT_NODES",
     "document_form",

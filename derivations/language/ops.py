@@ -171,6 +171,9 @@ class Op:
             )
         from .latex import assigns_latex
 
+        for where, assigns in (("spec", self.spec), ("forward", self.forward), ("backward", self.backward)):
+            for a in assigns:
+                refuse_unprintable(self.name, where, a.target.name, a.expr)
         self.latex = assigns_latex(self.spec)
         stable: set = set()
         if not self.forward:
@@ -289,6 +292,59 @@ class Op:
 
 
 ROLES = ("activation", "ffn", "norm", "")
+
+
+def refuse_unprintable(op: str, where: str, target: str, expr) -> None:
+    """What the proofs accept, codegen prints: a construct that one of them would read otherwise is
+    refused here, where the op is declared, with what to write instead.
+
+    * a float (`0.5*x`): the proofs are exact, the printed constant would be the float's, so
+      constants are SymPy rationals (`sp.Rational(1, 2)`), or symbols such as `sp.pi`;
+    * `sp.Heaviside(u)` with no value at 0: SymPy leaves H(0) undecided, the printer must choose;
+      `sp.Heaviside(u, 0)` (ReLU's mask), `sp.Heaviside(u, sp.S.Half)`, or `HalfStep(u)`
+      ((1 + sign u)/2, the derivative of a smooth max) say what it is;
+    * `sp.Piecewise`: written as max/min and steps (ELU: `sp.Max(x, 0) + sp.exp(sp.Min(x, 0)) − 1`),
+      every branch is printed from an expression the proofs and the stable rewrites read."""
+    for node in sp.preorder_traversal(expr):
+        if isinstance(node, sp.Float):
+            exact = sp.nsimplify(node, rational=True)
+            raise ArrayError(
+                f"op {op}: the float {node} in {where} line {target} = {expr}: constants are exact "
+                f"(the proofs read {exact}, the printed code would hold a float) — write "
+                f"sp.Rational({exact.p}, {exact.q})"
+                if exact.is_Rational
+                else f"op {op}: the float {node} in {where} line {target}: constants are exact"
+            )
+        if isinstance(node, sp.Heaviside) and len(node.args) == 1:
+            raise ArrayError(
+                f"op {op}: Heaviside({node.args[0]}) in {where} line {target} has no value at 0 — write "
+                f"sp.Heaviside({node.args[0]}, 0), sp.Heaviside({node.args[0]}, sp.S.Half) or HalfStep({node.args[0]})"
+            )
+        if isinstance(node, sp.Function) and not _printable_function(node):
+            from .functions import FUNCTIONS
+
+            raise ArrayError(
+                f"op {op}: {type(node).__name__}(…) in {where} line {target} is no function the printers know: "
+                f"the one table (derivations/language/functions.py) has {', '.join(FUNCTIONS)}; "
+                "the array language's nodes (derivations/language/arrays.py) and Max, Min, Heaviside are printed too"
+            )
+        if isinstance(node, sp.Piecewise):
+            raise ArrayError(
+                f"op {op}: a Piecewise in {where} line {target}: write its branches with sp.Max, sp.Min "
+                "and sp.Heaviside(u, value at 0) (ELU: sp.Max(x, 0) + sp.exp(sp.Min(x, 0)) - 1), "
+                "which are proved and printed alike"
+            )
+
+
+def _printable_function(node) -> bool:
+    """A function node codegen prints: a row of the one table of functions, a node of the array
+    language (a class of this project), or one of SymPy's order and case nodes."""
+    from .functions import by_sympy
+
+    cls = type(node)
+    if cls.__module__.startswith("derivations."):
+        return True
+    return by_sympy(cls) is not None or cls in (sp.Max, sp.Min, sp.Heaviside, sp.KroneckerDelta, sp.Piecewise)
 
 
 def inferred_role(op: Op) -> str:

@@ -28,6 +28,8 @@ to the specification directly (the rewrite is not trusted, only recorded).
     log1p           log(1 + v)            → log1p(v)          (any v, 1 anywhere in the sum)
     logsumexp       log Σ_j e^{v_j}       → m + log Σ_j e^{v_j − m},  m = max_j v_j
                                                               (a row sum or a row mean)
+    softmax         e^{v_i}/Σ_j e^{v_j}   → e^{v_i − m}/Σ_j e^{v_j − m}  (a softmax written as
+                                                              its formula: no e^{v} = ∞ over ∞)
     rationalised    v + √(v² + c), c > 0  → max(v, 0) + (max(v, 0)² + c)/(√(v² + c) − min(v, 0))
                                                               (no v + |v| cancellation at v ≪ 0)
 
@@ -193,6 +195,22 @@ def _logsumexp_match(e):
     return None
 
 
+def _softmax_match(e):
+    """(v, k) where e is k·e^{v}/R(e^{v}), R a row sum or a row mean, v not already shifted."""
+    if not isinstance(e, sp.Mul):
+        return None
+    factors = list(e.args)
+    for f in factors:
+        if isinstance(f, sp.Pow) and f.exp == -1 and isinstance(f.base, (RowSum, RowMean)):
+            inner = f.base.args[0]
+            if isinstance(inner, sp.exp) and not _shifted(inner.args[0]) and inner in factors:
+                rest = list(factors)
+                rest.remove(f)
+                rest.remove(inner)
+                return (type(f.base), inner.args[0], sp.Mul(*rest))
+    return None
+
+
 def _sqrt_term(t):
     """(k, B, c) where the term t is k √(B + c): k and c free of arrays, c > 0, B reads arrays."""
     factors = sp.Mul.make_args(t)
@@ -292,6 +310,13 @@ LOGSUMEXP = Rewrite(
     lambda Rv: RowMax(Rv[1]) + sp.log(Rv[0](sp.exp(Rv[1] - RowMax(Rv[1])))),
     _logsumexp_match,
 )
+SOFTMAX = Rewrite(
+    "stability.softmax_shift",
+    "e^{v}/Σ e^{v} with the row max shifted out of both: e^{v − m}/Σ e^{v − m}",
+    lambda Rvk: Rvk[2] * sp.exp(Rvk[1]) / Rvk[0](sp.exp(Rvk[1])),
+    lambda Rvk: Rvk[2] * sp.exp(Rvk[1] - RowMax(Rvk[1])) / Rvk[0](sp.exp(Rvk[1] - RowMax(Rvk[1]))),
+    _softmax_match,
+)
 SQRT_BESIDE = Rewrite(
     "stability.sqrt_rationalised",
     "v + √(v² + c) rationalised where v < 0: no cancellation",
@@ -312,6 +337,7 @@ REWRITES: tuple[Rewrite, ...] = (
     EXPM1_SUM,
     LOG1P,
     LOGSUMEXP,
+    SOFTMAX,
     SQRT_BESIDE,
 )
 
@@ -403,6 +429,7 @@ UNSTABLE = (
     ("e^{u} − 1 not as expm1(u)", lambda e: _expm1_match(e) if _expm1_match(e) is not None else _expm1_sum_match(e)),
     ("log(1 + …) not as log1p(…)", _log1p_match),
     ("log Σ e^{…} without the max shift", _logsumexp_match),
+    ("e^{v}/Σ e^{v} without the max shift", _softmax_match),
     ("v + √(v² + c) not rationalised", lambda e: _sqrt_beside_match(e, decidable=False)),
 )
 
