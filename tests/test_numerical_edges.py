@@ -1,7 +1,9 @@
 """Numerical edges of every generated kernel, against the exact values of its specification.
 
 Every op and optimiser step of the registry is run through its NumPy and PyTorch kernels at
-large magnitudes (±1e4 ... 1e30 in float32 and float64, 1e100 and 1e300 in float64; random,
+large magnitudes (±1e4 ... 1e30 in float32 and float64, 1e100 and 1e300 in float64) and small
+ones (1e-8, then 1e-30 and the subnormal 1e-40 in float32, 1e-200 and the subnormal 1e-310 in
+float64; random,
 all-equal, one-huge-entry and alternating inputs; every flag combination) and must give, wherever
 the exact value is within the dtype's range, a finite value close to it, without floating-point
 exceptions or warnings (qed/tools/edges.py says how the exact values are computed and what "close"
@@ -58,7 +60,7 @@ CASES = [_param(*c) for c in edges.cases()]
 
 
 @pytest.mark.parametrize("unit, backend, dtype, magnitude", CASES)
-def test_finite_and_close_at_large_magnitudes(unit, backend, dtype, magnitude):
+def test_finite_and_close_at_every_magnitude(unit, backend, dtype, magnitude):
     findings = edges.check(unit, backend, dtype, magnitude)
     assert not findings, (
         f"{len(findings)} findings for {unit} ({backend}, {dtype}, "

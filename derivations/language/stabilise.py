@@ -37,7 +37,8 @@ to the specification directly (the rewrite is not trusted, only recorded).
 line, a rewrite that was not applicable): codegen reports them by op (`python -m codegen`).
 
 What is left unstable is found by the numerical-edges check (qed/tools/edges.py), which runs
-every op of the registry at ±1e4 … 1e300 against the specification in exact arithmetic.
+every op of the registry at ±1e-310 … 1e-8 and ±1e4 … 1e300 against the specification in exact
+arithmetic.
 """
 
 from __future__ import annotations

@@ -95,8 +95,13 @@ from derivations.proof.obligations import input_of, setting_for, spec_scope
 
 BACKENDS = ("numpy", "torch")
 DTYPES = ("float32", "float64")
-# float32 inputs up to ~1e30 (its range ends at 3.4e38); float64 beyond, to 1e300
-MAGNITUDES = {"float32": (1e4, 1e6, 1e20, 1e30), "float64": (1e4, 1e6, 1e20, 1e30, 1e100, 1e300)}
+# float32 inputs up to ~1e30 (its range ends at 3.4e38); float64 beyond, to 1e300; and small
+# ones, down to the subnormals (float32's normal range starts at 1.2e-38, float64's at 2.2e-308):
+# where a formula cancels (e^u − 1, log(1 + u), x − mean) the small inputs are where it shows
+MAGNITUDES = {
+    "float32": (1e-40, 1e-30, 1e-8, 1e4, 1e6, 1e20, 1e30),
+    "float64": (1e-310, 1e-200, 1e-8, 1e4, 1e6, 1e20, 1e30, 1e100, 1e300),
+}
 PATTERNS = ("random", "equal", "spike", "alternating")
 RTOL = {"float32": 1e-3, "float64": 1e-6}
 SPREAD_FACTOR = 32  # allowed multiple of the point's own rounding noise (`_Case.spread`)
