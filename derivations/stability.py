@@ -154,8 +154,8 @@ softmax_shift = index_claim(
     rw.SOFTMAX.lemma,
     "A softmax written as its formula, with the row max shifted out of both sides of the ratio",
     SOURCE,
-    r"rac{e^{x_{j}}}{\sum_{l} e^{x_{l}}} = rac{e^{x_{j} - m}}{\sum_{l} e^{x_{l} - m}}"
-    r"\quad 	ext{for any } m, 	ext{ in particular } m = \max_{l} x_{l}",
+    r"\frac{e^{x_{j}}}{\sum_{l} e^{x_{l}}} = \frac{e^{x_{j} - m}}{\sum_{l} e^{x_{l} - m}}"
+    r"\quad \text{for any } m, \text{ in particular } m = \max_{l} x_{l}",
     lhs=soft_stable,
     rhs=soft_document,
     setting=Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1), j: (0, n - 1)}, scalars={k_soft: sp.Rational(3, 2)}),
