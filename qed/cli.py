@@ -87,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="prove and judge everything again, trusting no stored certificate (as CI does)",
     )
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="after proving, show why each named claim holds: its index forms, the rewrites "
+        "applied, the normal forms that matched and the side conditions, in LaTeX",
+    )
 
     a = sub.add_parser(
         "audit",
@@ -506,11 +512,30 @@ def _cmd_eval(args) -> int:
     return 0
 
 
+def _claims_to_explain(ids: list[str]) -> list[str]:
+    """The claim ids among `ids` whose transcript `qed prove --explain` shows (qed/tools/explain_claim.py)."""
+    from derivations import registry
+
+    from .errors import QedError
+
+    known = {c.id for c in registry.claims()}
+    chosen = [i for i in ids if i in known]
+    if not chosen:
+        raise QedError("--explain needs claim ids (`qed prove softmax.backward.dx --explain`), not prefixes or nothing")
+    return chosen
+
+
 def _dispatch(args) -> int:
     if args.command == "prove":
         from .tools.prove import main as prove_main
 
-        return prove_main(args.ids, args.json, args.workers, use_cache=not args.no_cache)
+        chosen = _claims_to_explain(args.ids) if args.explain else []  # refused before any proving
+        rc = prove_main(args.ids, args.json, args.workers, use_cache=not args.no_cache)
+        for claim_id in chosen:
+            from .tools.explain_claim import explain, explain_lines
+
+            print("\n".join(explain_lines(explain(claim_id))), flush=True)
+        return rc
     if args.command == "audit":
         if args.text or args.all:
             from .tools.audit_text import DEFAULT_LIMIT

@@ -15,6 +15,7 @@ numeric counterexample, or the claim's checks prove nothing.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import traceback
 from collections.abc import Callable
@@ -256,7 +257,31 @@ def _num(v):
 SPOT_CHECK_TOLERANCE = 1e-25
 
 
+# every identity `decide` is asked, while `recorded()` is open: what a claim's transcript is made of
+_DECISIONS: list | None = None
+
+
+@contextlib.contextmanager
+def recorded():
+    """Record every identity decided inside the block: a list of (lhs, rhs, setting, method, proof),
+    in order (`qed prove CLAIM --explain` rebuilds each one's rewrites and normal forms)."""
+    global _DECISIONS
+    saved, _DECISIONS = _DECISIONS, []
+    try:
+        yield _DECISIONS
+    finally:
+        _DECISIONS = saved
+
+
 def decide(lhs, rhs, setting: Setting, method: str = "index normaliser", spec=None, preconditions=None) -> Proof:
+    """`_decide` (below), recorded where `recorded()` asks for it."""
+    proof = _decide(lhs, rhs, setting, method, spec, preconditions)
+    if _DECISIONS is not None:
+        _DECISIONS.append((lhs, rhs, setting, method, proof))
+    return proof
+
+
+def _decide(lhs, rhs, setting: Setting, method: str = "index normaliser", spec=None, preconditions=None) -> Proof:
     """The one gate every index-form proof passes, hand-written or generated:
 
     1. normalise `lhs − rhs` with a normaliser that proves its side conditions from the

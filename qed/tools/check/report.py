@@ -282,23 +282,32 @@ def explain_lines(v: Verdict) -> list[str]:
     t = v.explain()
     if t is not None:
         out.append(f"index forms ({t['level']}; indices counted from 0):")
-        out.append(f"  left:  {_text_math(t['lhs'])}")
-        out.append(f"  right: {_text_math(t['rhs'])}")
-        if t["rewrites"]:
-            out.append("rewrites:")
-            for r in t["rewrites"]:
-                out.append(f"  {r['rule']} ×{r['count']}" + (f": {r['detail']}" if r["detail"] else ""))
-        nf = t["normal_forms"]
-        if nf["lhs"] is not None and nf["lhs"] == nf["rhs"]:
-            out.append(f"normal forms: both sides {_text_math(nf['lhs'])}")
-        else:
-            out.append(f"normal form, left:  {_text_math(nf['lhs'])}")
-            out.append(f"normal form, right: {_text_math(nf['rhs'])}")
-        out.append(f"residual (left − right): {_text_math(t['residual'])}")
+        out += transcript_lines(t, ("left", "right"))
     if v.assumptions_latex:
         out.append("assumptions:")
         out += [f"  · {a}" for a in v.assumptions_latex]
     return out
+
+
+def transcript_lines(t: dict, sides: tuple[str, str], indent: str = "") -> list[str]:
+    """An identity's transcript ({"lhs", "rhs", "rewrites", "normal_forms", "residual"}) as lines
+    of text with LaTeX mathematics, its two sides named `sides`: a step's (`qed check --explain`)
+    and a claim's (`qed prove CLAIM --explain`)."""
+    a, b = sides
+    width = max(len(a), len(b)) + 1
+    out = [f"  {a + ':':<{width}} {_text_math(t['lhs'])}", f"  {b + ':':<{width}} {_text_math(t['rhs'])}"]
+    if t["rewrites"]:
+        out.append("rewrites:")
+        for r in t["rewrites"]:
+            out.append(f"  {r['rule']} ×{r['count']}" + (f": {r['detail']}" if r["detail"] else ""))
+    nf = t["normal_forms"]
+    if nf["lhs"] is not None and nf["lhs"] == nf["rhs"]:
+        out.append(f"normal forms: both sides {_text_math(nf['lhs'])}")
+    else:
+        out.append(f"normal form, {a + ':':<{width}} {_text_math(nf['lhs'])}")
+        out.append(f"normal form, {b + ':':<{width}} {_text_math(nf['rhs'])}")
+    out.append(f"residual ({a} − {b}): {_text_math(t['residual'])}")
+    return [indent + line for line in out]
 
 
 def _text_math(latex: str | None) -> str:
