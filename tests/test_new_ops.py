@@ -197,3 +197,54 @@ def test_a_function_no_printer_knows_is_refused_at_declaration():
     x, y = Array("x", (r, n)), Array("y", (r, n))
     with pytest.raises(ArrayError, match=r"gamma\(…\) in spec line y is no function the printers know"):
         Op(name="slip", title="slip", claims=[], inputs=[x], outputs=[y], spec=[Assign(y, sp.gamma(x))], source="here")
+
+
+def _qk_norm_scores() -> Op:
+    """QK-norm's scores, declared by calling the registry's RMSNorm on q and on k (no RMS
+    formula retyped): S = RMSNorm(q; g_q) RMSNorm(k; g_k)ᵀ / √d."""
+    m = size("m")
+    q, k, s = Array("q", (r, d)), Array("k", (m, d)), Array("s", (r, m))
+    g_q, g_k = Array("g_q", (1, d)), Array("g_k", (1, d))
+    rms = registry.op("rmsnorm")
+    eps_value = sp.Rational(1, 10**6)
+    spec = MatMul(rms.call(q, g_q, eps=eps_value), T(rms.call(k, g_k, eps=eps_value))) / sp.sqrt(d)
+    return Op(
+        name="qk_norm_scores_new",
+        module=__name__,
+        inputs=[q, k],
+        params=[g_q, g_k],
+        outputs=[s],
+        sizes={d: (q, 1)},
+        broadcast=True,
+        spec=[Assign(s, spec)],
+    )
+
+
+def test_a_specification_may_call_a_registered_op():
+    """`Op.call`: the callee's sizes become the argument's (RMSNorm's n is d here, its r is r for
+    q and m for k), its option is given, and the composite is proved and printed like any op."""
+    op = _qk_norm_scores()
+    rms = registry.op("rmsnorm")
+    assert not op.spec[0].expr.has(size("n")) and op.spec[0].expr.has(size("d"))  # RMSNorm's 1/n is 1/d
+    for claim in claims_for(op):
+        cert = claim.run()
+        assert cert.status == "proved-general", (claim.id, cert.method, str(cert.residual)[:300])
+        assert cert.mutants and all(mu.refuted for mu in cert.mutants), claim.id
+    with ScratchKernels() as pkg:
+        fn = getattr(pkg.module(op, "torch"), op.name)
+        gen = torch.Generator().manual_seed(1)
+        q, k = (
+            torch.randn(2, 3, 4, generator=gen, dtype=torch.float64),
+            torch.randn(2, 5, 4, generator=gen, dtype=torch.float64),
+        )
+        g_q, g_k = (
+            torch.randn(4, generator=gen, dtype=torch.float64),
+            torch.randn(4, generator=gen, dtype=torch.float64),
+        )
+        norm = torch.nn.functional.rms_norm
+        want = norm(q, (4,), g_q, eps=1e-6) @ norm(k, (4,), g_k, eps=1e-6).mT / 2.0
+        torch.testing.assert_close(fn(q, k, g_q, g_k), want, rtol=1e-12, atol=1e-12)
+    with pytest.raises(Exception, match="takes x, gamma"):
+        rms.call(x)
+    with pytest.raises(Exception, match="no option 'beta'"):
+        rms.call(x, Array("gamma", (1, n)), beta=1)

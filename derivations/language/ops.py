@@ -265,6 +265,41 @@ class Op:
                 ", ".join(a.name for a in self.saved) or "nothing"
             ) + " (the cache of the derived backward: what it reads of the forward)."
 
+    def call(self, *args, **options):
+        """This op's specification applied to `args` (array expressions, in the order of its inputs
+        and then its parameters) and `options` (by name; an option not given keeps its symbol):
+        the output's expression, or a tuple for several outputs. So a specification may call a
+        registered op — QK-norm's `y = RMSNORM.call(q, g)` — instead of retyping its formula; the
+        callee's sizes become the argument's (its n is the argument's width)."""
+        formals = list(self.inputs) + list(self.params)
+        if len(args) != len(formals):
+            raise ArrayError(
+                f"op {self.name} called with {len(args)} argument(s); it takes {', '.join(a.name for a in formals)}"
+            )
+        mapping: dict = {}
+        for formal, actual in zip(formals, args):
+            have = shape_of(actual)
+            for s_formal, s_actual in zip(formal.shape, have or (1, 1)):
+                if isinstance(s_formal, sp.Symbol):
+                    if mapping.get(s_formal, s_actual) != s_actual:
+                        raise ArrayError(
+                            f"op {self.name}: size {s_formal} is {mapping[s_formal]} and {s_actual} in this call"
+                        )
+                    mapping[s_formal] = s_actual
+                elif s_formal != s_actual and not (s_formal == 1 and have == ()):
+                    raise ArrayError(f"op {self.name}: {formal.name} has {s_formal} where the argument has {s_actual}")
+        by_name = {o.name: o for o in self.options}
+        for name, value in options.items():
+            if name not in by_name or by_name[name].symbol is None:
+                raise ArrayError(f"op {self.name} has no option {name!r} with a value")
+            mapping[by_name[name].symbol] = sp.sympify(value)
+        mapping.update(zip(formals, args))
+        env: dict = {}
+        for a in self.spec:
+            env[a.target] = a.expr.xreplace(mapping).xreplace(env)
+        outs = tuple(env[o] for o in self.outputs)
+        return outs[0] if len(outs) == 1 else outs
+
     @property
     def upstream(self) -> list[Array]:
         """The upstream gradients d<output>, one per output, same shape."""
