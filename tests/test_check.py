@@ -180,7 +180,7 @@ def test_a_shape_mismatch_between_the_sides_is_refuted():
         (r"X \approx Y", "approximation"),
         (r"a \leq b", "equalities only"),
         (r"H = \mathrm{Concat}(h_1, \dots, h_h)", "unknown word 'Concat'"),
-        (r"\frac{\partial \mathcal{L}}{\partial W} = 0", "W is not a declared"),
+        (r"\frac{\partial \mathcal{L}}{\partial Z} = 0", "Z is not a declared"),
         (r"\mathbb{E}[x_i] = 0 \cdot x_i + \mathbb{E}[Q_{ij}]", "no stated distribution"),
         (r"\begin{aligned} a &= b \ c &= d \end{aligned}", "control space"),
         (r"\mathrm{Attention}(Q) = Q", None),  # a definition: not refused
@@ -250,6 +250,21 @@ def test_a_function_of_q_k_v_given_one_argument_is_self_attention():
     assert [x.verdict for x in v] == ["definition", "definition", "proved"]
     v = check_document(square + attention + residual + wrong).verdicts
     assert v[-1].verdict != "proved"
+
+
+def test_gradient_descent_on_any_parameter_and_the_loss_of_the_correct_token():
+    """The convention's W is any parameter of the model (the loss depends on it through the model,
+    not written out): ∂L/∂W is the opaque gradient and W_new = W_old − η ∂L/∂W a definition; a
+    claim about it is still decided. p_{correct} is the entry at the target's id."""
+    doc = (
+        "$$L = -\\log(p_{correct})$$\n\n"
+        "$$W_{new} = W_{old} - \\eta \\frac{\\partial L}{\\partial W}$$\n\n"
+        "$$W_{new} - W_{old} = -\\eta \\frac{\\partial L}{\\partial W}$$\n\n"
+        "$$W_{new} - W_{old} = \\eta \\frac{\\partial L}{\\partial W}$$\n"
+    )
+    v = check_document(doc).verdicts
+    assert [x.verdict for x in v] == ["definition", "definition", "proved", "refuted"]
+    assert v[0].defines == "L" and v[1].defines == "W_new"
 
 
 def test_the_documents_own_declarations_and_definitions_come_first():

@@ -70,8 +70,8 @@ def test_check_reads_a_path_or_text_and_takes_a_context(tmp_path):
         qed.check(str(tmp_path / "missing.md"))
     r = qed.check(r"\mathbf{W}^T\mathbf{W} = \mathbf{W}\mathbf{W}^T", context={"W": "matrix d x d"})
     assert r.steps[0].verdict == "refuted"
-    r = qed.check(r"\mathbf{W}^T\mathbf{W} = \mathbf{W}\mathbf{W}^T")
-    assert r.steps[0].verdict == "not understood"  # W means nothing without the context
+    r = qed.check(r"\mathbf{Z}^T\mathbf{Z} = \mathbf{Z}\mathbf{Z}^T")
+    assert r.steps[0].verdict == "not understood"  # Z means nothing without the context
 
 
 # ------------------------------------------------------------------------------ qed.derive

@@ -136,6 +136,10 @@ MATRICES = {
     "H": (("T", "d_model"), "the final hidden states, one row per token (derivations/loss.py)"),
     "E": (("V_vocab", "d_model"), "the embedding matrix, one row per token id (derivations/embedding.py)"),
     "W_vocab": (("d_model", "V_vocab"), "the vocabulary projection (derivations/loss.py)"),
+    # gradient descent's weight, before and after a step (derivations/optim.py's sgd: any parameter)
+    "W": (("d_model", "d_model"), "a weight: any parameter of the model (derivations/optim.py)"),
+    "W_old": (("d_model", "d_model"), "the weight before a step"),
+    "W_new": (("d_model", "d_model"), "the weight after a step"),
 }
 IDS = {  # integer ids: a column of n ids, each in 0 … V − 1 (only read through a lookup E[ids])
     "token_ids": "the token ids",
@@ -166,6 +170,9 @@ CONVENTION_DEFINITIONS = (
     r"\hat{v}_t = \frac{v_t}{1 - \beta_2^t}",
 )
 LOSSES = ("L", "𝓛")
+# any parameter of the model: the loss depends on it through the model, which a document states
+# without writing it out (∂L/∂W of gradient descent is then the opaque gradient, as ∂L/∂O is)
+PARAMETERS = ("W",)
 # the convention's definitions come in groups: using one name of a group brings the whole group
 _ATTENTION = ("S", "A", "O")
 _ADAM = ("m", "v", "mhat", "vhat")

@@ -37,11 +37,15 @@ from derivations.language.arrays import Array, Gather, MatMul, T, document_form,
 from derivations.proof.expectation import ExpectationError
 
 from . import parser as P
-from .context import Binding, Context, FunctionSpec, basic, is_unknown, label_of, unknown_size
+from .context import PARAMETERS, Binding, Context, FunctionSpec, basic, is_unknown, label_of, unknown_size
 from .expand import Policy, expand, loss_defined, ones_row, upstream
 from .grammar import GREEK, NotUnderstood
 
 EULER = "e"
+
+# words that, as a subscript, name the target class's id (a fixed integer, 1 … the vector's
+# length): p_{correct} is the probability of the correct token (docs/check.md)
+TARGET_WORDS = ("correct", "target")
 
 
 @dataclass
@@ -383,6 +387,8 @@ class Elaborator:
                 )
             if (isinstance(node, P.Letters) and len(name) == 1) or isinstance(node, P.Greek):
                 return self._free(name) + 1
+            if name in TARGET_WORDS:  # p_{correct}: the entry at the target's id (the convention's)
+                return sp.Symbol(name, integer=True, positive=True)
             raise NotUnderstood(f"{name!r} as an index: not a declared index")
         if isinstance(node, P.Num):
             if "." in node.text:
@@ -951,7 +957,8 @@ def derivative(elab, node: P.Partial):
     ctx.mentioned.add(xb.label)
     if num_binding is not None and num_binding.kind == "loss":
         label = xb.label
-        if loss_defined(ctx) and label not in upstream(ctx, "L"):
+        generic = den_name in PARAMETERS and xb.origin == "convention"  # any parameter of the model
+        if loss_defined(ctx) and label not in upstream(ctx, "L") and not generic:
             raise NotUnderstood(f"∂{num_name}/∂{den_name}: the loss as defined does not depend on {den_name}")
         elab.grad_targets.add(label)
         if xb.kind == "scalar":

@@ -28,7 +28,7 @@ import sympy as sp
 
 from derivations.language.arrays import Array, ArrayNode, document_form, entry
 
-from .context import Context, basic
+from .context import PARAMETERS, Context, basic
 from .grammar import NotUnderstood
 
 MAX_ROUNDS = 60
@@ -151,6 +151,12 @@ def _expandable(ctx: Context, policy: Policy) -> set[str]:
 
 
 def _grad_expandable(ctx: Context, policy: Policy, label: str) -> bool:
+    b = ctx.binding_of_label(label)
+    if b is not None and b.name in PARAMETERS and b.origin == "convention" and label not in upstream(ctx, "L"):
+        # any parameter of the model (gradient descent's W): the loss depends on it through a
+        # model the document does not write out, so ∂L/∂W stays opaque (never the 0 that the
+        # loss as written would give)
+        return False
     if policy.level == "full":
         return True
     if label not in policy.grads:
