@@ -164,3 +164,21 @@ def test_a_name_of_the_convention_the_document_never_used_is_the_documents():
     assert step.verdict == "proved" and "recurrence" not in step.reason
     (v,) = check_text(r"v = XW_V")  # Adam's v, never used: the document's own, no redefinition
     assert v.verdict == "definition" and v.reason.startswith("defines v") and v.counterexample is None
+
+
+def test_the_sources_page_lists_every_display_formula_with_its_verdict():
+    """docs/sources.md's `qed check` section (qed/tools/docs.py `render_checked`): the counts and
+    one row per display step, each with one of the five verdicts."""
+    from qed.tools.docs import render_checked
+
+    report = check_file(FIX / "seed_b_sections.txt")
+    lines = render_checked({"seed_b_sections.txt": report})
+    rows = [ln for ln in lines if ln.startswith("| ") and ln.count("|") >= 5 and not ln.startswith("| line")]
+    steps = [
+        ln
+        for ln in rows
+        if ln.split("|")[3].strip() in ("proved", "refuted", "not understood", "definition", "notation")
+    ]
+    assert len(steps) == sum(1 for v in report.verdicts if v.display) > 10
+    total = report.display
+    assert any(f"{total - report.display_not_understood} of {total}" in ln for ln in rows)
