@@ -432,7 +432,7 @@ def render_checked(reports: dict) -> list[str]:
         "## `qed check`: every display formula, step by step",
         "",
         "Generated from `qed check ../shared/seeds/*.txt` (docs/check.md says how a step is read and "
-        "decided). A display formula is *understood* when none of its steps is \"not understood\".",
+        'decided). A display formula is *understood* when none of its steps is "not understood".',
         "",
         "| seed | display formulas understood | steps | proved | refuted | not understood | definition | notation |",
         "|---|---|---|---|---|---|---|---|",
