@@ -394,3 +394,16 @@ def test_without_the_sources_the_sources_page_is_left_alone(monkeypatch):
     ]
     pages, notes = docs.render_all(certs=fake)
     assert "docs/sources.md" not in pages and any("sources.md" in n for n in notes)
+
+
+def test_plain_text_on_a_page_shows_no_stray_backslash():
+    """Python-Markdown unescapes \\* or \\_ but not \\<: a < in a mistake's text ("x < 0") is
+    written as an entity, so the rendered page shows "x < 0", never "x \\< 0"."""
+    import markdown
+
+    from qed.tools.docs import md_text
+
+    for text in ("gradient passed where x < 0", "P + w < i and j > i", "a*b_c [d] #f"):
+        html = markdown.markdown(md_text(text))
+        assert "\\" not in html, html
+        assert html.removeprefix("<p>").removesuffix("</p>").replace("&lt;", "<").replace("&gt;", ">") == text

@@ -66,8 +66,10 @@ def normalise(text: str) -> str:
 
 
 def md_text(s: str) -> str:
-    """Plain text in Markdown: characters that Markdown or the math extension would read escaped."""
-    return re.sub(r"([\\`*_\[\]<>|$#])", r"\\\1", str(s))
+    """Plain text in Markdown: characters that Markdown or the math extension would read escaped;
+    < and > as entities (Python-Markdown does not unescape \\<: it would show the backslash)."""
+    text = re.sub(r"([\\`*_\[\]|$#])", r"\\\1", str(s))
+    return text.replace("<", "&lt;").replace(">", "&gt;")
 
 
 def code(s: str) -> str:
