@@ -373,6 +373,14 @@ def test_mkdocs_build_strict(tmp_path):
     assert (site / "src" / "generated" / "numpy" / "attention.py").exists()
     assert "../../src/generated/numpy/attention.py" in page
     assert "cdn" not in (site / "index.html").read_text(encoding="utf-8").lower()
+    # the derivation pages are grouped by topic in the navigation, every page under one
+    index = (site / "index.html").read_text(encoding="utf-8")
+    for topic in ("Attention", "Normalisation", "Optimisers", "Positions"):
+        assert topic in index, topic
+    from qed.tools import catalogue
+
+    stems = [p.stem for p in (ROOT / "docs" / "derivations").glob("*.md") if p.stem != "index"]
+    assert all(catalogue.topic_of(s) != "Beyond the catalogue" for s in stems if catalogue.is_catalogue_page(s))
 
 
 def test_without_the_sources_the_sources_page_is_left_alone(monkeypatch):

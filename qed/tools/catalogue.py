@@ -266,3 +266,40 @@ def extra_row(claim_id: str) -> Row:
 
 def is_catalogue_page(page: str) -> bool:
     return any(r.page == page for r in ROWS)
+
+
+# The site's sections: each page under the topic of its first id segment (a page whose segment is
+# named nowhere goes under "Beyond the catalogue"), in this order.
+TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Embedding and projections", ("embedding", "linear", "linear_nobias", "residual")),
+    ("Attention", ("attention", "attention_lse", "attention_tiled", "mha")),
+    ("Softmax", ("softmax",)),
+    ("Normalisation", ("layernorm", "rmsnorm")),
+    (
+        "Activations and feed-forward networks",
+        (
+            "relu",
+            "gelu",
+            "gelu_tanh",
+            "silu",
+            "swiglu",
+            "geglu",
+            "ffn",
+            "ffn_relu",
+            "mish",
+            "softplus",
+            "squared_relu",
+            "softcap",
+        ),
+    ),
+    ("Positions", ("sinusoidal", "rope")),
+    ("Logits and loss", ("logits", "cross_entropy")),
+    ("Optimisers", ("sgd", "adam", "adamw")),
+    ("Numerics and reverse mode", ("stability", "special", "ad")),
+)
+
+
+def topic_of(page: str) -> str:
+    """The site section of a derivation page (its file stem), by the page's first id segment."""
+    head = page.split(".")[0]
+    return next((title for title, heads in TOPICS if head in heads), "Beyond the catalogue")

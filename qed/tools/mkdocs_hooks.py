@@ -1,7 +1,8 @@
 """MkDocs hooks for the qed site (see mkdocs.yml).
 
 * The "Derivations" entry of the nav becomes a section: the catalogue, then one page per
-  catalogue row, in the catalogue's order.
+  catalogue row, grouped by topic (`catalogue.TOPICS`: attention, normalisation, activations,
+  positions, loss, optimisers, …), in the catalogue's order within each.
 * The pages link to the repository's code as files relative to the repository
   (`../../generated/numpy/attention.py` from `docs/derivations/…`), which works on a forge.
   For the site, every such link that leaves `docs/` and names an existing file is rewritten to
@@ -38,13 +39,19 @@ def on_config(config, **kwargs):
     from qed.tools import catalogue
 
     docs_dir = Path(config["docs_dir"])
-    pages = [{"Catalogue": "derivations/index.md"}]
+    entries = []  # (topic, label, path): catalogue rows in their order, then the pages beyond it
     for row in catalogue.ROWS:
         if (docs_dir / "derivations" / f"{row.page}.md").exists():
-            pages.append({row.label: f"derivations/{row.page}.md"})
+            entries.append((catalogue.topic_of(row.page), row.label, f"derivations/{row.page}.md"))
     for path in sorted((docs_dir / "derivations").glob("*.md")):  # pages beyond the catalogue
         if path.stem != "index" and not catalogue.is_catalogue_page(path.stem):
-            pages.append({f"{path.stem} (beyond the catalogue)": f"derivations/{path.name}"})
+            entries.append((catalogue.topic_of(path.stem), path.stem, f"derivations/{path.name}"))
+    order = [t for t, _ in catalogue.TOPICS] + ["Beyond the catalogue"]
+    pages: list = [{"Catalogue": "derivations/index.md"}]
+    for topic in order:
+        group = [{label: path} for t, label, path in entries if t == topic]
+        if group:
+            pages.append({topic: group})
     nav = config.get("nav") or []
     for i, item in enumerate(nav):
         if isinstance(item, dict) and item.get("Derivations") == "derivations/index.md":
