@@ -512,24 +512,12 @@ def _cmd_eval(args) -> int:
     return 0
 
 
-def _claims_to_explain(ids: list[str]) -> list[str]:
-    """The claim ids among `ids` whose transcript `qed prove --explain` shows (qed/tools/explain_claim.py)."""
-    from derivations import registry
-
-    from .errors import QedError
-
-    known = {c.id for c in registry.claims()}
-    chosen = [i for i in ids if i in known]
-    if not chosen:
-        raise QedError("--explain needs claim ids (`qed prove softmax.backward.dx --explain`), not prefixes or nothing")
-    return chosen
-
-
 def _dispatch(args) -> int:
     if args.command == "prove":
+        from .tools.explain_claim import claims_to_explain
         from .tools.prove import main as prove_main
 
-        chosen = _claims_to_explain(args.ids) if args.explain else []  # refused before any proving
+        chosen = claims_to_explain(args.ids) if args.explain else []  # refused before any proving
         rc = prove_main(args.ids, args.json, args.workers, use_cache=not args.no_cache)
         for claim_id in chosen:
             from .tools.explain_claim import explain, explain_lines

@@ -14,9 +14,21 @@ so: it has no index transcript.
 
 from __future__ import annotations
 
-__all__ = ["MAX_IDENTITIES", "explain", "explain_lines"]
+__all__ = ["MAX_IDENTITIES", "claims_to_explain", "explain", "explain_lines"]
 
 MAX_IDENTITIES = 6  # a claim over many outputs or flag sets: the first ones, and a count of the rest
+
+
+def claims_to_explain(ids: list[str]) -> list[str]:
+    """The claim ids among `ids` (`qed prove … --explain`); an error naming what to give if none."""
+    from derivations import registry
+    from qed.errors import QedError
+
+    known = {c.id for c in registry.claims()}
+    chosen = [i for i in ids if i in known]
+    if not chosen:
+        raise QedError("--explain needs claim ids (`qed prove softmax.backward.dx --explain`), not prefixes or nothing")
+    return chosen
 
 
 def explain(claim_id: str) -> dict:
