@@ -50,10 +50,12 @@ class Equivalent:
     before: str
     after: str
     reason: str
+    backends: tuple = ("numpy", "torch")
 
     def matches(self, path: Path, text_line: str, mutant) -> bool:
         return (
             path.stem == self.file
+            and path.parent.name in self.backends
             and self.line in text_line
             and mutant.before == self.before
             and mutant.after == self.after
@@ -113,6 +115,16 @@ EQUIVALENT = (
         "-1",
         "1",
         "z is the cached mask's 2-D array (rows, cols): its axis −1 is its axis 1",
+    ),
+    Equivalent(
+        "layernorm",
+        "dy = _v.promoted_like(dy, layout)",
+        "dy = _v.promoted_like(dy, layout)",
+        "pass",
+        "a dy without the promoted leading axis (x given as (n,)) broadcasts against the promoted "
+        "(1, n) arrays of the cache exactly as its (1, n) view would, in every torch line that "
+        "reads it, and sum_to restores each gradient's shape",
+        backends=("torch",),
     ),
 )
 
@@ -422,7 +434,7 @@ def stale_equivalents() -> list[str]:
     out = []
     for e in EQUIVALENT:
         hits = 0
-        for b in BACKENDS:
+        for b in e.backends:
             path = ROOT / "generated" / b / f"{e.file}.py"
             if not path.exists():
                 continue

@@ -530,6 +530,9 @@ def judge_mha(backend: str) -> list[Finding]:
     _expect_refusal(out, "mha", backend, "n_head = 3 of C = 4", fn, *conv(x, w_qkv, b_qkv, w_o, b_o), n_head=3)
     _expect_refusal(out, "mha", backend, "n_head = 0", fn, *conv(x, w_qkv, b_qkv, w_o, b_o), n_head=0)
     _expect_refusal(out, "mha", backend, "n_head = 2.5", fn, *conv(x, w_qkv, b_qkv, w_o, b_o), n_head=2.5)
+    # kinds that the divisibility check alone would let through (4 % True == 0, 4 % 2.0 == 0)
+    for wrong in (True, 2.0, "2"):
+        _expect_refusal(out, "mha", backend, f"n_head = {wrong!r}", fn, *conv(x, w_qkv, b_qkv, w_o, b_o), n_head=wrong)
     _expect_refusal(
         out, "mha", backend, "w_qkv of width 2C", fn, *conv(x, w_qkv[: 2 * C], b_qkv[: 2 * C], w_o, b_o), n_head=2
     )
@@ -541,10 +544,28 @@ def judge_mha(backend: str) -> list[Finding]:
     if backend == "torch":
         module = _module(backend, "mha").MultiHeadAttention
         _expect_refusal(out, "mha", backend, "MultiHeadAttention(n_embd=5, n_head=2)", module, 5, 2)
-        functional = _module(backend, "mha").mha  # the differentiable form reads n_head itself
-        _expect_refusal(
-            out, "mha", backend, "mha(…, n_head = 2.5)", functional, *conv(x, w_qkv, b_qkv, w_o, b_o), n_head=2.5
-        )
+        functional = _module(backend, "mha").mha  # the differentiable form checks its arguments itself
+        for case, args, heads in (
+            ("n_head = 2.5", conv(x, w_qkv, b_qkv, w_o, b_o), 2.5),
+            ("n_head = True", conv(x, w_qkv, b_qkv, w_o, b_o), True),
+            ("n_head = 3 of C = 4", conv(x, w_qkv, b_qkv, w_o, b_o), 3),
+            ("w_qkv of width 2C", conv(x, w_qkv[: 2 * C], b_qkv[: 2 * C], w_o, b_o), 2),
+        ):
+            _expect_refusal(out, "mha", backend, f"mha(…, {case})", functional, *args, n_head=heads)
+        try:  # one head is a valid module; no head is not
+            module(C, 1)
+            out.append(Finding("mha", backend, "MultiHeadAttention(n_embd=4, n_head=1)", ""))
+        except Exception as exc:  # noqa: BLE001 - a refusal of a valid module is the finding
+            out.append(Finding("mha", backend, "MultiHeadAttention(n_embd=4, n_head=1)", f"refused: {exc}"))
+        _expect_refusal(out, "mha", backend, "MultiHeadAttention(n_embd=4, n_head=0)", module, C, 0)
+        # leading axes: the functional form on a batch is the form on each slice of it
+        import torch
+
+        xb = rng.standard_normal((2, T, C))
+        whole = functional(*conv(xb, w_qkv, b_qkv, w_o, b_o), n_head=2)
+        slices = torch.stack([functional(*conv(xb[k], w_qkv, b_qkv, w_o, b_o), n_head=2) for k in range(2)])
+        same = tuple(whole.shape) == (2, T, C) and torch.allclose(whole, slices, rtol=1e-12, atol=1e-12)
+        out.append(Finding("mha", backend, "mha(…) on a batch of 2 = on each slice", "" if same else "differs"))
     return out
 
 
@@ -686,9 +707,18 @@ def judge_defaults(unit, backend: str, kind: str) -> list[Finding]:
         names, mod = [f"{unit.name}_step"], _module(backend, unit.name)
     else:
         names, mod = [unit.name], _module(backend, unit.file)
+    # and every other public function or class printed in the module that takes the option (the
+    # torch functional form, the nn.Module's constructor): each prints its own default
+    for attr, value in vars(mod).items():
+        if attr.startswith("_") or attr in names or getattr(value, "__module__", "") != mod.__name__:
+            continue
+        if callable(value) and any(o.name in _parameters(value) for o in unit.options):
+            names.append(attr)
     for fn_name in names:
-        params = inspect.signature(getattr(mod, fn_name)).parameters
+        params = _parameters(getattr(mod, fn_name))
         for o in unit.options:
+            if fn_name not in names[:1] and o.name not in params:
+                continue  # another callable, without this option
             printed = params[o.name].default if o.name in params else "absent"
             if printed is inspect.Parameter.empty:
                 printed = None  # required: declared without a default
@@ -705,10 +735,23 @@ def judge_defaults(unit, backend: str, kind: str) -> list[Finding]:
             )
             out.append(
                 Finding(
-                    unit.name, backend, f"default {o.name}", "" if same else f"printed {printed!r}, declared {want!r}"
+                    unit.name,
+                    backend,
+                    f"default {o.name} of {fn_name}",
+                    "" if same else f"printed {printed!r}, declared {want!r}",
                 )
             )
     return out
+
+
+def _parameters(fn) -> dict:
+    """The parameters of a function, or of a class's constructor."""
+    import inspect
+
+    try:
+        return dict(inspect.signature(fn.__init__ if inspect.isclass(fn) else fn).parameters)
+    except (TypeError, ValueError):
+        return {}
 
 
 def judge_option_types(unit, backend: str, kind: str) -> list[Finding]:
