@@ -126,6 +126,18 @@ EQUIVALENT = (
         "reads it, and sum_to restores each gradient's shape",
         backends=("torch",),
     ),
+    *(
+        Equivalent(
+            stem,
+            f"{g} = _v.promoted_like({g}, layout)",
+            f"{g} = _v.promoted_like({g}, layout)",
+            "pass",
+            f"every helper that reads {g} (matmul_rows, contract, colsum; the ids' scatter) takes it with "
+            "or without the promoted leading axis and gives the same sums, and sum_to restores each "
+            "gradient's shape",
+        )
+        for stem, g in (("linear", "dy"), ("linear_nobias", "dy"), ("embedding", "dx"))
+    ),
 )
 
 
