@@ -425,7 +425,7 @@ def main(selectors: list[str] | None, as_json: bool, limit: int | None, workers:
         out.print(table)
         total = Counter(r["refuted_by"] or ("equivalent" if r["equivalent"] else "survived") for r in rows)
         out.print(
-            f"{len(rows)} wrong edits of the printed text: {len(rows) - len(survived)} refuted "
+            f"{len(rows)} wrong edits of the printed text: {sum(1 for r in rows if r['refuted_by'])} refuted "
             f"(rational {total['rational']}, symbolic {total['symbolic']}, edges {total['edges']}, "
             f"stability {total['stability']}), {total['equivalent']} declared equivalent, "
             f"{len(survived)} survived; {wall:.1f} s",
