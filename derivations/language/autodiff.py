@@ -72,6 +72,7 @@ from .arrays import (
 from .stabilise import stabilise, stabilise_assigns
 
 __all__ = [
+    "derive_op",
     "Derivation",
     "derive",
     "vjp",
@@ -904,3 +905,19 @@ def _share(lines: list[Assign], taken: set) -> list[Assign]:
         lines = [dataclasses.replace(a, expr=a.expr.xreplace({e: tmp})) for a in lines]
         lines.insert(first, Assign(tmp, e))
     return lines
+
+
+def derive_op(op, flag_sets) -> Derivation:
+    """`derive` over an op's own forward, inputs, outputs, parameters, constants, integer inputs
+    and cache (the op's declared backward, if any, is not read)."""
+    return derive(
+        op.forward,
+        op.inputs,
+        op.outputs,
+        params=op.params,
+        constants=op.constant_inputs,
+        integers=op.integer_inputs,
+        saved=op.saved,
+        flag_sets=flag_sets,
+        name=op.name,
+    )

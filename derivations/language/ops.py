@@ -239,24 +239,14 @@ class Op:
 
     def _derive_backward(self) -> None:
         """The backward by reverse mode over the forward (derivations/language/autodiff.py)."""
-        from .autodiff import derive
+        from .autodiff import derive_op
 
         if self.grads:
             raise ArrayError(
                 f"op {self.name}: `grads` without a `backward`: the derived backward "
                 "computes one gradient per float input and parameter"
             )
-        d = derive(
-            self.forward,
-            self.inputs,
-            self.outputs,
-            params=self.params,
-            constants=self.constant_inputs,
-            integers=self.integer_inputs,
-            saved=self.saved,
-            flag_sets=flag_combinations(self.forward),
-            name=self.name,
-        )
+        d = derive_op(self, flag_combinations(self.forward))
         self.backward, self.saved, self.grads = d.backward, d.saved, d.grads
         self.derived, self.derivation_lemmas = True, d.lemmas
         self.stability = sorted(set(self.stability) | set(d.stability))

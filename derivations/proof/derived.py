@@ -41,19 +41,9 @@ _CLASSIC_MUTANTS = 3  # of the op's classic backward mistakes on the gradient's 
 def derived_op(op: Op) -> Op:
     """The op with its backward derived from its forward (the op's own cache), once per op."""
     if op.name not in _DERIVED:
-        from ..language.autodiff import derive
+        from ..language.autodiff import derive_op
 
-        d = derive(
-            op.forward,
-            op.inputs,
-            op.outputs,
-            params=op.params,
-            constants=op.constant_inputs,
-            integers=op.integer_inputs,
-            saved=op.saved,
-            flag_sets=flag_sets(op),
-            name=op.name,
-        )
+        d = derive_op(op, flag_sets(op))
         _DERIVED[op.name] = (
             dataclasses.replace(op, backward=d.backward, grads=d.grads, derived=True, derivation_lemmas=d.lemmas),
             d,

@@ -745,6 +745,20 @@ class Elaborator:
         raise NotUnderstood("the all-ones vector 𝟏 other than as c 𝟏ᵀ")
 
     # ---------------------------------------------------------------- sums
+
+    def _summand(self, node, name: str, bound: Bound) -> tuple:
+        """The body of a sum over `name` elaborated with the index bound (its frame records the
+        axes it indexes): (the scalar body, the frame)."""
+        frame = {name: bound}
+        self.bound.append(frame)
+        try:
+            body = self.value(node.body)
+        finally:
+            self.bound.pop()
+        if not body.is_scalar:
+            raise NotUnderstood("a sum of arrays (only sums of scalars and entries are understood)")
+        return body, frame
+
     def _v_Sum(self, node: P.Sum):
         if len(node.vars) != 1:
             raise NotUnderstood("a sum over several indices at once (write one \\sum per index)")
@@ -755,14 +769,7 @@ class Elaborator:
         if node.lo is not None:
             lo = self.index_value(node.lo) if not isinstance(node.lo, P.Num) else sp.Integer(int(node.lo.text))
             hi = self._bound_value(node.hi)
-            frame = {name: Bound(sym, lo)}
-            self.bound.append(frame)
-            try:
-                body = self.value(node.body)
-            finally:
-                self.bound.pop()
-            if not body.is_scalar:
-                raise NotUnderstood("a sum of arrays (only sums of scalars and entries are understood)")
+            body, frame = self._summand(node, name, Bound(sym, lo))
             if lo == 1:  # Σ_{i=1}^{n} x_i: a length nothing fixed yet is the range's (a known one stays)
                 for axis, _ in frame[name].positions:
                     if is_unknown(self.resolve(axis)):
@@ -773,14 +780,7 @@ class Elaborator:
                 f"\\sum_{name} without a range, and {name} is not a declared index: "
                 f"its range is unknown (write \\sum_{{{name}=1}}^{{n}})"
             )
-        frame = {name: Bound(sym, sp.Integer(1))}
-        self.bound.append(frame)
-        try:
-            body = self.value(node.body)
-        finally:
-            self.bound.pop()
-        if not body.is_scalar:
-            raise NotUnderstood("a sum of arrays (only sums of scalars and entries are understood)")
+        body, frame = self._summand(node, name, Bound(sym, sp.Integer(1)))
         sizes = {self.resolve(s) for s, _ in frame[name].positions}
         if not sizes:
             raise NotUnderstood(f"\\sum_{name} without a range: {name} indexes no array, so its range is unknown")
