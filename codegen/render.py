@@ -134,6 +134,16 @@ def render_all(
                 f"{backend}_{comp.template}.py.j2", composite_context(comp, backend), env
             )
         names.append(comp.name)
+    from derivations.registry import programs
+
+    from .contexts.program import program_context
+
+    for prog, module in programs():
+        for backend in BACKENDS:
+            files[f"generated/{backend}/{prog.name}.py"] = render(
+                "program.py.j2", program_context(prog, backend, module), env
+            )
+        names.append(prog.name)
     for st in of("step"):
         for backend in BACKENDS:
             attempt(

@@ -154,13 +154,26 @@ def composites() -> tuple[Composite, ...]:
     return tuple(sorted(out, key=lambda c: c.name))
 
 
+@cache
+def programs() -> tuple:
+    """The model programs (derivations/language/program.py): every topic module's `PROGRAMS`."""
+    out = []
+    for mod in topic_modules():
+        for prog in getattr(mod, "PROGRAMS", []):
+            out.append((prog, mod.__name__))
+    names = [p.name for p, _ in out]
+    if len(names) != len(set(names)):
+        raise ValueError(f"duplicate program names: {names}")
+    return tuple(sorted(out, key=lambda pm: pm[0].name))
+
+
 @dataclass(frozen=True)
 class Artefact:
     """One thing codegen prints, and the module it goes into (generated/<backend>/<file>.py):
     an op (its own module), a constant table (the module of the op `Table.file`, or one of its
     own), an optimiser step or a composite (their own)."""
 
-    kind: str  # "op", "table", "step" or "composite"
+    kind: str  # "op", "table", "step", "composite" or "program"
     name: str
     file: str
     unit: object  # the Op, Table, Step or Composite
@@ -176,5 +189,6 @@ def artefacts() -> tuple[Artefact, ...]:
         + [("table", t, t.file) for t in tables()]
         + [("step", s, s.name) for s in steps()]
         + [("composite", c, c.name) for c in composites()]
+        + [("program", p, p.name) for p, _ in programs()]
     )
     return tuple(Artefact(kind, u.name, file, u, tuple(getattr(u, "claims", ()) or ())) for kind, u, file in units)

@@ -71,6 +71,7 @@ def kernels_for(config: GPTConfig) -> tuple[list[str], list[tuple[str, str]]]:
         "linear_nobias",
     ]
     names.append(c.ffn)  # an activation or a whole MLP op (generated/model_ops.py)
+    names.append("adamw")  # the printed program's step (generated/<backend>/gpt.py's `step`)
     tables = []
     if c.pos == "rope":
         names.append("rope")

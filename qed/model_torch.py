@@ -1,13 +1,12 @@
-"""TorchGPT: the same GPT as NumpyGPT, built only from the generated PyTorch kernels.
+"""TorchGPT: the GPT of derivations/gpt.py, run by its printed PyTorch program.
 
-Every layer is a generated `torch.autograd.Function` (called through its functional wrapper
-`generated.torch.<op>.<op>(...)`), whose backward is the proved formula printed into PyTorch;
-torch autograd only chains them together. What is written here is bookkeeping that autograd
-differentiates exactly: the residual add, reshapes/transposes for head split and merge, the
-split of the fused QKV projection.
-
-Parameters have nanoGPT's names (`state_dict()` keys equal NumpyGPT's `params` keys), and with
-the same `seed` both backends start from the same weights (`qed.params.init_params`).
+generated/torch/gpt.py is the model's whole computation: `forward` (embedding, blocks, head,
+the loss over the targets that are not −1) with every kernel's cache on a tape, `backward` (the
+composition rule over the same statements) and the AdamW step. `GPTFunction` makes the program
+one autograd node, so `loss.backward()` runs the printed backward rather than autograd's. This
+module holds the parameters (views of one flat buffer, nanoGPT's names: `state_dict()` keys equal
+NumpyGPT's `params` keys), checks the batch and compiles the loss path on request; it does no
+arithmetic on model tensors itself.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .config import GPTConfig, check_idx, ffn_weights, norm_call
+from .config import GPTConfig, check_idx
 from .cpu import tune_malloc
 from .errors import CompileError
 from .flat import flat_layout, flat_params, flat_views
@@ -43,12 +42,6 @@ class TorchGPT(nn.Module):
         self.config = config
         self.compiled = bool(compile)
         self._compiled = None
-        # the functional wrapper `<op>(...)` of every generated/torch/<op>.py the config calls
-        self._kfn = {name: getattr(module, name) for name, module in load_kernels("torch", config).items()}
-        # read once: the MLP op's weights and the norm's parameters (generated/model_ops.py); a
-        # lookup inside the step would break torch.compile's graph at its import
-        self._norm_all, self._norm_kw = norm_call(config.norm, NORM_EPS)
-        self._ffn_weights = ffn_weights(config.ffn)
         # every parameter is a view of one flat buffer (matrices first, as NumpyGPT), so that
         # TorchAdamW can update them all with one kernel call per weight-decay group
         flat = flat_params(init_params(config, seed), np.float64)
@@ -63,7 +56,12 @@ class TorchGPT(nn.Module):
                     node.add_module(part, _Node())
                 node = node._modules[part]
             node.register_parameter(leaf, nn.Parameter(views[name]))
-        self._positions = PositionTables("torch", config)
+        # the printed program (generated/torch/gpt.py) and the kernels it calls, by role
+        self._program = kernel("torch", "gpt")
+        self._ops = self._program.Kernels(
+            config, load_kernels("torch", config), PositionTables("torch", config), NORM_EPS
+        )
+        self._names = tuple(name for name, _ in self.named_parameters())
 
     def _k(self, name):
         return self._kfn[name]
@@ -83,47 +81,6 @@ class TorchGPT(nn.Module):
                 src = src.detach() if isinstance(src, torch.Tensor) else torch.as_tensor(np.asarray(src))
                 p.copy_(src.to(device=p.device, dtype=p.dtype))
 
-    # ------------------------------------------------------------------ layers
-    def _linear(self, P, prefix, x, bias):
-        if bias:
-            return self._k("linear")(x, P[prefix + ".weight"], P[prefix + ".bias"])
-        return self._k("linear_nobias")(x, P[prefix + ".weight"])
-
-    def _norm(self, P, prefix, x):
-        """The norm op of the config (generated/model_ops.py): its gains and shifts by name, a
-        shift held at 0 in a model without biases."""
-        c = self.config
-        args = [
-            P[f"{prefix}.{name}"] if f"{prefix}.{name}" in P else x.new_zeros(c.n_embd) for name, _ in self._norm_all
-        ]
-        return self._k(c.norm)(x, *args, **self._norm_kw)
-
-    def _attn(self, P, prefix, x):
-        c = self.config
-        B, T, C = x.shape
-        nh, hd = c.n_head, c.head_dim
-        qkv = self._linear(P, prefix + ".c_attn", x, c.bias)  # (B, T, 3C)
-        q, k, v = (t.reshape(B, T, nh, hd).transpose(1, 2) for t in qkv.split(C, dim=-1))
-        if c.pos == "rope":
-            q, k = self._rope(q), self._rope(k)
-        y = self._k(c.attention)(q, k, v, causal=True)  # (B, nh, T, hd)
-        y = y.transpose(1, 2).reshape(B, T, C)
-        return self._linear(P, prefix + ".c_proj", y, c.bias)
-
-    def _mlp(self, P, prefix, x):
-        c = self.config
-        weights = self._ffn_weights
-        if weights is not None:  # one MLP op
-            return self._k(c.ffn)(x, *(P[f"{prefix}.{name}.weight"] for name, _ in weights))
-        h = self._linear(P, prefix + ".c_fc", x, c.bias)
-        return self._linear(P, prefix + ".c_proj", self._k(c.ffn)(h), c.bias)
-
-    def _rope(self, x):
-        """RoPE on (B, nh, T, hd) through the generated kernel; the tables are its constant
-        inputs (no gradient), expanded (views) to x's leading axes as the kernel expects."""
-        cos, sin, rot = self._positions.rope(x.shape[-2], x.dtype, x.device)
-        return self._k("rope")(x, cos.expand(x.shape), sin.expand(x.shape), rot.expand(*x.shape[:-2], *rot.shape))
-
     # ------------------------------------------------------------------ forward
     def forward(
         self, idx: torch.Tensor, targets: torch.Tensor | None = None
@@ -134,17 +91,15 @@ class TorchGPT(nn.Module):
         B, T = check_idx(self.config, idx, targets)
         if targets is None:
             return self._logits(idx), None
-        mask = (targets >= 0).long()  # target -1: ignored (ignore_index)
-        targets = torch.where(mask == 1, targets, torch.zeros_like(targets))
         if not self.compiled:
-            return self._with_loss(idx, targets, mask)
+            return self._with_loss(idx, targets)
         # the compiled graph does not read the ids' values (that would split it): check them here,
         # with the kernels' own messages
         check = kernel("torch", "_validate").in_range
         check("embedding", "ids", idx, self.config.vocab_size, "V")
-        check("cross_entropy", "targets", targets, self.config.vocab_size, "V")
+        check("cross_entropy", "targets", targets.clamp(min=0), self.config.vocab_size, "V")
         try:
-            return self._compiled_loss()(idx, targets, mask)
+            return self._compiled_loss()(idx, targets)
         except Exception as e:
             if not _compile_failure(e):
                 raise
@@ -153,9 +108,12 @@ class TorchGPT(nn.Module):
                 f"torch.compile failed ({type(e).__name__}: {first[:300]}); train without --compile (compile=False)"
             ) from e
 
-    def _with_loss(self, idx, targets, mask):
-        logits = self._logits(idx)
-        return logits, self._k("cross_entropy")(logits, targets, mask).reshape(())  # mean over scored tokens
+    def _with_loss(self, idx, targets):
+        """(logits, mean loss over the scored tokens): the printed program as one autograd node,
+        whose backward is the printed backward (generated/torch/gpt.py's GPTFunction)."""
+        params = [p for _, p in self.named_parameters()]  # in the order of self._names
+        logits, loss = self._program.GPTFunction.apply(self._ops, self._names, idx, targets, *params)
+        return logits, loss.reshape(())
 
     def _compiled_loss(self):
         """torch.compile(_with_loss), built on first use (inductor; the first call compiles, tens of
@@ -167,27 +125,9 @@ class TorchGPT(nn.Module):
         return self._compiled
 
     def _logits(self, idx):
-        c = self.config
-        P = dict(self.named_parameters())
-        B, T = idx.shape
-        x = self._k("embedding")(idx, P["wte.weight"])  # (B, T, C)
-        if c.pos == "learned":
-            pos = torch.arange(T, device=idx.device).expand(B, T)
-            x = x + self._k("embedding")(pos, P["wpe.weight"])
-        elif c.pos == "sinusoidal":
-            x = x + self._positions.sinusoid(T, x.dtype, x.device)  # fixed, no gradient
-        for layer in range(c.n_layer):
-            p = f"h.{layer}"
-            if c.norm_position == "pre":
-                x = x + self._attn(P, p + ".attn", self._norm(P, p + ".ln_1", x))
-                x = x + self._mlp(P, p + ".mlp", self._norm(P, p + ".ln_2", x))
-            else:
-                x = self._norm(P, p + ".ln_1", x + self._attn(P, p + ".attn", x))
-                x = self._norm(P, p + ".ln_2", x + self._mlp(P, p + ".mlp", x))
-        if c.norm_position == "pre":
-            x = self._norm(P, "ln_f", x)
-        head = P["wte.weight"] if c.tie_weights else P["lm_head.weight"]
-        return self._k("linear_nobias")(x, head)  # (B, T, V)
+        """Logits alone (sampling): the printed forward, no tape, nothing to differentiate."""
+        with torch.no_grad():
+            return self._program.forward(self._ops, dict(self.named_parameters()), idx)[0]
 
 
 def _compile_failure(e: BaseException) -> bool:

@@ -6,8 +6,9 @@ The AdamW update is the generated step kernel `adamw_step` (printed from
     adamw_step(p, g, m, v, *, t, lr, beta1, beta2, eps, weight_decay) -> (p_new, m_new, v_new)
 
 with `t` the 1-based number of the step being taken (incremented before the call) and m, v
-starting at zero — PyTorch's convention. Weight decay applies to 2-D matrices only (embeddings
-and linear weights); biases and norm gains (everything 1-D) get weight_decay = 0, as nanoGPT.
+starting at zero — PyTorch's convention. Weight decay applies to the parameters the printed
+program's `decays` names (generated/<backend>/gpt.py, declared in derivations/gpt.py: the
+matrices, embeddings and linear weights); biases and norm gains get weight_decay = 0, as nanoGPT.
 
 If the generated step kernel is missing, building an optimiser raises MissingKernelError (one
 line from the command line: run `make codegen`): no other update ever runs in its place, since
@@ -53,8 +54,9 @@ def _chunks(runs, size: int) -> list[tuple[int, int, bool]]:
 
 
 def decays(name: str, shape: tuple[int, ...]) -> bool:
-    """Whether a parameter gets weight decay: 2-D matrices yes; biases and norm weights no."""
-    return len(tuple(shape)) >= 2
+    """Whether a parameter gets weight decay: the printed program's rule (generated/numpy/gpt.py's
+    `decays`, from derivations/gpt.py: the matrices yes, biases and norm parameters no)."""
+    return kernel("numpy", "gpt").decays(name, tuple(shape))
 
 
 # --------------------------------------------------------------------------- numpy AdamW

@@ -16,6 +16,15 @@ class PositionTables:
         self.backend, self.config = backend, config
         self._built: dict = {}
 
+    def ids(self, ids: object) -> object:
+        """The position of every token of ids (B, T): 0, 1, …, T − 1 in each row."""
+        B, T = ids.shape
+        if self.backend == "numpy":
+            return np.broadcast_to(np.arange(T), (B, T))
+        import torch
+
+        return torch.arange(T, device=ids.device).expand(B, T)
+
     def rope(self, T: int, dtype: object, device: object = None) -> tuple:
         """cos, sin (T, hd) and rot (hd, hd) for RoPE."""
         cos, sin, rot = self._table("rope", "rope_tables", self.config.head_dim, ROPE_BASE, dtype, device)

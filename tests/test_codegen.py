@@ -158,9 +158,14 @@ MATH = [
 
 
 def _composite_templates() -> set:
+    """The templates that assemble other kernels (mha, the GPT program): they reshape for the
+    head split and merge."""
     from derivations.registry import composites
 
-    return {f"{b}_{c.template}.py.j2" for c in composites() for b in ("numpy", "torch")}
+    return {f"{b}_{c.template}.py.j2" for c in composites() for b in ("numpy", "torch")} | {
+        "program.py.j2",
+        "program_macros.j2",
+    }
 
 
 # the `_validate` helpers' shape handling: promotion is a reshaped view, and a broadcast input's

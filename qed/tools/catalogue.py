@@ -295,6 +295,7 @@ TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Positions", ("sinusoidal", "rope")),
     ("Logits and loss", ("logits", "cross_entropy")),
     ("Optimisers", ("sgd", "adam", "adamw")),
+    ("The whole GPT", ("gpt",)),
     ("Numerics and reverse mode", ("stability", "special", "ad")),
 )
 

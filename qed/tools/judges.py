@@ -36,7 +36,7 @@ JUDGES = ("symbolic", "rational", "edges")
 
 @dataclass(frozen=True)
 class Unit:
-    kind: str  # op, step, table, mha, tiled, special, validate
+    kind: str  # op, step, table, mha, tiled, special, validate, program
     name: str
     file: str  # the generated module's name (generated/<backend>/<file>.py)
     module: str  # the derivation module it comes from
@@ -55,6 +55,7 @@ def units(selectors: list[str] | None = None) -> list[Unit]:
     out.append(Unit("tiled", "attention_tiled", "attention_tiled", "derivations.attention_tiled"))
     out.append(Unit("special", "special", "_special", "derivations.special"))
     out.append(Unit("validate", "validate", "_validate", "derivations.registry"))
+    out += [Unit("program", p.name, p.name, module) for p, module in registry.programs()]
     if not selectors:
         return out
 
@@ -91,7 +92,7 @@ def _symbolic(unit: Unit, backend: str) -> list:
         from .judge_special import judge_special
 
         return judge_special() if backend == "numpy" else []
-    if unit.kind == "validate":  # the edge judge's alone
+    if unit.kind in ("validate", "program"):  # the edge judge's alone; the rational judge's
         return []
     if unit.kind == "step":
         return tv.validate_step(unit.name, backend=backend)
@@ -109,6 +110,10 @@ def _rational(unit: Unit, backend: str) -> list:
         return fj.judge_tiled(backend)
     if unit.kind in ("special", "validate"):  # the symbolic judge's; the edge judge's
         return []
+    if unit.kind == "program":  # the wiring, with polynomial stand-ins of the kernels
+        from .judge_program import judge_program
+
+        return judge_program(backend)
     if unit.kind == "step":
         return fj.judge_step(unit.name, backend)
     if unit.kind == "table":
@@ -149,6 +154,8 @@ def _edges(unit: Unit, backend: str) -> list:
         return je.judge_special(backend)
     if unit.kind == "validate":  # _validate's generic checks that no op declares today
         return je.judge_validate(backend)
+    if unit.kind == "program":  # the rational judge's alone
+        return []
     return je.judge_mha(backend)  # mha: its template's checks
 
 

@@ -559,6 +559,13 @@ class Tensor:
         return Tensor(self._a.copy(), self.dtype)
 
     # -- in place
+    def copy_(self, src):
+        """self ← src, entry by entry (src broadcast to self's shape, converted to its dtype)."""
+        src = _tensor(src)
+        a = _as_float(src) if self.dtype is FLOAT else src._a
+        self._a[...] = _np.broadcast_to(a, self._a.shape)
+        return self
+
     def masked_fill_(self, mask, value):
         m = _mask(mask)
         v = _tensor(value)
@@ -811,6 +818,13 @@ def _factory(name, value):
     return make
 
 
+def torch_ones_like(t, *, dtype=None, device=None):
+    """Ones of t's shape and (unless given) dtype."""
+    _device(device)
+    dt = t.dtype if dtype is None else _dtype(dtype)
+    return _filled(t.shape, sp.Integer(1) if dt is FLOAT else 1, dt)
+
+
 def torch_full(size, fill_value, *, dtype=None, device=None, **kwargs):
     if kwargs:
         raise ShimError(f"torch.full({sorted(kwargs)}) is not modelled")
@@ -928,6 +942,9 @@ class FunctionCtx:
                     f"been modified by an inplace operation (saved tensor {k})"
                 )
         return saved
+
+    def mark_non_differentiable(self, *tensors):
+        """Outputs without a gradient: nothing to record here (the checker reads none of them)."""
 
     def __getattr__(self, name):
         raise ShimAttributeError(f"ctx.{name} was never set (or is not modelled by the shim)")
@@ -1070,6 +1087,7 @@ TORCH = _Namespace(
     mean=_mean,
     ones=_factory("ones", 1),
     zeros=_factory("zeros", 0),
+    ones_like=torch_ones_like,
     empty=_factory("empty", None),
     full=torch_full,
     arange=torch_arange,
