@@ -91,7 +91,8 @@ def test_the_printed_program_is_the_declared_composition(backend):
     results = jp.judge_program(backend)
     bad = [str(r) for r in results if not r.ok]
     assert not bad, bad
-    assert len(results) >= 3 * len(jp.combinations(False))
+    assert len(results) >= 3 * len(jp.runs(False))
+    assert {n for _, n in jp.runs(False)} == {1, 2, 3}
 
 
 def test_the_pairwise_combinations_cover_every_pair_of_option_values():
@@ -192,10 +193,11 @@ def test_a_wrong_edit_of_the_printed_program_is_refuted(backend, what, right, wr
     mod = jp.load_program(backend, text.replace(right, wrong, 1))
     refuted = False
     try:
-        for n, options in enumerate(jp.combinations(False)):
+        for n, (options, n_layer) in enumerate(jp.runs(False)):
             if refuted:
                 break
-            refuted = any(not r.ok for r in jp.judge_options(options, seed=n, module=mod, backend=backend))
+            results = jp.judge_options(options, seed=n, module=mod, backend=backend, n_layer=n_layer)
+            refuted = any(not r.ok for r in results)
     except Exception:  # an edit that crashes the printed program is refuted too
         refuted = True
     assert refuted, f"{what}: still judged right"

@@ -18,9 +18,10 @@ template:
     step      AdamW with a stand-in update: weight decay reaches exactly the parameters the
               declaration's `decay_min_axes` names, every parameter is updated once.
 
-At 2 layers, 3 heads, T = 5, C = 6, V = 7, B = 2, a target of −1 in each row, in every
-combination of the options (positions, pre/post norm, an activation or an MLP op, bias, tied
-weights, a norm with and without a shift). A random-point comparison of polynomials is
+At 2 layers, 3 heads, T = 5, C = 6 (12 with rope), V = 7, B = 2, a target of −1 in each row,
+in the option combinations that cover every pair of option values (positions, pre/post norm, an
+activation or an MLP op, bias, tied weights, a norm with and without a shift; all 96 with
+every=True), and two of them at 1 and at 3 layers. A random-point comparison of polynomials is
 Schwartz–Zippel evidence, not a proof: the proofs are the op claims and the composition rule
 (gpt.chain, gpt.tied, gpt.slices, residual.*, mha.concat); this judge shows the printed text is
 that composition.
@@ -518,10 +519,10 @@ def _pairs_of(c: dict, names: list) -> set:
     return {((a, c[a]), (b, c[b])) for a, b in itertools.combinations(names, 2)}
 
 
-def _config(options: dict):
+def _config(options: dict, n_layer: int = SIZES["n_layer"]):
     from qed.config import GPTConfig
 
-    sizes = dict(SIZES)
+    sizes = dict(SIZES, n_layer=n_layer)
     if options["pos"] == "rope":
         sizes["n_embd"] = 12
     return GPTConfig(**sizes, **options)
@@ -604,7 +605,9 @@ class TorchTables:
         return tensor(self.tables.ids(_arr(ids)), LONG)
 
 
-def judge_options(options: dict, seed: int = 0, module=None, backend: str = "numpy") -> list[ProgramResult]:
+def judge_options(
+    options: dict, seed: int = 0, module=None, backend: str = "numpy", n_layer: int = SIZES["n_layer"]
+) -> list[ProgramResult]:
     """The printed program at one option combination: forward (with and without targets),
     every parameter's gradient and the step, against the interpreted declaration. PyTorch's
     also through `GPTFunction` (its forward, and its backward on the context it saved)."""
@@ -612,8 +615,8 @@ def judge_options(options: dict, seed: int = 0, module=None, backend: str = "num
     from qed.params import param_shapes
 
     gpt = module or load_program(backend)
-    config = _config(options)
-    name = f"{backend}: " + ",".join(f"{k}={v}" for k, v in options.items())
+    config = _config(options, n_layer)
+    name = f"{backend}, {n_layer} layers: " + ",".join(f"{k}={v}" for k, v in options.items())
     rng = random.Random(seed)
     modules = standins(config)
     tables = Tables(seed, config.n_embd, config.head_dim, T_)
@@ -756,10 +759,17 @@ def _judge_step(gpt, ops, P, G, rng, name, backend) -> list[ProgramResult]:
     ]
 
 
+def runs(every: bool = False) -> list[tuple[dict, int]]:
+    """(options, n_layer) of each run: the combinations at 2 layers, and two of them at 1 and at 3
+    layers (the loop over blocks: its first and last block, and a middle one)."""
+    combos = combinations(every)
+    return [(c, SIZES["n_layer"]) for c in combos] + [(combos[0], 1), (combos[-1], 3)]
+
+
 def judge_program(backend: str = "numpy", every: bool = False) -> list[ProgramResult]:
     """The pairwise-covering option combinations (with every=True, all 96), at the sizes above."""
     gpt = load_program(backend)
     out = []
-    for n, options in enumerate(combinations(every)):
-        out += judge_options(options, seed=n, module=gpt, backend=backend)
+    for n, (options, n_layer) in enumerate(runs(every)):
+        out += judge_options(options, seed=n, module=gpt, backend=backend, n_layer=n_layer)
     return out
