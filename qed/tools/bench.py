@@ -70,8 +70,8 @@ COMPILED_ROWS = (COMPILED, COMPILED_REF)
 # One untimed step first puts every implementation in the state of a training loop.
 SETTLE_STEPS = 1
 LABELS = {
-    "numpy": "(a) NumPy backend (generated kernels)",
-    "torch-gen": "(b) PyTorch backend (generated autograd Functions)",
+    "numpy": "(a) NumPy backend (the printed program generated/numpy/gpt.py)",
+    "torch-gen": "(b) PyTorch backend (the printed program generated/torch/gpt.py, its printed backward)",
     COMPILED: "(b′) the same, compiled by torch.compile (inductor fuses the generated expressions)",
     "eager": "(c) PyTorch eager (torch.nn, F.scaled_dot_product_attention)",
     COMPILED_REF: "(c′) the same torch.nn model, compiled by torch.compile with (b′)'s flags",
