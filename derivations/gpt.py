@@ -47,7 +47,9 @@ OPTIONS = {
     "pos": ("learned", "sinusoidal", "rope"),
     "norm_position": ("pre", "post"),
     "ffn_kind": ("activation", "op"),
+    "qk_norm": ("off", "on"),
 }
+QK = {"qk_norm": "on"}
 PRE, POST = {"norm_position": "pre"}, {"norm_position": "post"}
 
 EMBED = Section(
@@ -76,10 +78,14 @@ BLOCK = Section(
         stmt("heads", "qh", "q", note="head i of Q: columns i·d … i·d + d − 1  (mha.concat)"),
         stmt("heads", "kh", "k"),
         stmt("heads", "vh", "v"),
-        stmt("rope", "qr", "qh", when={"pos": "rope"}, note="q_t ← R(t·ω) q_t  (seed B §15)"),
-        stmt("rope", "kr", "kh", when={"pos": "rope"}, note="k_t ← R(t·ω) k_t"),
-        stmt("same", "qr", "qh", when={"pos": ("learned", "sinusoidal")}),
-        stmt("same", "kr", "kh", when={"pos": ("learned", "sinusoidal")}),
+        stmt("norm", "qn", "qh", scope="attn.q_norm", which="qk_norm", when=QK, note="q ← Norm(q) per head (QK-norm)"),
+        stmt("norm", "kn", "kh", scope="attn.k_norm", which="qk_norm", when=QK, note="k ← Norm(k) per head"),
+        stmt("same", "qn", "qh", when={"qk_norm": "off"}),
+        stmt("same", "kn", "kh", when={"qk_norm": "off"}),
+        stmt("rope", "qr", "qn", when={"pos": "rope"}, note="q_t ← R(t·ω) q_t  (seed B §15)"),
+        stmt("rope", "kr", "kn", when={"pos": "rope"}, note="k_t ← R(t·ω) k_t"),
+        stmt("same", "qr", "qn", when={"pos": ("learned", "sinusoidal")}),
+        stmt("same", "kr", "kn", when={"pos": ("learned", "sinusoidal")}),
         stmt("attention", "att_h", "qr", "kr", "vh", note="head_i = softmax(Q_i K_iᵀ/√d + M) V_i  (causal)"),
         stmt("merge", "om", "att_h", note="Concat(head_1, …, head_h)"),
         stmt("linear", "att", "om", scope="attn.c_proj", note="MultiHead = Concat(…) W_Oᵀ + b"),
@@ -354,6 +360,7 @@ depth = Claim(
 _EMB, _LIN, _NORM, _ACT, _FFN = (sp.Function(n) for n in ("Emb", "Lin", "Norm", "Act", "FFN"))
 _ATTN, _ROPE, _HEADS, _MERGE, _CE = (sp.Function(n) for n in ("Attn", "Rope", "Heads", "Merge", "CE"))
 _QKV = tuple(sp.Function(n) for n in ("ColsQ", "ColsK", "ColsV"))  # the three column blocks
+_QKNORM = sp.Function("QKNorm")  # the qk_norm op (may differ from the model's norm)
 _PE, _IDS, _POS, _TARGETS = sp.symbols("PE ids pos targets")
 
 
@@ -368,6 +375,7 @@ _TERM = {
     "linear": lambda a, w: _LIN(a[0], w),
     "linear_nobias": lambda a, w: _LIN(a[0], w),
     "norm": lambda a, w: _NORM(a[0], w),
+    "qk_norm": lambda a, w: _QKNORM(a[0], w),
     "activation": lambda a, w: _ACT(a[0]),
     "mlp": lambda a, w: _FFN(a[0], w),
     "attention": lambda a, w: _ATTN(*a),
@@ -400,7 +408,8 @@ def meaning(program, section, options: dict, env: dict, prefix: str = "") -> dic
         if k == "split3":
             env.update(zip(st.out, (f(a[0]) for f in _QKV)))
             continue
-        env[st.out[0]] = _TERM[k](a, None if scope is None else _W(scope))
+        term = _TERM["qk_norm" if k == "norm" and st.which == "qk_norm" else k]
+        env[st.out[0]] = term(a, None if scope is None else _W(scope))
     return env
 
 
@@ -417,6 +426,8 @@ def flow(options: dict, x: sp.Expr, l: str = "h.l."):
     def mha(u):  # §6-7: Concat(head_1, …, head_h) W_O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
         qkv = _LIN(u, _W(l + "attn.c_attn"))
         q, k, v = (_HEADS(f(qkv)) for f in _QKV)
+        if options["qk_norm"] == "on":  # QK-norm: each head's q and k normalised, own parameters
+            q, k = _QKNORM(q, _W(l + "attn.q_norm")), _QKNORM(k, _W(l + "attn.k_norm"))
         if rope:
             q, k = _ROPE(q), _ROPE(k)
         return _LIN(_MERGE(_ATTN(q, k, v)), _W(l + "attn.c_proj"))

@@ -43,6 +43,7 @@ _RUN_OPTIONS = (
     "pos",
     "norm_position",
     "attention",
+    "qk_norm",
     "no_bias",
     "no_tie",
     "betas",
@@ -257,6 +258,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     m.add_argument("--pos", default=None, help="learned | sinusoidal | rope")
     m.add_argument("--norm-position", default=None, help="pre | post")
+    m.add_argument(
+        "--qk-norm",
+        default=None,
+        metavar="NORM",
+        help="normalise each head's q and k with this norm op (QK-norm; e.g. rmsnorm); default: none",
+    )
     m.add_argument(
         "--attention",
         default=None,

@@ -13,6 +13,8 @@ Every choice names the generated kernels it needs:
                    log-sum-exp per row; the backward recomputes the weights: less memory, more time)
                    | "attention_tiled" (attention_lse's cache, the keys in blocks of 128: no T×T
                    array at all, forward or backward; memory linear in T)
+    qk_norm        "" (none) | a norm op of the registry applied to q and k of every head, per
+                   head's features (QK-norm), before the rotation of rope
     norm_position  "pre"  (GPT-2: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)); final ln_f)
                    | "post" (the source document / original Transformer:
                             x = ln_1(x + attn(x)); x = ln_2(x + mlp(x)); no ln_f, since every
@@ -28,6 +30,11 @@ from .errors import QedError
 POSITIONS = ("learned", "sinusoidal", "rope")
 NORM_POSITIONS = ("pre", "post")
 ATTENTIONS = ("attention", "attention_lse", "attention_tiled")
+
+
+# keys added after runs were saved without them, each with the value that leaves such a run's model
+# as it was: a checkpoint that lacks one resumes and samples unchanged
+LATER_KEYS = {"qk_norm": ""}
 
 
 class ConfigError(QedError):
@@ -48,12 +55,13 @@ def norm_choices() -> tuple[str, ...]:
     return tuple(sorted(model_ops.NORMS))
 
 
-def norm_params(config: GPTConfig) -> tuple:
-    """The norm's parameters the model keeps: ((module name, "ones" | "zeros"), ...) in the order
-    the kernel takes them; a shift ("zeros") only with bias=True (else the kernel gets 0)."""
+def norm_params(config: GPTConfig, norm: str | None = None) -> tuple:
+    """The parameters the model keeps of its norm (or of the norm op `norm`): ((module name,
+    "ones" | "zeros"), ...) in the order the kernel takes them; a shift ("zeros") only with
+    bias=True (else the kernel gets 0)."""
     from generated import model_ops
 
-    params, _ = model_ops.NORMS[config.norm]
+    params, _ = model_ops.NORMS[norm or config.norm]
     return tuple(p for p in params if config.bias or p[1] != "zeros")
 
 
@@ -94,6 +102,7 @@ class GPTConfig:
     norm_position: str = "pre"
     tie_weights: bool = True
     attention: str = "attention"
+    qk_norm: str = ""  # "" (none) or a norm op applied to q and k of every head (QK-norm)
 
     # ------------------------------------------------------------------ derived sizes
     @property
@@ -131,6 +140,11 @@ class GPTConfig:
                 raise ConfigError(
                     f"{name}={v!r} is not a known option: choose one of " + ", ".join(repr(a) for a in allowed)
                 )
+        if self.qk_norm not in ("",) + norm_choices():
+            raise ConfigError(
+                f"qk_norm={self.qk_norm!r} is not a known option: '' (none) or a norm op: "
+                + ", ".join(repr(a) for a in norm_choices())
+            )
         if self.n_embd % self.n_head:
             good = self.n_head * max(1, round(self.n_embd / self.n_head))
             raise ConfigError(
@@ -167,7 +181,7 @@ class GPTConfig:
             raise ConfigError(
                 f"unknown config key(s) {', '.join(map(repr, unknown))}: known keys are {', '.join(known)}"
             )
-        missing = [k for k in known if k not in d]
+        missing = [k for k in known if k not in d and k not in LATER_KEYS]
         if complete and missing:
             raise ConfigError(
                 f"config lacks key(s) {', '.join(map(repr, missing))} (a default would silently change the model)"

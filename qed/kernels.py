@@ -67,6 +67,7 @@ def kernels_for(config: GPTConfig) -> tuple[list[str], list[tuple[str, str]]]:
         c.attention,
         "cross_entropy",
         c.norm,
+        *([c.qk_norm] if c.qk_norm else []),  # QK-norm's op (may be the model's norm)
         "linear" if c.bias else "linear_nobias",
         "linear_nobias",
     ]

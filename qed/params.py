@@ -28,9 +28,9 @@ def param_shapes(config: GPTConfig) -> OrderedDict[str, tuple[int, ...]]:
     if c.pos == "learned":
         out["wpe.weight"] = (c.block_size, C)
 
-    def norm(prefix):
-        for name, _ in norm_params(c):
-            out[f"{prefix}.{name}"] = (C,)
+    def norm(prefix, op=None, width=C):
+        for name, _ in norm_params(c, op):
+            out[f"{prefix}.{name}"] = (width,)
 
     def lin(prefix, n_out, n_in, bias):
         out[f"{prefix}.weight"] = (n_out, n_in)
@@ -41,6 +41,9 @@ def param_shapes(config: GPTConfig) -> OrderedDict[str, tuple[int, ...]]:
         p = f"h.{layer}"
         norm(f"{p}.ln_1")
         lin(f"{p}.attn.c_attn", 3 * C, C, c.bias)
+        if c.qk_norm:  # per head's features: (head_dim,)
+            norm(f"{p}.attn.q_norm", c.qk_norm, c.head_dim)
+            norm(f"{p}.attn.k_norm", c.qk_norm, c.head_dim)
         lin(f"{p}.attn.c_proj", C, C, c.bias)
         norm(f"{p}.ln_2")
         weights = ffn_weights(c.ffn)
@@ -59,7 +62,7 @@ def param_shapes(config: GPTConfig) -> OrderedDict[str, tuple[int, ...]]:
 
 
 def _is_norm(name: str) -> bool:
-    return name.split(".")[-2] in ("ln_1", "ln_2", "ln_f")
+    return name.split(".")[-2] in ("ln_1", "ln_2", "ln_f", "q_norm", "k_norm")
 
 
 def _is_residual_projection(name: str, config: GPTConfig) -> bool:
@@ -77,6 +80,8 @@ def init_params(config: GPTConfig, seed: int = 0) -> OrderedDict[str, np.ndarray
     rng = np.random.default_rng(seed)
     out: OrderedDict = OrderedDict()
     norm_init = dict(norm_params(config))  # a norm's gains 1, its shifts 0
+    if config.qk_norm:
+        norm_init.update(norm_params(config, config.qk_norm))
     for name, shape in param_shapes(config).items():
         if len(shape) == 2:
             std = INIT_STD / math.sqrt(2 * config.n_layer) if _is_residual_projection(name, config) else INIT_STD

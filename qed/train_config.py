@@ -31,7 +31,18 @@ from .errors import QedError
 # with the value every `qed train` run has (qed/train.py's TrainSettings defaults)
 NO_FLAG_TRAIN = ("eps", "eval_batches", "max_eval_examples", "keep")
 # a run description's `config` key -> the flag's dest (bias and tie_weights are negated flags)
-MODEL_KEYS = ("n_layer", "n_head", "n_embd", "block_size", "norm", "ffn", "pos", "norm_position", "attention")
+MODEL_KEYS = (
+    "n_layer",
+    "n_head",
+    "n_embd",
+    "block_size",
+    "norm",
+    "ffn",
+    "pos",
+    "norm_position",
+    "attention",
+    "qk_norm",
+)
 TRAIN_KEYS = (
     "steps",
     "batch_size",

@@ -104,7 +104,7 @@ def test_the_pairwise_combinations_cover_every_pair_of_option_values():
             for va in factors[names[a]]:
                 for vb in factors[names[b]]:
                     assert any(c[names[a]] == va and c[names[b]] == vb for c in combos), (names[a], va, names[b], vb)
-    assert len(jp.combinations(True)) == 96
+    assert len(jp.combinations(True)) == 192
 
 
 @pytest.mark.slow
@@ -150,8 +150,14 @@ EDITS = [
     (
         "numpy",
         "the norm's shift read in a model without biases",
-        'self.norm_kept = tuple(name for name, init in norm_params if c.bias or init != "zeros")',
-        "self.norm_kept = tuple(name for name, init in norm_params)",
+        'kept = tuple(n for n, init in params if c.bias or init != "zeros")',
+        "kept = tuple(n for n, init in params)",
+    ),
+    (
+        "numpy",
+        "QK-norm's parameters read as the model's norm's",
+        "name, params, kept, options = self.norms[which]",
+        'name, params, kept, options = self.norms["norm"]',
     ),
     ("numpy", "the adjoint of a value read twice overwritten", "return g if acc is None else acc + g", "return g"),
     ("numpy", "the block's adjoint not handed on", "        d_y = d_x\n    d_x = d_y", "    d_x = d_y"),

@@ -54,6 +54,7 @@ def _stmt(section: Section, s, ties: dict, grads=()) -> dict:
         "scope": _scope_text(section, s.scope, ties),
         "guard": _guard_text(s.when),
         "note": s.note,
+        "which": s.which,
         "rule": KINDS[s.kind][1],
     }
 

@@ -52,6 +52,8 @@ class Stmt:
     scope: str | None = None  # the parameters' scope ("ln_1", "attn.c_attn"); None: none
     when: tuple = ()  # ((option, (allowed values, ...)), ...): all must hold
     note: str = ""  # the formula in the sources' notation (the printed comment)
+    # a norm statement: the model option that names its op ("norm": the model's norm; "qk_norm")
+    which: str = "norm"
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -60,12 +62,15 @@ class Stmt:
             raise ValueError(f"{self.kind} statement {self.out}: a scope is needed exactly for {sorted(PARAMETERISED)}")
 
 
-def stmt(kind: str, out, *args: str, scope: str | None = None, when: dict | None = None, note: str = "") -> Stmt:
+def stmt(
+    kind: str, out, *args: str, scope: str | None = None, when: dict | None = None, note: str = "", which: str = "norm"
+) -> Stmt:
     """A statement: `out` a name or a tuple of names, `args` the values it reads, `when` the
-    options under which it runs ({option: value or tuple of values})."""
+    options under which it runs ({option: value or tuple of values}), `which` the model option
+    that names a norm statement's op."""
     outs = (out,) if isinstance(out, str) else tuple(out)
     guard = tuple(sorted((k, v if isinstance(v, tuple) else (v,)) for k, v in (when or {}).items()))
-    return Stmt(kind, outs, tuple(args), scope, guard, note)
+    return Stmt(kind, outs, tuple(args), scope, guard, note, which)
 
 
 def guard_holds(when: tuple, options: dict) -> bool:

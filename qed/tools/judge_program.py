@@ -364,6 +364,7 @@ def standins(config) -> dict:
         "rope": _rope(),
         "adamw": _adamw(),
         config.norm: norm_standin(config.norm),
+        **({config.qk_norm: norm_standin(config.qk_norm)} if config.qk_norm else {}),
         config.attention: attention_standin(config.attention),
     }
     if config.ffn in model_ops.FFNS:
@@ -387,8 +388,8 @@ def interpret(program, config, modules: dict, tables: Tables, P: dict, ids, targ
         "pos": c.pos,
         "norm_position": c.norm_position,
         "ffn_kind": "op" if c.ffn in model_ops.FFNS else "activation",
+        "qk_norm": "on" if c.qk_norm else "off",
     }
-    norm_params = model_ops.NORMS[c.norm][0]
     mlp_names = [n for n, _ in model_ops.FFNS.get(c.ffn, ())]
 
     def param(name):
@@ -413,12 +414,14 @@ def interpret(program, config, modules: dict, tables: Tables, P: dict, ids, targ
                 out = a[0] @ w.T + (param(scope + ".bias") if c.bias else 0)
             elif k == "linear_nobias":
                 out = a[0] @ param(scope + ".weight").T
-            elif k == "norm":
+            elif k == "norm":  # the op the statement's option names; a shift kept only with bias
+                op = getattr(c, s.which)
+                width = a[0].shape[-1]
                 ps = [
-                    param(f"{scope}.{n}") if (c.bias or init != "zeros") else _exact([Zp(0)] * c.n_embd)
-                    for n, init in norm_params
+                    param(f"{scope}.{n}") if (c.bias or init != "zeros") else _exact([Zp(0)] * width)
+                    for n, init in model_ops.NORMS[op][0]
                 ]
-                out = getattr(modules[c.norm], c.norm + "_forward")(a[0], *ps)[0]
+                out = getattr(modules[op], op + "_forward")(a[0], *ps)[0]
             elif k == "activation":
                 out = getattr(modules[c.ffn], c.ffn + "_forward")(a[0])[0]
             elif k == "mlp":
@@ -482,6 +485,7 @@ B_, T_ = 2, 5
 
 FACTORS = {
     "pos": ("learned", "sinusoidal", "rope"),
+    "qk_norm": ("", "rmsnorm"),  # none, and QK-norm by an op other than the model's layernorm
     "norm_position": ("pre", "post"),
     "ffn": None,  # an activation (gelu) and the registry's first MLP op
     "bias": (True, False),
@@ -497,7 +501,7 @@ def _factors() -> dict:
 
 
 def combinations(every: bool = True) -> list[dict]:
-    """The option combinations the printed program branches on: every one (3·2⁵ = 96), or a
+    """The option combinations the printed program branches on: every one (3·2⁶ = 192), or a
     covering few in which every pair of two options' values occurs together (pairwise: the
     printed branches are guarded by one option each, so a pair covers every interaction of two
     branches). Rope needs an even head size (C = 12 with 3 heads)."""

@@ -19,7 +19,8 @@ Conventions shared with qed (see qed/config.py):
   ⊙ w_up x), no biases), hidden width 4·n_embd; the activation or MLP is the op's `reference`
   (PyTorch's own function, declared with the op under derivations/), or, for an op that declares
   none, its specification evaluated with torch operations (`spec_function`), autograd deriving it;
-* norms use eps = 1e-5; with bias=False a LayerNorm has no bias (β = 0);
+* norms use eps = 1e-5; with bias=False a LayerNorm has no bias (β = 0); QK-norm (`qk_norm`)
+  normalises each head's q and k over its features with the named norm op, before RoPE;
 * targets equal to -1 are ignored by the loss (mean over the other tokens).
 """
 
@@ -85,12 +86,17 @@ class Attention(nn.Module):
         self.cfg = cfg
         self.c_attn = nn.Linear(cfg.n_embd, 3 * cfg.n_embd, bias=cfg.bias)
         self.c_proj = nn.Linear(cfg.n_embd, cfg.n_embd, bias=cfg.bias)
+        if cfg.qk_norm:  # QK-norm: each head's q and k normalised over its features
+            self.q_norm = Norm(cfg.qk_norm, cfg.head_dim, cfg.bias)
+            self.k_norm = Norm(cfg.qk_norm, cfg.head_dim, cfg.bias)
 
     def forward(self, x):
         B, T, C = x.shape
         nh = self.cfg.n_head
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = (t.view(B, T, nh, C // nh).transpose(1, 2) for t in (q, k, v))
+        if self.cfg.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
         if self.cfg.pos == "rope":
             q, k = rope_rotate(q), rope_rotate(k)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
