@@ -48,8 +48,10 @@ OPTIONS = {
     "norm_position": ("pre", "post"),
     "ffn_kind": ("activation", "op"),
     "qk_norm": ("off", "on"),
+    "residual_scale": ("off", "on"),
 }
 QK = {"qk_norm": "on"}
+LS, NO_LS = {"residual_scale": "on"}, {"residual_scale": "off"}
 PRE, POST = {"norm_position": "pre"}, {"norm_position": "post"}
 
 EMBED = Section(
@@ -89,8 +91,10 @@ BLOCK = Section(
         stmt("attention", "att_h", "qr", "kr", "vh", note="head_i = softmax(Q_i K_iᵀ/√d + M) V_i  (causal)"),
         stmt("merge", "om", "att_h", note="Concat(head_1, …, head_h)"),
         stmt("linear", "att", "om", scope="attn.c_proj", note="MultiHead = Concat(…) W_Oᵀ + b"),
-        stmt("add", "x1", "x", "att", when=PRE, note="x1 = x + MultiHead(LN_1(x))"),
-        stmt("add", "s1", "x", "att", when=POST, note="s1 = x + MultiHead(x)"),
+        stmt("scale", "att_s", "att", scope="ls_1", when=LS, note="γ_1 ⊙ MultiHead(…)  (LayerScale)"),
+        stmt("same", "att_s", "att", when=NO_LS),
+        stmt("add", "x1", "x", "att_s", when=PRE, note="x1 = x + MultiHead(LN_1(x))"),
+        stmt("add", "s1", "x", "att_s", when=POST, note="s1 = x + MultiHead(x)"),
         stmt("norm", "x1", "s1", scope="ln_1", when=POST, note="x1 = LN_1(x + MultiHead(x))"),
         # MLP sublayer
         stmt("norm", "m_in", "x1", scope="ln_2", when=PRE, note="m_in = LN_2(x1)"),
@@ -99,8 +103,10 @@ BLOCK = Section(
         stmt("activation", "g", "f", when={"ffn_kind": "activation"}, note="g = φ(f)"),
         stmt("linear", "m", "g", scope="mlp.c_proj", when={"ffn_kind": "activation"}, note="m = g W_2ᵀ + b_2"),
         stmt("mlp", "m", "m_in", scope="mlp", when={"ffn_kind": "op"}, note="m = FFN(m_in)  (one op: SwiGLU, …)"),
-        stmt("add", "y", "x1", "m", when=PRE, note="y = x1 + FFN(LN_2(x1))"),
-        stmt("add", "s2", "x1", "m", when=POST, note="s2 = x1 + FFN(x1)"),
+        stmt("scale", "m_s", "m", scope="ls_2", when=LS, note="γ_2 ⊙ FFN(…)  (LayerScale)"),
+        stmt("same", "m_s", "m", when=NO_LS),
+        stmt("add", "y", "x1", "m_s", when=PRE, note="y = x1 + FFN(LN_2(x1))"),
+        stmt("add", "s2", "x1", "m_s", when=POST, note="s2 = x1 + FFN(x1)"),
         stmt("norm", "y", "s2", scope="ln_2", when=POST, note="y = LN_2(x1 + FFN(x1))"),
     ),
 )
@@ -324,8 +330,8 @@ depth = Claim(
     id="gpt.depth",
     title="Any depth: the stack's backward hands each block ∂L/∂x_{l+1}",
     source="seed B, complete flow (N blocks)",
-    latex=r"x_{l+1} = B_{l}(x_{l}),\ l = 0, \ldots, n - 1 \Rightarrow rac{\partial L}{\partial x_{l}} = "
-    r"J_{B_{l}}^{T} J_{B_{l+1}}^{T} \cdots J_{B_{n-1}}^{T} rac{\partial L}{\partial x_{n}}",
+    latex=r"x_{l+1} = B_{l}(x_{l}),\ l = 0, \ldots, n - 1 \Rightarrow \frac{\partial L}{\partial x_{l}} = "
+    r"J_{B_{l}}^{T} J_{B_{l+1}}^{T} \cdots J_{B_{n-1}}^{T} \frac{\partial L}{\partial x_{n}}",
     prove=_depth,
     mutants=[
         Mutant(
@@ -361,6 +367,7 @@ _EMB, _LIN, _NORM, _ACT, _FFN = (sp.Function(n) for n in ("Emb", "Lin", "Norm", 
 _ATTN, _ROPE, _HEADS, _MERGE, _CE = (sp.Function(n) for n in ("Attn", "Rope", "Heads", "Merge", "CE"))
 _QKV = tuple(sp.Function(n) for n in ("ColsQ", "ColsK", "ColsV"))  # the three column blocks
 _QKNORM = sp.Function("QKNorm")  # the qk_norm op (may differ from the model's norm)
+_SCALE = sp.Function("Scale")  # the residual scale op (LayerScale)
 _PE, _IDS, _POS, _TARGETS = sp.symbols("PE ids pos targets")
 
 
@@ -378,6 +385,7 @@ _TERM = {
     "qk_norm": lambda a, w: _QKNORM(a[0], w),
     "activation": lambda a, w: _ACT(a[0]),
     "mlp": lambda a, w: _FFN(a[0], w),
+    "scale": lambda a, w: _SCALE(a[0], w),
     "attention": lambda a, w: _ATTN(*a),
     "rope": lambda a, w: _ROPE(a[0]),
     "add": lambda a, w: a[0] + a[1],
@@ -416,6 +424,7 @@ def meaning(program, section, options: dict, env: dict, prefix: str = "") -> dic
 def flow(options: dict, x: sp.Expr, l: str = "h.l."):
     """Seed B's flow, written from its statements: (the embedding, one block of x, the head of x)."""
     rope = options["pos"] == "rope"
+    scaled = options["residual_scale"] == "on"
     if options["pos"] == "learned":
         x0 = _EMB(_IDS, _W("wte")) + _EMB(_POS, _W("wpe"))  # x_t = W_E[t] + W_P[t]
     elif options["pos"] == "sinusoidal":
@@ -430,12 +439,15 @@ def flow(options: dict, x: sp.Expr, l: str = "h.l."):
             q, k = _QKNORM(q, _W(l + "attn.q_norm")), _QKNORM(k, _W(l + "attn.k_norm"))
         if rope:
             q, k = _ROPE(q), _ROPE(k)
-        return _LIN(_MERGE(_ATTN(q, k, v)), _W(l + "attn.c_proj"))
+        out = _LIN(_MERGE(_ATTN(q, k, v)), _W(l + "attn.c_proj"))
+        return _SCALE(out, _W(l + "ls_1")) if scaled else out  # LayerScale: γ_1 ⊙ MultiHead
 
     def ffn(u):  # §11: W_2 φ(W_1 u + b_1) + b_2, or one MLP op (SwiGLU, …)
         if options["ffn_kind"] == "op":
-            return _FFN(u, _W(l + "mlp"))
-        return _LIN(_ACT(_LIN(u, _W(l + "mlp.c_fc"))), _W(l + "mlp.c_proj"))
+            out = _FFN(u, _W(l + "mlp"))
+        else:
+            out = _LIN(_ACT(_LIN(u, _W(l + "mlp.c_fc"))), _W(l + "mlp.c_proj"))
+        return _SCALE(out, _W(l + "ls_2")) if scaled else out  # LayerScale: γ_2 ⊙ FFN
 
     def ln(name, u):
         return _NORM(u, _W(l + name))

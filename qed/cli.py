@@ -44,6 +44,7 @@ _RUN_OPTIONS = (
     "norm_position",
     "attention",
     "qk_norm",
+    "residual_scale",
     "no_bias",
     "no_tie",
     "betas",
@@ -263,6 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="NORM",
         help="normalise each head's q and k with this norm op (QK-norm; e.g. rmsnorm); default: none",
+    )
+    m.add_argument(
+        "--residual-scale",
+        default=None,
+        metavar="OP",
+        help="scale each residual branch before its add with this op (layerscale); default: none",
     )
     m.add_argument(
         "--attention",

@@ -13,6 +13,8 @@ Every choice names the generated kernels it needs:
                    log-sum-exp per row; the backward recomputes the weights: less memory, more time)
                    | "attention_tiled" (attention_lse's cache, the keys in blocks of 128: no T×T
                    array at all, forward or backward; memory linear in T)
+    residual_scale "" (none) | an op of the registry scaling each residual branch before its add
+                   (LayerScale: x + γ ⊙ f(x)), its parameters per block
     qk_norm        "" (none) | a norm op of the registry applied to q and k of every head, per
                    head's features (QK-norm), before the rotation of rope
     norm_position  "pre"  (GPT-2: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)); final ln_f)
@@ -34,7 +36,7 @@ ATTENTIONS = ("attention", "attention_lse", "attention_tiled")
 
 # keys added after runs were saved without them, each with the value that leaves such a run's model
 # as it was: a checkpoint that lacks one resumes and samples unchanged
-LATER_KEYS = {"qk_norm": ""}
+LATER_KEYS = {"qk_norm": "", "residual_scale": ""}
 
 
 class ConfigError(QedError):
@@ -55,6 +57,13 @@ def norm_choices() -> tuple[str, ...]:
     return tuple(sorted(model_ops.NORMS))
 
 
+def residual_scale_choices() -> tuple[str, ...]:
+    """Every `residual_scale` a GPT can take: the registry's ops of that role (generated/model_ops.py)."""
+    from generated import model_ops
+
+    return tuple(sorted(getattr(model_ops, "RESIDUAL_SCALES", {})))
+
+
 def norm_params(config: GPTConfig, norm: str | None = None) -> tuple:
     """The parameters the model keeps of its norm (or of the norm op `norm`): ((module name,
     "ones" | "zeros"), ...) in the order the kernel takes them; a shift ("zeros") only with
@@ -63,6 +72,13 @@ def norm_params(config: GPTConfig, norm: str | None = None) -> tuple:
 
     params, _ = model_ops.NORMS[norm or config.norm]
     return tuple(p for p in params if config.bias or p[1] != "zeros")
+
+
+def residual_scale_params(config: GPTConfig) -> tuple:
+    """The residual scale's parameters: ((module name, "ones" | "zeros"), ...) in kernel order."""
+    from generated import model_ops
+
+    return tuple(model_ops.RESIDUAL_SCALES[config.residual_scale]) if config.residual_scale else ()
 
 
 def norm_call(norm: str, eps: float) -> tuple[tuple, dict]:
@@ -103,6 +119,7 @@ class GPTConfig:
     tie_weights: bool = True
     attention: str = "attention"
     qk_norm: str = ""  # "" (none) or a norm op applied to q and k of every head (QK-norm)
+    residual_scale: str = ""  # "" (none) or an op scaling each residual branch (LayerScale)
 
     # ------------------------------------------------------------------ derived sizes
     @property
@@ -144,6 +161,11 @@ class GPTConfig:
             raise ConfigError(
                 f"qk_norm={self.qk_norm!r} is not a known option: '' (none) or a norm op: "
                 + ", ".join(repr(a) for a in norm_choices())
+            )
+        if self.residual_scale not in ("",) + residual_scale_choices():
+            raise ConfigError(
+                f"residual_scale={self.residual_scale!r} is not a known option: '' (none) or one of "
+                + ", ".join(repr(a) for a in residual_scale_choices())
             )
         if self.n_embd % self.n_head:
             good = self.n_head * max(1, round(self.n_embd / self.n_head))

@@ -68,6 +68,7 @@ def kernels_for(config: GPTConfig) -> tuple[list[str], list[tuple[str, str]]]:
         "cross_entropy",
         c.norm,
         *([c.qk_norm] if c.qk_norm else []),  # QK-norm's op (may be the model's norm)
+        *([c.residual_scale] if c.residual_scale else []),  # LayerScale's op
         "linear" if c.bias else "linear_nobias",
         "linear_nobias",
     ]

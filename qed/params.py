@@ -9,7 +9,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .config import GPTConfig, ffn_weights, norm_params
+from .config import GPTConfig, ffn_weights, norm_params, residual_scale_params
 from .errors import QedError
 
 INIT_STD = 0.02  # GPT-2
@@ -32,6 +32,11 @@ def param_shapes(config: GPTConfig) -> OrderedDict[str, tuple[int, ...]]:
         for name, _ in norm_params(c, op):
             out[f"{prefix}.{name}"] = (width,)
 
+    def scale(prefix):  # the residual branch's scale (LayerScale), if the model has one
+        if c.residual_scale:
+            for name, _ in residual_scale_params(c):
+                out[f"{prefix}.{name}"] = (C,)
+
     def lin(prefix, n_out, n_in, bias):
         out[f"{prefix}.weight"] = (n_out, n_in)
         if bias:
@@ -45,6 +50,7 @@ def param_shapes(config: GPTConfig) -> OrderedDict[str, tuple[int, ...]]:
             norm(f"{p}.attn.q_norm", c.qk_norm, c.head_dim)
             norm(f"{p}.attn.k_norm", c.qk_norm, c.head_dim)
         lin(f"{p}.attn.c_proj", C, C, c.bias)
+        scale(f"{p}.ls_1")
         norm(f"{p}.ln_2")
         weights = ffn_weights(c.ffn)
         if weights is not None:  # one MLP op (SwiGLU, GeGLU): no biases
@@ -54,6 +60,7 @@ def param_shapes(config: GPTConfig) -> OrderedDict[str, tuple[int, ...]]:
         else:
             lin(f"{p}.mlp.c_fc", H, C, c.bias)
             lin(f"{p}.mlp.c_proj", C, H, c.bias)
+        scale(f"{p}.ls_2")
     if c.norm_position == "pre":
         norm("ln_f")
     if not c.tie_weights:
@@ -62,7 +69,7 @@ def param_shapes(config: GPTConfig) -> OrderedDict[str, tuple[int, ...]]:
 
 
 def _is_norm(name: str) -> bool:
-    return name.split(".")[-2] in ("ln_1", "ln_2", "ln_f", "q_norm", "k_norm")
+    return name.split(".")[-2] in ("ln_1", "ln_2", "ln_f", "q_norm", "k_norm", "ls_1", "ls_2")
 
 
 def _is_residual_projection(name: str, config: GPTConfig) -> bool:
@@ -82,6 +89,8 @@ def init_params(config: GPTConfig, seed: int = 0) -> OrderedDict[str, np.ndarray
     norm_init = dict(norm_params(config))  # a norm's gains 1, its shifts 0
     if config.qk_norm:
         norm_init.update(norm_params(config, config.qk_norm))
+    if config.residual_scale:
+        norm_init.update(residual_scale_params(config))
     for name, shape in param_shapes(config).items():
         if len(shape) == 2:
             std = INIT_STD / math.sqrt(2 * config.n_layer) if _is_residual_projection(name, config) else INIT_STD

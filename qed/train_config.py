@@ -42,6 +42,7 @@ MODEL_KEYS = (
     "norm_position",
     "attention",
     "qk_norm",
+    "residual_scale",
 )
 TRAIN_KEYS = (
     "steps",

@@ -99,13 +99,9 @@ def test_seed_b_excerpt(seed_b):
     # γx̂: the convention's gain γ scales each feature; the catalogue's LayerNorm (γ, β, ε) agrees
     assert lines[r"LayerNorm(x) = \gamma\hat{x}+\beta"].verdict == "proved"
     assert "agrees with LayerNorm as the catalogue defines it" in lines[r"LayerNorm(x) = \gamma\hat{x}+\beta"].reason
-    assert (
-        "≈"
-        in lines[
-            r"GELU(x) ≈ \frac{x}{2} \left[ 1+ \tanh \left( \sqrt{\frac{2}{\pi}} (x+0.044715x^3) \right) \right]"
-        ].reason
-    )
-    assert c["notation"] == 5  # the flow lines
+    gelu = lines[r"GELU(x) ≈ \frac{x}{2} \left[ 1+ \tanh \left( \sqrt{\frac{2}{\pi}} (x+0.044715x^3) \right) \right]"]
+    assert gelu.verdict == "notation" and "agree within" in gelu.reason  # an approximation: never proved
+    assert c["notation"] == 6  # the flow lines and the approximation
 
 
 # ------------------------------------------------------------------------------ wrong steps
@@ -265,6 +261,95 @@ def test_gradient_descent_on_any_parameter_and_the_loss_of_the_correct_token():
     v = check_document(doc).verdicts
     assert [x.verdict for x in v] == ["definition", "definition", "proved", "refuted"]
     assert v[0].defines == "L" and v[1].defines == "W_new"
+
+
+# ------------------------------------------------------------------------------ approximations
+GELU_TANH = r"GELU(x) \approx \frac{x}{2} \left[ 1+ \tanh \left( \sqrt{\frac{2}{\pi}} (x+0.044715x^3) \right) \right]"
+
+
+def test_an_approximation_is_compared_numerically_and_never_proved_from_numbers():
+    """`a ≈ b`: notation when the sides agree within 1 % everywhere they are compared (GELU's tanh
+    form: 2.3e-4), with the largest gap; proved only when the two sides are proved equal; and
+    a wrong approximation is refused with the point where the sides differ most — never proved,
+    never refuted (an approximation's regime is not stated)."""
+    v = one(GELU_TANH)
+    assert v.verdict == "notation" and "nothing is proved" in v.reason and "agree within 2.3e-04" in v.reason
+    for wrong in (GELU_TANH.replace("0.044715", "0.44715"), GELU_TANH.replace(r"\frac{2}{\pi}", r"\frac{\pi}{2}")):
+        v = one(wrong)
+        assert v.verdict == "not understood" and "differ by 9." in v.reason, v.reason
+        cx = v.counterexample
+        assert cx["lhs"] != cx["rhs"] and set(cx["at"]) == {"x"}
+    v = one(r"\sigma(x) \approx \frac{1}{1+e^{-x}}")  # an approximation that holds exactly
+    assert v.verdict == "proved" and v.reason.startswith("an approximation (≈) that holds exactly")
+    v = one(r"\mathbf{Q}\mathbf{K}^T \approx \mathbf{K}\mathbf{Q}^T")  # arrays: compared entry by entry
+    assert v.verdict == "not understood" and "differ by" in v.reason
+    v = one(r"QK^T \approx Q")
+    assert v.verdict == "not understood" and "different shapes" in v.reason
+    v = one(r"\sqrt{768} \approx 27.7")  # numbers: one point
+    assert v.verdict == "notation" and "at the 1 point compared" in v.reason
+
+
+# ------------------------------------------------------------------------------ families and argmax
+ATTENTION = "$$Attention(Q,K,V) = softmax\\left(\\frac{QK^T}{\\sqrt{d_k}}\\right)V$$\n\n"
+
+
+def test_a_function_of_arrays_applied_to_the_heads_defines_a_family():
+    """head_i = Attention(Q_i, K_i, V_i): Q_i, with one index on a matrix, is read as the i-th of a
+    family of arrays shaped like Q only where a family over i is defined; its members are arrays
+    of their own, and the family is never read as a value afterwards."""
+    doc = ATTENTION + "$$head_i = Attention(Q_i,K_i,V_i)$$\n\n$$Z = head_1$$\n\n$$Y = Q_i$$\n\n"
+    doc += "$$head_i = Attention(Q_i,K_i)$$\n\n$$head_i = 1$$\n\n$$s_{k} = Q_k K_k^T$$\n\n$$g_{k} = Q_k K_k^T$$\n"
+    v = check_document(doc).verdicts
+    assert [x.verdict for x in v] == ["definition", "definition"] + ["not understood"] * 4 + ["definition"] + [
+        "not understood"
+    ]
+    assert v[1].defines == "head" and "head_i ∈ ℝ^{n×d_v}, one per i" in v[1].reason
+    assert "family of arrays" in v[2].reason  # a member is not read in another formula
+    assert "1 index(es) on a matrix" in v[3].reason  # outside a family: still refused
+    assert "takes 3 argument(s), given 2" in v[4].reason
+    assert "must be an array" in v[5].reason
+    assert "s_k ∈ ℝ^{n×n}, one per k" in v[6].reason
+    assert "1 index(es) on a matrix" in v[7].reason  # g has a meaning (Adam's): g_k is its entry
+
+
+def test_a_function_of_a_familys_members_and_its_argmax():
+    """P(token_i) = e^{logit_i}/Σ_j e^{logit_j} defines P on the i-th token: entry i of a vector,
+    which the checker reads back (its entries sum to 1: proved; to 2: refuted). token =
+    \\arg\\max_i P(token_i) defines an index that is never unfolded: no counterexample uses it."""
+    doc = "$$P(token_i) = \\frac{e^{logit_i}} {\\sum_j e^{logit_j}}$$\n\n"
+    doc += "$$\\sum_i P(token_i) = 1$$\n\n$$\\sum_i P(token_i) = 2$$\n\n$$P(token_i) = e^{logit_i}$$\n\n"
+    doc += "$$token = \\arg\\max_i P(token_i)$$\n\n$$token + 0 = token$$\n\n$$token = 1$$\n\n$$P(x) = 1$$\n"
+    v = check_document(doc).verdicts
+    assert [x.verdict for x in v] == [
+        "definition",
+        "proved",
+        "refuted",
+        "definition",
+        "definition",
+        "proved",
+        "definition",
+        "not understood",
+    ], [(x.verdict, x.reason) for x in v]
+    assert v[0].defines == "P" and "entry i of the vector P(token)" in v[0].reason
+    assert v[3].reason.startswith("redefines P: differs") and v[3].counterexample is not None  # no softmax
+    assert v[4].defines == "token" and "an index" in v[4].reason and v[4].counterexample is None
+    assert "could not be compared" in v[6].reason and v[6].counterexample is None  # never refuted
+    assert "members token_i of a family only" in v[7].reason
+
+
+@pytest.mark.parametrize(
+    "doc, why",
+    [
+        ("$$y = 1 + \\arg\\max_i x_i$$\n", "whole right side of a definition"),  # an index, not a value
+        ("$$k = \\arg\\max_q x_q$$\n", "q is not a declared index"),
+        ("$$k = \\arg\\max_i Q$$\n", "of an array"),
+        ("$$f(x_i) = x_i^2$$\n", "unknown symbol f"),  # x has a meaning: x_i is its entry, f stays unknown
+        ("$$P(token_i) = e^{zz_i}$$\n\n$$P(token_1) = 1$$\n", "its definition was not understood"),
+    ],
+)
+def test_argmax_and_functions_of_members_are_refused_where_they_do_not_apply(doc, why):
+    v = check_document(doc).verdicts[-1]
+    assert v.verdict == "not understood" and why in v.reason, (v.verdict, v.reason)
 
 
 def test_the_documents_own_declarations_and_definitions_come_first():

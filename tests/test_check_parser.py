@@ -66,13 +66,35 @@ def test_partial_derivatives_sums_and_expectations():
         (r"\sum_{pos=1}^{n} x", "one index"),
         (r"\sum^{n} x", "without an index"),
         (r"\begin{array}{c} 1 \end{array}", "environment"),
-        (r"\arg\max_i x_i", "arg"),
+        (r"\arg x", r"\\arg alone"),  # a complex number's argument
+        (r"\arg\max x_i", "without its index"),
+        (r"\arg\max_{i \in S} x_i", "one index letter"),  # a set under it: no one range
+        (r"\arg\max_{ij} x_i", "one index letter"),
+        (r"\arg\max_i^n x_i", "upper bound"),
+        (r"\operatorname*{sup}_i x_i", "starred operators"),
         (r"\int_0^1 x", "integrals"),
     ],
 )
 def test_refusals_carry_their_reason(text, why):
     with pytest.raises(NotUnderstood, match=why):
         P.parse(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [r"\arg\max_i x_i", r"\argmax_i x_i", r"\operatorname{argmax}_i x_i", r"\operatorname*{arg\,max}_{i} x_i"]
+    + [r"\mathrm{arg\,max}_i x_i", "argmax_i x_i"],
+)
+def test_every_spelling_of_argmax_is_one_node(text):
+    assert P.parse(text) == P.ArgMax("max", "i", P.Script(P.Letters("x"), (P.Letters("i"),)))
+
+
+def test_argmax_takes_the_rest_of_the_term_and_argmin_is_its_own():
+    node = P.parse(r"\arg\max_i P(token_i) + 1")
+    assert isinstance(node, P.Bin) and isinstance(node.a, P.ArgMax)  # the body stops at +
+    assert node.a.body == P.Juxt((P.Letters("P"), P.Paren((P.Script(P.Letters("token"), (P.Letters("i"),)),), "(")))
+    assert P.parse(r"\arg\min_j y_j").kind == "min"
+    assert P.parse("argmax") == P.Letters("argmax")  # without its index: a word like any other
 
 
 def statements(text):

@@ -55,6 +55,59 @@ def test_the_sections_verdicts(sections, line, verdict, reason):
         assert v.scope.startswith("all sizes")
 
 
+# ------------------------------------------------------------------------------ heads, ≈, P(token_i), argmax
+HEADS_AND_TOKENS = r"""Seed B §3, §6, §12 and §17 as the seed writes them.
+
+Attention(Q,K,V) = softmax \left( \frac{QK^T}{\sqrt{d_k}} \right)V
+
+For each head:
+
+head_i = Attention(Q_i,K_i,V_i)
+
+The heads are concatenated:
+
+H = Concat(head_1,head_2,\ldots,head_h)
+
+A commonly used approximation is:
+
+GELU(x) \approx \frac{x}{2} \left[ 1+ \tanh \left( \sqrt{\frac{2}{\pi}} (x+0.044715x^3) \right) \right]
+
+The logits are converted into probabilities using softmax:
+
+P(token_i) = \frac{e^{logit_i}} {\sum_j e^{logit_j}}
+
+The token with the highest probability can be selected using greedy decoding:
+
+token = \arg\max_i P(token_i)
+"""
+
+
+def test_the_heads_the_approximation_and_the_greedy_token_of_seed_b():
+    """§6: head_i a family of arrays (Q_i the i-th head's queries); the concatenation of a list
+    written with \\ldots stays refused. §12: GELU's tanh form is an approximation, notation with
+    its gap, never proved. §17: P on the i-th token is entry i of the softmax of the convention's
+    logit (derivations/loss.py's P(token_j)), and the greedy token an index, never unfolded."""
+    from qed.tools.check import check_document
+
+    report = check_document(HEADS_AND_TOKENS, "text")
+    verdicts = {v.line: v for v in report.verdicts}
+    assert [verdicts[k].verdict for k in (7, 11, 15, 19, 23)] == [
+        "definition",
+        "not understood",
+        "notation",
+        "definition",
+        "definition",
+    ]
+    assert verdicts[7].defines == "head" and "the i-th of families of arrays shaped like Q, K, V" in verdicts[7].reason
+    assert "Concat" in verdicts[11].reason
+    assert "agree within 2.3e-04" in verdicts[15].reason
+    assert verdicts[19].defines == "P" and verdicts[23].defines == "token"
+    # the probabilities of the tokens sum to 1 (read back through P), and no more than 1
+    for claim, verdict in ((r"\sum_i P(token_i) = 1", "proved"), (r"\sum_i P(token_i) = 1 + P(token_1)", "refuted")):
+        v = check_document(HEADS_AND_TOKENS + "\n" + claim + "\n", "text").verdicts[-1]
+        assert v.verdict == verdict, (claim, v.verdict, v.reason)
+
+
 # ------------------------------------------------------------------------------ wrong variants
 LN = "$$\n\\mu = \\frac{1}{n} \\sum_{i=1}^{n}x_i\n$$\n\n$$\n\\sigma^2 = \\frac{1}{n} \\sum_{i=1}^{n}(x_i-\\mu)^2\n$$\n\n$$\n\\hat{x} = \\frac{x-\\mu} {\\sqrt{\\sigma^2+\\epsilon}}\n$$\n\n"
 RMS = "$$\nRMS(x) = \\sqrt{ \\frac{1}{n} \\sum_{i=1}^{n}x_i^2 +\\epsilon }\n$$\n\n"

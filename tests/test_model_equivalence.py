@@ -47,6 +47,8 @@ VARIANTS = {
     "qk_rmsnorm": dict(qk_norm="rmsnorm"),
     "qk_layernorm-nobias-rope-post": dict(qk_norm="layernorm", bias=False, pos="rope", norm_position="post"),
     "qk_layernorm-rmsnorm-swiglu": dict(qk_norm="layernorm", norm="rmsnorm", ffn="swiglu"),
+    "layerscale": dict(residual_scale="layerscale"),
+    "layerscale-post-rope-nobias": dict(residual_scale="layerscale", norm_position="post", pos="rope", bias=False),
 }
 
 
@@ -225,6 +227,7 @@ STEP_CONFIGS = {
     ),
     "nobias-gelu_tanh-sinusoidal": dict(bias=False, ffn="gelu_tanh", pos="sinusoidal"),
     "qk_rmsnorm-rope": dict(qk_norm="rmsnorm", pos="rope"),
+    "layerscale-qk_rmsnorm": dict(residual_scale="layerscale", qk_norm="rmsnorm"),
 }
 
 
@@ -436,6 +439,7 @@ def test_model_input_errors():
         (dict(block_size=2.5), r"block_size=2.5 must be an integer"),
         (dict(bias="yes"), r"bias='yes' must be True or False"),
         (dict(qk_norm="batchnorm"), r"qk_norm='batchnorm' is not a known option: '' \(none\) or a norm op"),
+        (dict(residual_scale="rmsnorm"), r"residual_scale='rmsnorm' is not a known option: .*'layerscale'"),
     ],
     ids=[
         "heads",
@@ -451,6 +455,7 @@ def test_model_input_errors():
         "block-float",
         "bias",
         "qk_norm",
+        "residual_scale",
     ],
 )
 def test_config_errors(kwargs, message):

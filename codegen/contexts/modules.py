@@ -101,9 +101,15 @@ def model_ops_context(ops) -> dict:
                     [o.name for o in op.options],
                 )
             )
+    scales = [
+        (op.name, [(op.module_params.get(w.name, w.name), op.param_init.get(w.name, "ones")) for w in op.params])
+        for op in ops
+        if model_role(op) == "residual_scale"
+    ]
     return {
         "activations": [op.name for op in ops if model_role(op) == "activation"],
         "ffns": ffns,
         "norms": norms,
+        "scales": scales,
         "source": "derivations/registry.py",
     }

@@ -154,7 +154,9 @@ class Op:
     reference: object = None
     # where the model can use the op: "activation" (elementwise, between the MLP's two linear
     # maps), "ffn" (the whole MLP: x (r, d) and weights over d and the hidden width f, no
-    # biases) or "" (not in the model); None: inferred from the signature (`model_role`)
+    # biases), "norm" (a row op with per-feature parameters), "residual_scale" (elementwise with
+    # per-feature parameters, on each residual branch) or "" (not in the model); None: inferred
+    # from the signature (`model_role`)
     role: str | None = None
     # where its printed kernels stop giving the exact value at large inputs (`RangeLimit`); None:
     # finite and close at every magnitude the numerical-edge check tries
@@ -228,6 +230,8 @@ class Op:
                         else "x (r, d) -> y (r, d), weight matrices (f, d) and one (d, f), no biases"
                         if self.role == "ffn"
                         else "a row op x (r, n) -> y (r, n) with parameters (1, n) only"
+                        if self.role == "norm"
+                        else "an elementwise x (r, n) -> y (r, n) with parameters (1, n) only, no row reduction"
                     )
                 )
         if self.derived and not self.claims:  # a derived op is proved by its generated claims
@@ -316,7 +320,7 @@ class Op:
         return self.env(when)[target]
 
 
-ROLES = ("activation", "ffn", "norm", "")
+ROLES = ("activation", "ffn", "norm", "residual_scale", "")
 
 
 def refuse_unprintable(op: str, where: str, target: str, expr) -> None:
@@ -388,7 +392,11 @@ def inferred_role(op: Op) -> str:
         row_op = any(
             isinstance(node, (RowMean, RowSum, RowMax)) for a in op.spec for node in sp.preorder_traversal(a.expr)
         )
-        return "norm" if row_op and op.optional_axes >= 1 else ""
+        if op.optional_axes < 1:
+            return ""
+        # a row op is a norm; an elementwise one with per-feature parameters scales a residual
+        # branch (LayerScale)
+        return "norm" if row_op else "residual_scale"
     if not op.params:
         from .arrays import ArrayNode
 

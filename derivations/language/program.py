@@ -30,6 +30,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "norm": ("y = the norm op of the model (its parameters by name)", "the norm op's backward"),
     "activation": ("y = f(x), the activation of the model", "the activation op's backward"),
     "mlp": ("y = the MLP op of the model (its weights by name)", "the MLP op's backward"),
+    "scale": ("y = the residual scale op of the model (LayerScale: γ ⊙ x)", "the scale op's backward"),
     "attention": ("o = softmax(q kᵀ/√d + causal mask) v, per head", "the attention op's backward"),
     "rope": ("y = x rotated by the position's angle (constant tables)", "the rope op's backward"),
     "add": ("y = a + b (a residual)", "da += dy, db += dy (fan-out)"),
@@ -41,7 +42,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "loss": ("the mean cross-entropy over the scored targets", "the cross_entropy op's backward"),
 }
 
-PARAMETERISED = {"embedding", "linear", "linear_nobias", "norm", "mlp"}
+PARAMETERISED = {"embedding", "linear", "linear_nobias", "norm", "mlp", "scale"}
 
 
 @dataclass(frozen=True)

@@ -223,6 +223,24 @@ def norm_standin(name: str):
     return types.SimpleNamespace(**{name + "_forward": forward, name + "_backward": backward})
 
 
+def scale_standin(name: str):
+    """y = x ⊙ p₀ + x² ⊙ p₁ + …: elementwise, every per-feature parameter read."""
+
+    def forward(x, *params):
+        y = x * params[0]
+        for p in params[1:]:
+            y = y + x * x * p
+        return y, (x, params)
+
+    def backward(dy, cache):
+        x, params = cache
+        slope = params[0] + sum((x * p * 2 for p in params[1:]), x * 0)
+        grads = [_sum_to(dy * x, params[0].shape)] + [_sum_to(dy * x * x, p.shape) for p in params[1:]]
+        return (dy * slope, *grads)
+
+    return types.SimpleNamespace(**{name + "_forward": forward, name + "_backward": backward})
+
+
 def activation_standin(name: str):
     """y = x + x²/2, dy/dx = 1 + x."""
 
@@ -365,6 +383,7 @@ def standins(config) -> dict:
         "adamw": _adamw(),
         config.norm: norm_standin(config.norm),
         **({config.qk_norm: norm_standin(config.qk_norm)} if config.qk_norm else {}),
+        **({config.residual_scale: scale_standin(config.residual_scale)} if config.residual_scale else {}),
         config.attention: attention_standin(config.attention),
     }
     if config.ffn in model_ops.FFNS:
@@ -389,6 +408,7 @@ def interpret(program, config, modules: dict, tables: Tables, P: dict, ids, targ
         "norm_position": c.norm_position,
         "ffn_kind": "op" if c.ffn in model_ops.FFNS else "activation",
         "qk_norm": "on" if c.qk_norm else "off",
+        "residual_scale": "on" if c.residual_scale else "off",
     }
     mlp_names = [n for n, _ in model_ops.FFNS.get(c.ffn, ())]
 
@@ -422,6 +442,10 @@ def interpret(program, config, modules: dict, tables: Tables, P: dict, ids, targ
                     for n, init in model_ops.NORMS[op][0]
                 ]
                 out = getattr(modules[op], op + "_forward")(a[0], *ps)[0]
+            elif k == "scale":
+                names = [n for n, _ in model_ops.RESIDUAL_SCALES[c.residual_scale]]
+                op = getattr(modules[c.residual_scale], c.residual_scale + "_forward")
+                out = op(a[0], *(param(f"{scope}.{n}") for n in names))[0]
             elif k == "activation":
                 out = getattr(modules[c.ffn], c.ffn + "_forward")(a[0])[0]
             elif k == "mlp":
@@ -486,6 +510,7 @@ B_, T_ = 2, 5
 FACTORS = {
     "pos": ("learned", "sinusoidal", "rope"),
     "qk_norm": ("", "rmsnorm"),  # none, and QK-norm by an op other than the model's layernorm
+    "residual_scale": ("", "layerscale"),
     "norm_position": ("pre", "post"),
     "ffn": None,  # an activation (gelu) and the registry's first MLP op
     "bias": (True, False),
@@ -501,7 +526,7 @@ def _factors() -> dict:
 
 
 def combinations(every: bool = True) -> list[dict]:
-    """The option combinations the printed program branches on: every one (3·2⁶ = 192), or a
+    """The option combinations the printed program branches on: every one (3·2⁷ = 384), or a
     covering few in which every pair of two options' values occurs together (pairwise: the
     printed branches are guarded by one option each, so a pair covers every interaction of two
     branches). Rope needs an even head size (C = 12 with 3 heads)."""

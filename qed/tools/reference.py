@@ -20,7 +20,8 @@ Conventions shared with qed (see qed/config.py):
   (PyTorch's own function, declared with the op under derivations/), or, for an op that declares
   none, its specification evaluated with torch operations (`spec_function`), autograd deriving it;
 * norms use eps = 1e-5; with bias=False a LayerNorm has no bias (β = 0); QK-norm (`qk_norm`)
-  normalises each head's q and k over its features with the named norm op, before RoPE;
+  normalises each head's q and k over its features with the named norm op, before RoPE; a
+  residual scale (`residual_scale`, LayerScale) multiplies each branch before its add;
 * targets equal to -1 are ignored by the loss (mean over the other tokens).
 """
 
@@ -136,6 +137,23 @@ class MLP(nn.Module):
         return self.c_proj(self.fn(self.c_fc(x)))
 
 
+class Scale(nn.Module):
+    """The config's residual scale op (LayerScale) by its PyTorch function, its parameters named as
+    qed's models name them."""
+
+    def __init__(self, kind: str, n: int):
+        super().__init__()
+        from ..config import GPTConfig, residual_scale_params
+
+        self.fn = op_function(kind)
+        self.names = residual_scale_params(GPTConfig(residual_scale=kind))
+        for name, init in self.names:
+            setattr(self, name, nn.Parameter((torch.ones if init == "ones" else torch.zeros)(n)))
+
+    def forward(self, x):
+        return self.fn(x, *(getattr(self, name) for name, _ in self.names))
+
+
 class Block(nn.Module):
     def __init__(self, cfg):
         super().__init__()
@@ -144,13 +162,16 @@ class Block(nn.Module):
         self.attn = Attention(cfg)
         self.ln_2 = Norm(cfg.norm, cfg.n_embd, cfg.bias)
         self.mlp = MLP(cfg)
+        scaled = bool(cfg.residual_scale)
+        self.ls_1 = Scale(cfg.residual_scale, cfg.n_embd) if scaled else nn.Identity()
+        self.ls_2 = Scale(cfg.residual_scale, cfg.n_embd) if scaled else nn.Identity()
 
     def forward(self, x):
         if self.post:
-            x = self.ln_1(x + self.attn(x))
-            return self.ln_2(x + self.mlp(x))
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
+            x = self.ln_1(x + self.ls_1(self.attn(x)))
+            return self.ln_2(x + self.ls_2(self.mlp(x)))
+        x = x + self.ls_1(self.attn(self.ln_1(x)))
+        return x + self.ls_2(self.mlp(self.ln_2(x)))
 
 
 class ReferenceGPT(nn.Module):

@@ -55,7 +55,7 @@ def is_unknown(s) -> bool:
 class Binding:
     """What a name of the value namespace stands for."""
 
-    kind: str  # "size", "scalar", "array", "ids", "loss", "ones", "poisoned"
+    kind: str  # "size", "scalar", "array", "ids", "loss", "ones", "family", "poisoned"
     name: str  # how the document writes it (the key): "Q", "W_Q", "d_k", "x̂", "∂L/∂O"
     label: str = ""  # the SymPy name of its Symbol or IndexedBase
     shape: tuple | None = None  # arrays: (rows, cols); a vector is a row (1, n)
@@ -80,10 +80,11 @@ class Binding:
 
 @dataclass
 class Definition:
-    """A name's meaning: an array expression, entries (vars → body), a scalar expression, or a
-    recurrence (never expanded)."""
+    """A name's meaning: an array expression, entries (vars → body), a scalar expression; or,
+    never expanded, a recurrence, a family of arrays (one per index: `head_i = …`) or an argmax
+    (an index: `token = \\arg\\max_i …`)."""
 
-    kind: str  # "array", "entries", "scalar", "recurrence"
+    kind: str  # "array", "entries", "scalar" (unfolded); "recurrence", "family", "argmax" (never unfolded)
     expr: object = None
     vars: tuple = ()  # entries: the 0-based index symbols of the left side
     origin: str = "convention"
@@ -95,7 +96,7 @@ class FunctionSpec:
     """A function: built in (the catalogue's) or defined by the document (a macro of its body)."""
 
     name: str
-    kind: str  # "builtin", "document"
+    kind: str  # "builtin", "document", "family" (defined on a family's members: P(token_i) = …)
     arity: int = 1
     apply: Callable | None = None  # builtin: (elaborator, [Val], [Node]) -> Val
     params: tuple = ()
@@ -103,6 +104,11 @@ class FunctionSpec:
     scalar: bool = False  # elementwise (its body reads its argument as a scalar)
     origin: str = "convention"
     meaning: str = ""
+    table: str = ""  # family: the vector whose entry i is its value at the i-th member
+
+
+# the kinds of definition that `expand` unfolds (the others are kept opaque)
+UNFOLDED = ("array", "entries", "scalar")
 
 
 # ------------------------------------------------------------------------------ the convention
@@ -153,6 +159,8 @@ VECTORS = {  # row vectors of a length fixed by their first use
     "y": "a target (or output) vector",
     "g": "the gradients g_t of Adam, one per step",
     "b": "a bias (the logits' bias b of derivations/loss.py)",
+    # derivations/loss.py: P(token_j) = e^{logit_j}/Σ_k e^{logit_k}, logit one row of the logits
+    "logit": "the logits of one position",
 }
 SCALARS = {  # name -> (positive, meaning)
     "ε": (True, "a small positive constant"),

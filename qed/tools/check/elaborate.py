@@ -135,9 +135,13 @@ class Elaborator:
     """Reads one statement's trees. State: the free indices met (document name → internal
     symbol) and the sizes of the axes each one indexes; sizes unified on the way."""
 
-    def __init__(self, ctx: Context, scope: dict | None = None):
+    def __init__(self, ctx: Context, scope: dict | None = None, family: str | None = None):
         self.ctx = ctx
         self.scope: dict = dict(scope or {})  # a function's parameters: name -> Val
+        # the index of a family being defined (head_i = …): a matrix with that one index is the
+        # family's i-th member (Q_i), recorded in `members`
+        self.family = family
+        self.members: dict[str, str] = {}  # member label -> the matrix it is shaped like
         self.free: dict[str, sp.Symbol] = {}
         self.positions: dict[sp.Symbol, list] = {}
         self.bound: list[dict[str, Bound]] = []
@@ -258,6 +262,8 @@ class Elaborator:
             raise NotUnderstood(f"the loss {b.name} (not defined here) outside ∂{b.name}/∂X")
         if b.kind == "ones":
             raise NotUnderstood("the all-ones vector outside a product (write \\mathbf{1}^T after a column)")
+        if b.kind == "family":
+            raise NotUnderstood(f"{b.name} is {b.meaning} ({b.origin}): its members are not read in other formulas")
         raise NotUnderstood(f"{b.name} ({b.kind}) is not a value")
 
     def _named(self, node, name: str):
@@ -431,6 +437,9 @@ class Elaborator:
             v = self.lookup(name)
             if v is not None:
                 return v
+        member = self._family_member(node)
+        if member is not None:
+            return member
         base = node.base
         if isinstance(base, P.Letters) and len(base.text) > 1:
             whole = self.lookup(base.text)
@@ -454,6 +463,30 @@ class Elaborator:
         if isinstance(target, FnRef):
             raise NotUnderstood(f"a subscript on the function {target.spec.name}")
         return self.entry_of(target, node.sub, name or doc_name(node.base) or "an expression")
+
+    def _family_member(self, node: P.Script):
+        """Q_i while a family over i is defined (head_i = Attention(Q_i, K_i, V_i)): the i-th of a
+        family of arrays shaped like the matrix Q (the i-th head's queries), an array of its own
+        with nothing known about it. Only a declared matrix (two axes) with exactly the family's
+        index: one index on a matrix has no other reading (a row is written with two, Q_{ij}),
+        and anywhere else it is refused."""
+        if self.family is None or len(node.sub) != 1:
+            return None
+        it = node.sub[0]
+        if not (isinstance(it, P.Letters) and it.text == self.family) or any(
+            self.family in frame for frame in self.bound
+        ):
+            return None
+        name = doc_name(node.base)
+        b = self.ctx.value(name) if name is not None and name not in self.scope else None
+        if b is None or b.kind != "array" or 1 in tuple(self.resolve(s) for s in b.shape):
+            return None
+        from .transcript import name_latex
+
+        label = f"{b.label}[{self.family}]"
+        self.members[label] = b.name
+        shape = tuple(self.resolve(s) for s in b.shape)
+        return Val(Array(label, shape, latex=f"{name_latex(b.name)}_{{{self.family}}}"), shape)
 
     def entry_of(self, target: Val, sub, what: str) -> Val:
         if target.is_scalar:
@@ -663,6 +696,8 @@ class Elaborator:
             raise NotUnderstood(f"{fn.name} is declared but not defined")
         if fn.kind == "poisoned":
             raise NotUnderstood(f"{fn.name}: {fn.meaning} ({fn.origin})")
+        if fn.kind == "family":
+            return self.family_value(fn, args)
         if fn.kind == "document" and tuple(fn.params) == ("Q", "K", "V") and len(args) == 1:
             return self.self_attention(fn, args[0])
         if len(args) != (len(fn.params) if fn.kind == "document" else fn.arity):
@@ -678,6 +713,22 @@ class Elaborator:
         if fn.kind == "builtin":
             return fn.apply(self, vals, args)
         return self.call_document_function(fn, vals)
+
+    def family_value(self, fn: FunctionSpec, args: list) -> Val:
+        """P(token_k) for a function the document defined on a family's members
+        (P(token_i) = …): entry k of the vector of its values. Its argument is only ever a
+        member of that family: P(x) of anything else has no meaning here."""
+        (family,) = fn.params
+        arg = args[0] if len(args) == 1 else None
+        if not (isinstance(arg, P.Script) and doc_name(arg.base) == family and len(arg.sub) == 1):
+            raise NotUnderstood(
+                f"{fn.name} is defined on the members {family}_i of a family only ({fn.origin}), "
+                f"not on {len(args)} argument(s) of another kind"
+            )
+        table = self.lookup(fn.table)
+        if not isinstance(table, Val):
+            raise NotUnderstood(f"{fn.name}({family}_i): its values are not known here")
+        return self.entry_of(table, arg.sub, f"{fn.name}({family}_…)")
 
     def self_attention(self, fn: FunctionSpec, arg) -> Val:
         """f(X) for a function f(Q, K, V) of one argument: self-attention, f(XW_Q, XW_K, XW_V)
@@ -800,6 +851,36 @@ class Elaborator:
             )
         )
         return Val(sp.Sum(body.expr, (sym, 0, n - 1)), ())
+
+    def _v_ArgMax(self, node: P.ArgMax):
+        raise NotUnderstood(
+            f"\\arg\\{node.kind} (an index, not a value) is read only as the whole right side of a "
+            f"definition (k = \\arg\\{node.kind}_{node.var} …)"
+        )
+
+    def argmax(self, node: P.ArgMax) -> tuple:
+        """\\arg\\max_i body: (the body, a scalar, with i bound; i's range n) — i ranges over the axes
+        it indexes, as in an unbounded sum (a declared index letter, one size)."""
+        name = node.var
+        if any(name in frame for frame in self.bound):
+            raise NotUnderstood(f"the index {name} is bound twice")
+        if name not in self.ctx.index_letters:
+            raise NotUnderstood(f"\\arg\\{node.kind}_{name}: {name} is not a declared index, its range is unknown")
+        sym = sp.Dummy(name, integer=True)
+        frame = {name: Bound(sym, sp.Integer(1))}
+        self.bound.append(frame)
+        try:
+            body = self.value(node.body)
+        finally:
+            self.bound.pop()
+        if not body.is_scalar:
+            raise NotUnderstood(f"\\arg\\{node.kind} of an array (only of a scalar term in {name})")
+        sizes = {self.resolve(s) for s, _ in frame[name].positions}
+        if len(sizes) != 1:
+            why = "indexes no array" if not sizes else "indexes axes of different sizes"
+            raise NotUnderstood(f"\\arg\\{node.kind}_{name}: {name} {why}, so its range is unknown")
+        (n,) = sizes
+        return body, sym, n
 
     def _bound_value(self, node) -> sp.Expr:
         v = self.value(node)

@@ -28,7 +28,7 @@ import sympy as sp
 
 from derivations.language.arrays import Array, ArrayNode, document_form, entry
 
-from .context import PARAMETERS, Context, basic
+from .context import PARAMETERS, UNFOLDED, Context, basic
 from .grammar import NotUnderstood
 
 MAX_ROUNDS = 60
@@ -130,7 +130,14 @@ def def_entry(ctx: Context, label: str, pos: tuple) -> sp.Expr:
         return d.expr.xreplace(dict(zip(d.vars, axes)))
     if d.kind == "scalar":
         return d.expr
-    raise NotUnderstood(f"{label} is defined by a recurrence: it cannot be unfolded")
+    raise NotUnderstood(f"{label} is defined by {_KEPT[d.kind]}: it cannot be unfolded")
+
+
+_KEPT = {  # the definitions `expand` keeps opaque, in words
+    "recurrence": "a recurrence",
+    "family": "a family of arrays (one per index)",
+    "argmax": "an argmax (an index)",
+}
 
 
 def _entry_of(ctx: Context, label: str, pos: tuple):
@@ -143,7 +150,7 @@ def _entry_of(ctx: Context, label: str, pos: tuple):
 
 # ------------------------------------------------------------------------------ expansion
 def _expandable(ctx: Context, policy: Policy) -> set[str]:
-    defined = {lab for lab, d in ctx.defs.items() if d.kind != "recurrence"}
+    defined = {lab for lab, d in ctx.defs.items() if d.kind in UNFOLDED}
     if policy.level == "full":
         return defined
     w = set(policy.grads) | set(policy.diffs) | set(policy.jac)
@@ -165,7 +172,7 @@ def _grad_expandable(ctx: Context, policy: Policy, label: str) -> bool:
 
 
 def _diff_expandable(ctx: Context, policy: Policy, label: str) -> bool:
-    if ctx.definition(label) is None or ctx.definition(label).kind == "recurrence":
+    if ctx.definition(label) is None or ctx.definition(label).kind not in UNFOLDED:
         return False
     if policy.level == "full":
         return True

@@ -73,6 +73,11 @@ FUNCTION_COMMANDS = {"exp": "exp", "log": "log", "ln": "log", "sin": "sin", "cos
 # \max(a, b), \min(a, b): of two arguments (a subscript, \max_i, is a reduction: refused)
 PAIR_COMMANDS = {"max": "max", "min": "min"}
 
+# \arg\max_i f(i), \argmax_i f(i) (and min): the index at which f is largest (smallest); \arg
+# alone (a complex number's argument) is refused
+ARGMAX_COMMANDS = {"arg", "argmax", "argmin"}
+ARGMAX_WORDS = {"argmax": "max", "argmin": "min"}  # \operatorname{argmax}, \mathrm{arg\,min}
+
 # fonts that do not change a symbol's identity (\mathbf{Q} is Q)
 TRANSPARENT_FONTS = {"mathbf", "boldsymbol", "bm", "mathit", "mathnormal", "pmb"}
 # fonts that make a word (a name): \mathrm{softmax}, \text{model}, \operatorname{Var}
@@ -136,9 +141,6 @@ REFUSED = {
     "int": "integrals are outside the grammar",
     "lim": "limits are outside the grammar",
     "nabla": "\\nabla is outside the grammar (write \\frac{\\partial L}{\\partial X})",
-    "arg": "\\arg\\max / \\arg\\min are outside the grammar",
-    "argmax": "\\argmax is outside the grammar",
-    "argmin": "\\argmin is outside the grammar",
     "mid": "conditional bars are outside the grammar",
     "langle": "inner products ⟨·,·⟩ are outside the grammar",
     "rangle": "inner products ⟨·,·⟩ are outside the grammar",
@@ -269,6 +271,7 @@ def known_command(name: str) -> bool:
         name in GREEK
         or name in FUNCTION_COMMANDS
         or name in PAIR_COMMANDS
+        or name in ARGMAX_COMMANDS
         or name in TRANSPARENT_FONTS
         or name in WORD_FONTS
         or name in OWN_FONTS

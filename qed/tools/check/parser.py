@@ -20,7 +20,7 @@ Grammar (precedence from loose to tight):
     primary  := number | letters | greek | \\mathrm{word} | \\mathbf{…} | \\mathcal{L} | \\hat{x}
               | ( expr, … ) | [ expr ] | { expr } | \\frac{a}{b} | \\frac{\\partial a}{\\partial b}
               | \\sqrt{a} | \\sum_{i=lo}^{hi} term | \\exp(a) \\log a \\cos\\theta … | \\max(a, b)
-              | \\mathbb{E}[a] | \\mathrm{d}X | \\infty | \\dots
+              | \\arg\\max_i term | \\mathbb{E}[a] | \\mathrm{d}X | \\infty | \\dots
               | \\begin{cases} … \\end{cases} | \\begin{bmatrix} … \\end{bmatrix}
 """
 
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from .grammar import (
     ACCENTS,
+    ARGMAX_WORDS,
     ARROWS,
     CONSEQUENCE,
     ELLIPSES,
@@ -211,6 +212,15 @@ class OnesVec(Node):
 @dataclass(frozen=True)
 class Ellipsis(Node):
     pass
+
+
+@dataclass(frozen=True)
+class ArgMax(Node):
+    """\\arg\\max_i body (or \\arg\\min_i): the index i at which body is largest (smallest)."""
+
+    kind: str  # "max" or "min"
+    var: str  # the index (one letter)
+    body: Node
 
 
 # ------------------------------------------------------------------------------------ the parser
@@ -427,6 +437,8 @@ class Parser:
             return Num(t.text)
         if t.kind == "letters":
             self.next()
+            if t.text in ARGMAX_WORDS and self.is_char("_"):  # argmax_i f(i) written as a bare word
+                return self._argmax(ARGMAX_WORDS[t.text])
             return Letters(t.text)
         if t.kind == "char":
             if t.text in ("(", "["):
@@ -462,6 +474,19 @@ class Parser:
     def _command(self) -> Node:
         t = self.next()
         name = t.text
+        if name == "arg":
+            if self.is_cmd("max") or self.is_cmd("min"):
+                return self._argmax(self.next().text)
+            raise NotUnderstood(
+                "\\arg alone (a complex number's argument) is outside the grammar; \\arg\\max_i is read"
+            )
+        if name in ("argmax", "argmin"):
+            return self._argmax(name[3:])
+        if name == "operatorname*":  # \operatorname*{argmax}_i: argmax with its index set below
+            text = _word_text(self.group_tokens())
+            if text in ARGMAX_WORDS:
+                return self._argmax(ARGMAX_WORDS[text])
+            raise NotUnderstood(REFUSED[name])
         if name in REFUSED:
             raise NotUnderstood(REFUSED[name])
         if not known_command(name):
@@ -475,6 +500,8 @@ class Parser:
             text = _word_text(toks)
             if text == "d" and name in ("mathrm", "operatorname"):  # \mathrm{d}X: a differential
                 return Differential(self.postfix(self.primary()))
+            if text in ARGMAX_WORDS:  # \operatorname{argmax}_i, \mathrm{arg\,max}_i
+                return self._argmax(ARGMAX_WORDS[text])
             if text is None:
                 return Group(self.sub_parse(toks, f"\\{name}{{…}}"))
             return Word(text)
@@ -550,6 +577,21 @@ class Parser:
         if len(arg.items) != 1:
             raise NotUnderstood("\\mathbb{E}[…] of a list")
         return Expect(arg.items[0])
+
+    def _argmax(self, kind: str) -> Node:
+        """After \\arg\\max (\\argmax, \\operatorname{argmax}): `_i` and the term it ranges over,
+        which takes the rest of the term as a sum's body does. The index is one letter: a range
+        or a set under it (\\arg\\max_{i \\in S}) is refused."""
+        what = f"\\arg\\{kind}"
+        if not self.is_char("_"):
+            raise NotUnderstood(f"{what} without its index (write {what}_i …)")
+        self.next()
+        toks = self._script_tokens()
+        if len(toks) != 1 or toks[0].kind != "letters" or len(toks[0].text) != 1:
+            raise NotUnderstood(f"{what} over something other than one index letter (write {what}_i …)")
+        if self.is_char("^"):
+            raise NotUnderstood(f"{what} with an upper bound: write {what}_i and let the arrays fix its range")
+        return ArgMax(kind, toks[0].text, self.term())
 
     def _sum(self) -> Node:
         vars_: tuple = ()

@@ -50,6 +50,9 @@ def name_latex(name: str) -> str:
         return f"n_{{{name_latex(name[1:])}}}"
     if name.endswith("'"):
         return name_latex(name[:-1]) + "'"
+    m = re.fullmatch(r"([^()]+)\(([^()]+)\)", name)
+    if m:  # P(token): the values of a function on a family's members
+        return rf"{name_latex(m.group(1))}\left({name_latex(m.group(2))}\right)"
     if "^" in name:
         base, _, sup = name.partition("^")
         return f"{name_latex(base)}^{{{name_latex(sup)}}}"

@@ -44,6 +44,9 @@ VERDICTS = ("proved", "refuted", "not understood", "definition", "notation")
 SIZE_VALUES = (3, 2, 4, 5, 6, 7)  # distinct concrete sizes for counterexamples, in order of the sizes' names
 PROOF_SIZE = 2  # the sizes of the gate's spot-check (a proof itself is for symbolic sizes)
 TOLERANCE = mpmath.mpf(10) ** -20
+# `a ≈ b`: the largest relative gap |a − b|/max(1, |a|, |b|) at which the two sides read as an
+# approximation (GELU's tanh form is within 2.4e-4 of xΦ(x) on the points compared)
+APPROXIMATION_TOLERANCE = 1e-2
 
 
 @dataclass
@@ -145,6 +148,24 @@ def _function_form(node):
     return doc_name(head), params
 
 
+def _family_function_form(node):
+    """P(token_i), a name applied to one name with one index letter: (P, token, i); else None."""
+    if not (isinstance(node, P.Juxt) and len(node.items) == 2 and isinstance(node.items[1], P.Paren)):
+        return None
+    head, paren = node.items
+    if paren.bracket != "(" or len(paren.items) != 1 or not _is_name_like(head) or isinstance(head, P.Script):
+        return None
+    arg = paren.items[0]
+    if not (isinstance(arg, P.Script) and len(arg.sub) == 1 and _is_name_like(arg.base)):
+        return None
+    if isinstance(arg.base, (P.Script, P.Power)):
+        return None
+    it = arg.sub[0]
+    if isinstance(it, P.Letters) and len(it.text) == 1:
+        return doc_name(head), doc_name(arg.base), it.text
+    return None
+
+
 def _entry_form(node):
     """A_{ij} with A a name and plain index letters: (A, [i, j]); else None."""
     if not isinstance(node, P.Script) or not _is_name_like(node.base):
@@ -197,6 +218,7 @@ class Checker:
     def __init__(self, ctx: Context, path: str = ""):
         self.ctx = ctx
         self.path = path
+        self._forms = None  # the last claim's full index forms, ranges and sizes (an approximation's)
 
     # ---------------------------------------------------------------- entry point
     def formula(self, text: str, line: int, display: bool, number: int = 0) -> list[Verdict]:
@@ -255,11 +277,13 @@ class Checker:
         for k, rel in enumerate(st.relations):
             step = _step_source(st.parts[k], rel, st.parts[k + 1], text)
             a, b = nodes[k], nodes[k + 1]
+            if rel == "≈":
+                out.append(self._approximation(a, b, step, forall))
+                continue
             if rel != "=":
-                why = {
-                    "≈": "an approximation (≈): qed check decides equalities only",
-                    "∈": "a membership inside a chain",
-                }.get(rel, f"the relation {rel}: qed check decides equalities only")
+                why = {"∈": "a membership inside a chain"}.get(
+                    rel, f"the relation {rel}: qed check decides equalities only"
+                )
                 out.append(Verdict("not understood", step, why))
                 continue
             if k == 0:
@@ -267,6 +291,94 @@ class Checker:
             else:
                 out.append(self._claim(a, b, step, forall))
         return out
+
+    # ---------------------------------------------------------------- approximations
+    def _approximation(self, lhs, rhs, step: str, forall: dict) -> Verdict:
+        """`a ≈ b`: read as `a = b` is. Proved equal, it is proved (an approximation that holds
+        exactly). Otherwise it is no claim qed check decides — an approximation holds in a
+        regime the formula does not state — but its two sides are compared at the points a
+        counterexample is searched at: within APPROXIMATION_TOLERANCE (relative to
+        max(1, |a|, |b|)) everywhere it is *notation*, with the largest gap; further apart it is
+        *not understood*, with the point where they differ most. Never refuted, never proved
+        from numbers."""
+        scope = None
+        ff = _function_form(lhs)
+        spec = self.ctx.function(ff[0]) if ff is not None else None
+        if spec is not None and spec.kind in ("builtin", "document"):  # GELU(x) ≈ …: about the function
+            scope = self._function_scope(spec, ff[1], rhs)
+        self._forms = None
+        v = self._claim(lhs, rhs, step, forall, scope=scope)
+        forms, self._forms = self._forms, None
+        if v.verdict == "proved":
+            v.reason = "an approximation (≈) that holds exactly: " + v.reason
+            return v
+        shapes = v.verdict == "refuted" and v.reason.startswith("the two sides have different shapes")
+        if shapes or v.verdict == "not understood" and not v.reason.startswith("undecided"):
+            return Verdict("not understood", step, f"an approximation (≈): {v.reason}")
+        if forms is None:
+            return Verdict("not understood", step, "an approximation (≈) whose sides could not be compared")
+        lf, rf, ranges, gen = forms
+        why = _opaque_definitions(lf, rf, self.ctx)
+        if why:
+            return Verdict("not understood", step, f"an approximation (≈) that cannot be evaluated: {why}")
+        worst, seen = None, set()
+        for point, a, b in self._points(lf, rf, ranges, gen):
+            seen.add(tuple(sorted(map(str, point.symbols.items()))) + tuple(sorted(map(str, point.entries.items()))))
+            gap = numeric.relative_gap(a, b)
+            if worst is None or gap > worst[0]:
+                worst = (gap, point, a, b)
+        if worst is None:
+            return Verdict("not understood", step, "an approximation (≈) whose sides cannot be evaluated at any point")
+        gap, point, a, b = worst
+        if gap <= APPROXIMATION_TOLERANCE:
+            return Verdict(
+                "notation",
+                step,
+                f"an approximation (≈), not an equality, so nothing is proved: the two sides agree within "
+                f"{float(gap):.1e} (relative) at the {_points_text(len(seen))} compared",
+            )
+        cx = _report_point(point, a, b, ranges)
+        return Verdict(
+            "not understood",
+            step,
+            f"an approximation (≈) whose sides differ by {float(gap):.1e} (relative) at one of {_points_text(len(seen))}, more "
+            f"than the {APPROXIMATION_TOLERANCE:.0e} an approximation is read with: its regime is not stated",
+            counterexample=cx,
+        )
+
+    def _points(self, lf, rf, ranges, gen):
+        """(point, left, right) at the sizes a counterexample is searched at (`_search`), 16
+        points each, every scalar drawn anew at each point as an entry is."""
+        extents = _extents(lf, rf, self.ctx, gen)
+        syms = sorted({s for s in (lf.free_symbols | rf.free_symbols) if _size_like(s)}, key=str)
+        for rs in ranges.values():
+            for s, _ in rs:
+                syms += [x for x in basic(s).xreplace(gen).free_symbols if _size_like(x) and x not in syms]
+        candidates = [{s: 2 for s in syms}, {s: SIZE_VALUES[k % len(SIZE_VALUES)] for k, s in enumerate(syms)}]
+        candidates.append({s: 3 for s in syms})
+        for k, sizes in enumerate(candidates):
+            setting = _setting(
+                lf, rf, {s: [(basic(x).xreplace(gen), w) for x, w in f] for s, f in ranges.items()}, sizes, self.ctx
+            )
+            for seed in range(16 * k, 16 * (k + 1)):  # new values at each size
+                try:
+                    point = setting.point(seed)
+                except (TypeError, ValueError):
+                    break
+                for sym in setting.scalars:  # a scalar varies from point to point, as an entry does
+                    if not sym.name.startswith("kappa"):
+                        point.symbols[sym] = _drawn(sym, seed)
+                if not _indices_in_ranges(point, ranges, gen):
+                    continue
+                try:
+                    a, b = numeric.evaluate(lf, point), numeric.evaluate(rf, point)
+                except (numeric.EvaluationError, ZeroDivisionError, ValueError, TypeError):
+                    continue
+                if not _entries_in_range(point, extents) or mpmath.isnan(a) or mpmath.isnan(b):
+                    continue
+                if mpmath.im(a) != 0 or mpmath.im(b) != 0:  # outside the formula's real domain
+                    continue
+                yield point, a, b
 
     # ---------------------------------------------------------------- remarks
     def _forall(self, remarks) -> dict:
@@ -460,6 +572,9 @@ class Checker:
             if spec is None or spec.kind in ("opaque", "poisoned"):
                 return self._define_function(name, params, rhs, step, where)
             return self._restate_function(spec, params, lhs, rhs, step, where)
+        fam = _family_function_form(lhs)
+        if fam is not None and self._is_family_function(*fam):
+            return self._define_family_function(lhs, *fam, rhs, step, where)
         if isinstance(lhs, P.Power) and isinstance(lhs.exp, P.Num) and lhs.exp.text == "2" and _is_name_like(lhs.base):
             name = doc_name(lhs.base)
             b = self.ctx.value(name)
@@ -492,6 +607,10 @@ class Checker:
         if ef is not None and all(self._is_free_index(c) for c in ef[1]):
             name, _ = ef
             b = self.ctx.value(name)
+            if (b is None or b.kind in ("poisoned", "family")) and len(ef[1]) == 1:
+                family = self._define_family(name, ef[1], rhs, step, where, again=b is not None and b.kind == "family")
+                if family is not None:
+                    return family
             if b is None or b.kind == "poisoned" or (b.kind == "array" and self.ctx.definition(b.label) is None):
                 return self._define_entries(lhs, name, rhs, step, where)
             if b.kind == "array" and self.ctx.definition(b.label).kind == "recurrence":
@@ -551,6 +670,8 @@ class Checker:
 
     # ---------------------------------------------------------------- definitions
     def _define_name(self, name: str, rhs, step: str, where: str, square: bool = False, lhs=None) -> Verdict:
+        if isinstance(rhs, P.ArgMax) and not square:
+            return self._define_argmax(name, rhs, step, where)
         e = Elaborator(self.ctx)
         try:
             v = e.value(rhs)
@@ -593,6 +714,146 @@ class Checker:
         self.ctx.bind(Binding("array", name, label, shape=shape, origin=where, meaning="defined"))
         self.ctx.define(label, Definition("array", v.expr, origin=where, source=step))
         return Verdict("definition", step, f"defines {name} ∈ ℝ^{_dims(shape)}", defines=name)
+
+    def _define_argmax(self, name: str, rhs: P.ArgMax, step: str, where: str) -> Verdict:
+        """`k = \\arg\\max_i f(i)`: k is an index, the i (1 … n, the range of the axes i indexes)
+        at which f is largest. Its body is read (a scalar in i); the argmax itself is never
+        unfolded (an index is no formula of the array language): a claim about k holds for any
+        value of it or is not decided, and no counterexample may use it."""
+        e = Elaborator(self.ctx)
+        try:
+            body, sym, n = e.argmax(rhs)
+            if e.free:
+                raise NotUnderstood(
+                    f"free index {', '.join(sorted(e.free))} on the right only: {name} would depend on it"
+                )
+        except NotUnderstood as err:
+            self.ctx.poison(name, f"its definition was not understood: {err}", where)
+            return Verdict("not understood", step, str(err))
+        label = label_for(name)
+        if label in e.uses:
+            return Verdict("not understood", step, f"{name} is defined through itself")
+        _commit(self.ctx, e.subst)
+        n = e.resolve(n)
+        old = self.ctx.value(name)
+        redefined = old is not None and old.kind != "poisoned" and self.ctx.definition(old.label) is not None
+        if old is not None and old.kind not in ("scalar", "poisoned"):
+            return Verdict(
+                "not understood",
+                step,
+                f"{name} is {old.meaning or 'a ' + old.kind} ({old.origin}), defined as an index here",
+            )
+        most = "largest" if rhs.kind == "max" else "smallest"
+        meaning = f"an index: the {rhs.var} in 1 … {_show(n)} where the term is {most}"
+        self.ctx.bind(Binding("scalar", name, label, origin=where, meaning=meaning))
+        self.ctx.define(label, Definition("argmax", sp.Lambda(sym, body.expr), origin=where, source=step))
+        what = f"redefines {name} as" if redefined else f"defines {name},"
+        return Verdict(
+            "definition",
+            step,
+            f"{what} {meaning} (\\arg\\{rhs.kind}: not unfolded; no counterexample uses {name})",
+            defines=name,
+        )
+
+    def _is_family_function(self, fname: str, family: str, index: str) -> bool:
+        """`P(token_i) = …` defines P on a family's members when P is no value (else P(…) is a
+        product) and has no definition of another kind, `token` means nothing yet (a name with a
+        meaning makes token_i its entry) and i reads as a free index."""
+        spec = self.ctx.function(fname)
+        return (
+            self.ctx.value(fname) is None
+            and (spec is None or spec.kind in ("opaque", "poisoned", "family"))
+            and self.ctx.value(family) is None
+            and self.ctx.function(family) is None
+            and self._is_free_index(index)
+        )
+
+    def _define_family_function(self, lhs, fname: str, family: str, index: str, rhs, step, where) -> Verdict:
+        """`P(token_i) = e^{logit_i}/Σ_j e^{logit_j}`: P on the i-th member of the family token
+        (the i-th token) is the right side at i. Its values are the entries of a vector
+        `P(token)`, defined as `A_{i} = …` defines A (the right side a scalar in i, i's range
+        the axes it indexes); P(token_k) then reads entry k. A restatement is compared with it."""
+        spec = self.ctx.function(fname)
+        table = f"{fname}({family})"
+        before = None
+        if spec is not None and spec.kind == "family":
+            before = self._claim(lhs, rhs, step, {})
+            if before.verdict == "proved":
+                before.reason = f"agrees with {fname}({family}_{index}) as {spec.origin} defines it; " + before.reason
+                return before
+            if before.verdict == "not understood" and not before.reason.startswith("undecided"):
+                return before
+            self.ctx.forget(table)
+        synthetic = P.Script(P.Letters(table), (P.Letters(index),))
+        new = self._define_entries(synthetic, table, rhs, step, where)
+        if new.verdict != "definition":
+            self.ctx.poison_function(fname, f"its definition was not understood: {new.reason}", where)
+            return new
+        shape = self.ctx.value(table).shape
+        self.ctx.functions[fname] = FunctionSpec(
+            fname,
+            "family",
+            1,
+            params=(family,),
+            origin=where,
+            meaning=f"its values on {family}_i, the entries of {table}",
+            table=table,
+        )
+        new.defines = fname
+        head = f"defines {fname}"
+        if before is not None:
+            why = "differs from" if before.verdict == "refuted" else "could not be compared with"
+            head = f"redefines {fname}: {why} the one of {spec.origin}; {fname} now"
+            new.counterexample = before.counterexample
+        new.reason = (
+            f"{head} on the members {family}_{index} of a family: {fname}({family}_{index}) is entry {index} "
+            f"of the vector {table} ∈ ℝ^{_dims(shape)}"
+        )
+        return new
+
+    def _define_family(
+        self, name: str, indices: list, rhs, step: str, where: str, again: bool = False
+    ) -> Verdict | None:
+        """`head_i = Attention(Q_i, K_i, V_i)`: one array per i (a head's), when the right side is
+        an array that reads matrices with the one index i (each the i-th of a family shaped like
+        that matrix: elaborate.py, `_family_member`). None when it is not (then the left side
+        is an entry: `x̂_j = …`), unless `name` is a family already (`again`): then the verdict
+        says why it is not one. The members are arrays of their own, nothing known of them: the
+        family is recorded, never unfolded, and its members are refused in later formulas."""
+        (index,) = indices
+        mentioned = set(self.ctx.mentioned)  # a tentative reading
+        e = Elaborator(self.ctx, family=index)
+        why = None
+        try:
+            v = e.value(rhs)
+        except NotUnderstood as err:
+            v, why = None, str(err)
+        if v is not None and (v.is_scalar or not e.members or e.free):
+            why = f"{name}_{index} is a family of arrays: its right side must be an array that reads {index}-th members"
+        elif v is not None and label_for(name) in e.uses:
+            why = f"{name} is defined through itself"
+        if why is not None:
+            self.ctx.mentioned = mentioned
+            return Verdict("not understood", step, why) if again else None
+        _commit(self.ctx, e.subst)
+        v = _finalize(v, e)
+        shape = tuple(e.resolve(s) for s in v.shape)
+        old = self.ctx.value(name)
+        meaning = f"a family of arrays, one per {index}"
+        self.ctx.bind(Binding("family", name, label_for(name), shape=shape, origin=where, meaning=meaning))
+        self.ctx.define(label_for(name), Definition("family", v.expr, vars=(index,), origin=where, source=step))
+        members = ", ".join(f"{m}_{index}" for m in dict.fromkeys(e.members.values()))
+        shaped = ", ".join(dict.fromkeys(e.members.values()))
+        head = f"defines the family {name}"
+        if again:  # two families of arrays with nothing known of their members: never compared
+            head = f"redefines the family {name} ({old.origin}; families are not compared)"
+        return Verdict(
+            "definition",
+            step,
+            f"{head}: {name}_{index} ∈ ℝ^{_dims(shape)}, one per {index}; {members}: the {index}-th of "
+            f"families of arrays shaped like {shaped} (nothing else known of them)",
+            defines=name,
+        )
 
     def _define_entries(self, lhs, name: str, rhs, step: str, where: str) -> Verdict:
         e = Elaborator(self.ctx)
@@ -788,11 +1049,13 @@ class Checker:
             new.counterexample = v.counterexample
         return new
 
-    def _restate_function(self, spec: FunctionSpec, params: list, lhs, rhs, step: str, where: str) -> Verdict:
-        scalar = spec.scalar
+    def _function_scope(self, spec: FunctionSpec, params: list, rhs) -> dict:
+        """The parameters of `f(x) = …` restating a function: a scalar for an elementwise f; else
+        the document's x where the right side reads a name computed from it, an array of its own
+        otherwise."""
         scope = {}
         for p in params:
-            if scalar:
+            if spec.scalar:
                 scope[p] = Val(sp.Symbol(p, real=True), ())
             else:
                 b = self.ctx.value(p)
@@ -802,6 +1065,10 @@ class Checker:
                 else:  # an array of its own (never the document's array of that name)
                     shape = (sp.Integer(1), unknown_size(f"{spec.name}.{p}"))
                     scope[p] = Val(Array(f"{spec.name}.{p}", shape, latex=name_latex(p)), shape)
+        return scope
+
+    def _restate_function(self, spec: FunctionSpec, params: list, lhs, rhs, step: str, where: str) -> Verdict:
+        scope = self._function_scope(spec, params, rhs)
         v = self._claim(lhs, rhs, step, {}, scope=scope)
         if v.verdict in ("proved",) or spec.kind == "builtin" and v.verdict == "not understood":
             if v.verdict == "proved":
@@ -935,6 +1202,7 @@ class Checker:
                 return v
             proof.method, proof.residual = tags.plain(proof.method), tags.plain(proof.residual)
         lf, rf, gen = full_forms
+        self._forms = (lf, rf, ranges, gen) if not conflicts else None  # what an approximation compares
         cx = self._search(lf, rf, ranges, gen, conflicts)
         if cx is not None:
             why = "a counterexample at concrete sizes"
@@ -1191,6 +1459,20 @@ def _generic_sizes(lf, rf, ranges: dict | None = None):
     return lf.xreplace(gen), rf.xreplace(gen), gen
 
 
+def _points_text(n: int) -> str:
+    return f"{n} point" + ("" if n == 1 else "s")
+
+
+def _drawn(s: sp.Symbol, seed: int):
+    """A scalar's value at a point of an approximation's comparison: k/8 for k in ±1 … ±16 as an
+    array entry's (numeric.Point.value_of), positive where the scalar is."""
+    import random
+
+    rng = random.Random(f"{seed}|{s.name}")
+    k = rng.randint(1, 16) * (1 if s.is_positive else rng.choice([-1, 1]))
+    return mpmath.mpf(k) / 8
+
+
 def _scalar_value(s: sp.Symbol, k: int):
     if s.is_positive:
         return sp.Rational(1, 3) + sp.Rational(k, 7)
@@ -1300,6 +1582,8 @@ def _opaque_definitions(lf, rf, ctx: Context, recurrences: bool = True) -> str |
         d = ctx.definition(lab)
         if d is not None and d.kind == "recurrence" and recurrences:
             return f"{lab} is defined by a recurrence (not unfolded)"
+        if d is not None and d.kind in ("argmax", "family"):
+            return f"{lab} is defined by an argmax (not unfolded)" if d.kind == "argmax" else f"{lab} is a family"
         b = ctx.binding_of_label(lab)
         if b is not None and b.opaque:
             return f"{b.name}: {b.opaque}"
