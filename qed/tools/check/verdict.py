@@ -669,12 +669,11 @@ class Checker:
         return isinstance(sub, P.Word) or (isinstance(sub, P.Letters) and len(sub.text) > 2)
 
     # ---------------------------------------------------------------- definitions
-    def _define_name(self, name: str, rhs, step: str, where: str, square: bool = False, lhs=None) -> Verdict:
-        if isinstance(rhs, P.ArgMax) and not square:
-            return self._define_argmax(name, rhs, step, where)
-        e = Elaborator(self.ctx)
+    def _read_definition(self, e: Elaborator, name: str, where: str, step: str, read):
+        """What `read()` makes of a definition's right side, or the "not understood" verdict (the
+        name poisoned) when it fails or leaves an index free that the name would depend on."""
         try:
-            v = e.value(rhs)
+            out = read()
             if e.free:
                 raise NotUnderstood(
                     f"free index {', '.join(sorted(e.free))} on the right only: {name} would depend on it"
@@ -682,6 +681,16 @@ class Checker:
         except NotUnderstood as err:
             self.ctx.poison(name, f"its definition was not understood: {err}", where)
             return Verdict("not understood", step, str(err))
+        return out
+
+    def _define_name(self, name: str, rhs, step: str, where: str, square: bool = False, lhs=None) -> Verdict:
+        if isinstance(rhs, P.ArgMax) and not square:
+            return self._define_argmax(name, rhs, step, where)
+        e = Elaborator(self.ctx)
+        read = self._read_definition(e, name, where, step, lambda: e.value(rhs))
+        if isinstance(read, Verdict):
+            return read
+        v = read
         label = label_for(name)
         if label in e.uses:  # the name on both sides: a statement about it, not a definition
             if lhs is None:
@@ -721,15 +730,10 @@ class Checker:
         unfolded (an index is no formula of the array language): a claim about k holds for any
         value of it or is not decided, and no counterexample may use it."""
         e = Elaborator(self.ctx)
-        try:
-            body, sym, n = e.argmax(rhs)
-            if e.free:
-                raise NotUnderstood(
-                    f"free index {', '.join(sorted(e.free))} on the right only: {name} would depend on it"
-                )
-        except NotUnderstood as err:
-            self.ctx.poison(name, f"its definition was not understood: {err}", where)
-            return Verdict("not understood", step, str(err))
+        read = self._read_definition(e, name, where, step, lambda: e.argmax(rhs))
+        if isinstance(read, Verdict):
+            return read
+        body, sym, n = read
         label = label_for(name)
         if label in e.uses:
             return Verdict("not understood", step, f"{name} is defined through itself")
