@@ -159,8 +159,8 @@ EDITS = [
         "name, params, kept, options = self.norms[which]",
         'name, params, kept, options = self.norms["norm"]',
     ),
-    ("numpy", "the adjoint of a value read twice overwritten", "return g if acc is None else acc + g", "return g"),
-    ("numpy", "the block's adjoint not handed on", "        d_y = d_x\n    d_x = d_y", "    d_x = d_y"),
+    ("numpy", "a value read twice: one share overwritten", "d_x1 = d_x1 + d_m_in", "d_x1 = d_m_in"),
+    ("numpy", "the block's adjoint not handed on", "\n        d_y = d_x\n", "\n"),
     (
         "numpy",
         "an untied head's gradient given to the embedding",
@@ -189,6 +189,21 @@ EDITS = [
     ),
     ("torch", "the step's moment not written back", "        M[name].copy_(m_new)\n", ""),
     ("torch", "the loss mask read wrong", "mask = (targets >= 0).long()", "mask = (targets > 0).long()"),
+    ("torch", "the masked targets divided (a float, not an id)", "targets * mask, mask", "targets / mask, mask"),
+    ("torch", "the logits left differentiable", "ctx.mark_non_differentiable(logits)", "pass"),
+    ("torch", "the caches kept after the backward", "ctx.tape = None", "pass"),
+    (
+        "numpy",
+        "the position table read at the wrong length",
+        "sinusoid(x.shape[1], x.dtype)",
+        "sinusoid(x.shape[2], x.dtype)",
+    ),
+    (
+        "numpy",
+        "backward's default weight not 1",
+        "weight: float | np.ndarray = 1.0",
+        "weight: float | np.ndarray = 2.0",
+    ),
 ]
 
 

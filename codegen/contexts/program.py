@@ -8,7 +8,7 @@ the template prints each kind's forward and backward line (its macros `fwd` and 
 
 from __future__ import annotations
 
-from derivations.language.program import KINDS, Program, Section, reverse
+from derivations.language.program import KINDS, Program, Section, exclusive, reverse
 
 from .common import backend_title, source_path
 
@@ -45,10 +45,12 @@ def _groups(items: list[dict]) -> list[dict]:
     return out
 
 
-def _stmt(section: Section, s, ties: dict, grads=()) -> dict:
+def _stmt(section: Section, s, ties: dict, grads=(), modes=()) -> dict:
     return {
         "kind": s.kind,
         "out": list(s.out),
+        "d_out": ["d_" + o for o in s.out],
+        "modes": list(modes),
         "args": list(s.args),
         "grads": list(grads),
         "scope": _scope_text(section, s.scope, ties),
@@ -64,16 +66,46 @@ def _stmt(section: Section, s, ties: dict, grads=()) -> dict:
 GIVEN = {"embed": "x", "block": "y", "head": "loss"}
 
 
+def _implies(a: tuple, b: tuple) -> bool:
+    """Guard a implies guard b: b restricts no option that a does not restrict to a subset."""
+    da = dict(a)
+    return all(k in da and set(da[k]) <= set(values) for k, values in b)
+
+
+def share_modes(section: Section) -> list[tuple[str, ...]]:
+    """How each backward statement adds each input's share to its adjoint: "first" where no
+    statement before it (in reverse order) can have given that adjoint a share under its guard,
+    "add" where one surely has (its guard implies an earlier share's), else "acc" (it depends on
+    the options: the adjoint starts at None and `_acc` adds)."""
+    shares: dict[str, list[tuple]] = {}
+    out = []
+    for a in reverse(section):
+        modes = []
+        for g in a.grads:
+            before = shares.setdefault(g, [])
+            if any(_implies(a.stmt.when, h) for h in before):
+                modes.append("add")
+            elif all(exclusive(a.stmt.when, h) for h in before):
+                modes.append("first")
+            else:
+                modes.append("acc")
+            before.append(a.stmt.when)
+        out.append(tuple(modes))
+    return out
+
+
 def section_context(section: Section, ties: dict) -> dict:
     """The section's forward (the loss apart: a forward without targets stops before it), its
-    derived backward, and the adjoints that backward starts at None (every one but the given)."""
+    derived backward with how each share is added, and the adjoints that start at None (those
+    with an `_acc` share)."""
     forward = [_stmt(section, s, ties) for s in section.body if s.kind != "loss"]
     loss = [_stmt(section, s, ties) for s in section.body if s.kind == "loss"]
-    backward = [_stmt(section, a.stmt, ties, a.grads) for a in reverse(section)]
+    modes = share_modes(section)
+    backward = [_stmt(section, a.stmt, ties, a.grads, m) for a, m in zip(reverse(section), modes)]
     adjoints = []
-    for a in reverse(section):
-        for n in (*a.stmt.out, *a.grads):
-            if n not in adjoints and n != GIVEN[section.name]:
+    for a, m in zip(reverse(section), modes):
+        for n, mode in zip(a.grads, m):
+            if mode == "acc" and n not in adjoints:
                 adjoints.append(n)
     return {
         "name": section.name,
@@ -93,5 +125,6 @@ def program_context(program: Program, backend: str, module: str) -> dict:
         "source": source_path(module),
         "options": program.options,
         "decay_min_axes": program.decay_min_axes,
-        "sections": {s.name: section_context(s, program.ties) for s in program.sections()},
+        "sections": (sections := {s.name: section_context(s, program.ties) for s in program.sections()}),
+        "uses_acc": any(sec["adjoints"] for sec in sections.values()),
     }

@@ -94,7 +94,7 @@ class Section:
                     raise ValueError(f"{self.name}: {s.kind} {s.out} reads {a!r} before it is defined")
             for o in s.out:
                 for w in defined.get(o, []):
-                    if not _exclusive(w, s.when):
+                    if not exclusive(w, s.when):
                         raise ValueError(f"{self.name}: {o!r} defined twice under guards that can both hold")
                 defined.setdefault(o, []).append(s.when)
         for o in self.outputs:
@@ -102,7 +102,7 @@ class Section:
                 raise ValueError(f"{self.name}: output {o!r} is never defined")
 
 
-def _exclusive(a: tuple, b: tuple) -> bool:
+def exclusive(a: tuple, b: tuple) -> bool:
     """Guards that cannot hold together: some option allowed different values by each."""
     da, db = dict(a), dict(b)
     return any(set(da[k]).isdisjoint(db[k]) for k in da.keys() & db.keys())

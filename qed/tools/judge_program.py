@@ -155,6 +155,14 @@ def _rand(rng: random.Random, shape) -> np.ndarray:
     return _exact(flat).reshape(shape)
 
 
+def _integers(a, what: str) -> np.ndarray:
+    """An integer array, as the kernel's own check requires (ids, targets, the loss mask)."""
+    a = np.asarray(a)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{what} must be integers, got {a.dtype}")
+    return a
+
+
 def _sum_to(g, shape):
     """g summed over its leading axes to `shape` (a parameter's gradient over the batch)."""
     while g.ndim > len(shape):
@@ -191,7 +199,7 @@ def _linear_nobias():
 
 def _embedding():
     def embedding_forward(ids, w):
-        return w[np.asarray(ids)], (np.asarray(ids), w.shape[0])
+        return w[_integers(ids, "ids")], (np.asarray(ids), w.shape[0])
 
     def embedding_backward(dy, cache):
         ids, V = cache
@@ -315,7 +323,7 @@ def _cross_entropy():
     """ℓ_t = ½ Σ_v z_tv² − z_t[target_t] over the scored t, L = Σ m_t ℓ_t / Σ m_t (shape (1,))."""
 
     def cross_entropy_forward(z, targets, mask):
-        targets, mask = np.asarray(targets), np.asarray(mask)
+        targets, mask = _integers(targets, "targets"), _integers(mask, "mask")
         n = int(mask.sum())
         total = Zp(0)
         for idx in np.ndindex(*targets.shape):
@@ -503,8 +511,8 @@ class ProgramResult:
         return f"gpt[{self.name}]: {'ok' if self.ok else 'FAILED'} {self.detail}"
 
 
-SIZES = dict(n_layer=2, n_head=3, n_embd=6, block_size=5, vocab_size=7)
-B_, T_ = 2, 5
+SIZES = dict(n_layer=2, n_head=3, n_embd=6, block_size=7, vocab_size=7)
+B_, T_ = 2, 5  # T < block_size: a table read at the wrong length shows
 
 
 FACTORS = {
@@ -648,7 +656,7 @@ def judge_options(
     name = f"{backend}, {n_layer} layers: " + ",".join(f"{k}={v}" for k, v in options.items())
     rng = random.Random(seed)
     modules = standins(config)
-    tables = Tables(seed, config.n_embd, config.head_dim, T_)
+    tables = Tables(seed, config.n_embd, config.head_dim, config.block_size)
     shapes = param_shapes(config)
     P = {k: _rand(rng, s) for k, s in shapes.items()}
     ids = np.asarray([[rng.randrange(config.vocab_size) for _ in range(T_)] for _ in range(B_)])
@@ -683,8 +691,13 @@ def judge_options(
         names = tuple(shapes)
         f_logits, f_loss = gpt.GPTFunction.apply(ops, names, ids_in, targets_in, *(args[k] for k in names))
         ok = bool(np.all(_arr(f_logits) == want_logits)) and _arr(f_loss)[0] == want_loss[0]
-        grads = gpt.GPTFunction.backward(gpt.GPTFunction.last_ctx, None, tensor(_exact([weight])))
+        ctx = gpt.GPTFunction.last_ctx
+        # its backward ignores the logits' gradient, so the logits must be marked as having none
+        marked = getattr(ctx, "__dict__", {}).get("non_differentiable", ())
+        ok = ok and any(t is f_logits for t in marked) and not any(t is f_loss for t in marked)
+        grads = gpt.GPTFunction.backward(ctx, None, tensor(_exact([weight])))
         ok = ok and len(grads) == 4 + len(names) and all(g is None for g in grads[:4])
+        ok = ok and ctx.__dict__.get("tape", "kept") is None  # the caches freed once used
         G_fn = dict(zip(names, (_arr(g) for g in grads[4:])))
         out.append(
             ProgramResult(
@@ -701,6 +714,10 @@ def judge_options(
             out[-1] = ProgramResult(f"{name}; GPTFunction", False, "GPTFunction.backward differs from backward")
     else:
         G = gpt.backward(ops, tape, weight)
+    # the default weight is 1: the same gradients divided by the weight
+    unit = {k: _arr(v) for k, v in gpt.backward(ops, tape).items()}
+    if set(unit) != set(G) or not all(np.all(unit[k] * weight == G[k]) for k in G):
+        out.append(ProgramResult(f"{name}; backward's default weight", False, "backward(ops, tape) is not weight 1"))
     bad = sorted(set(G) ^ set(shapes))
     if bad:
         out.append(ProgramResult(f"{name}; backward", False, f"gradients of {bad} missing or unexpected"))

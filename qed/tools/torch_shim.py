@@ -944,7 +944,9 @@ class FunctionCtx:
         return saved
 
     def mark_non_differentiable(self, *tensors):
-        """Outputs without a gradient: nothing to record here (the checker reads none of them)."""
+        """Outputs without a gradient, recorded (`non_differentiable`) for a checker to read: a
+        backward that ignores an output's gradient must have marked that output."""
+        object.__setattr__(self, "non_differentiable", tensors)
 
     def __getattr__(self, name):
         raise ShimAttributeError(f"ctx.{name} was never set (or is not modelled by the shim)")
