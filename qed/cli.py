@@ -12,7 +12,7 @@ import sys
 import time
 from typing import NoReturn
 
-from .cli_types import name, nonnegative_int, positive_float, positive_int, seconds, temperature
+from .cli_types import MODEL_KEYS, name, nonnegative_int, positive_float, positive_int, seconds, temperature
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
@@ -34,17 +34,7 @@ _RUN_OPTIONS = (
     "grad_clip",
     "seed",
     "dtype",
-    "n_layer",
-    "n_head",
-    "n_embd",
-    "block_size",
-    "norm",
-    "ffn",
-    "pos",
-    "norm_position",
-    "attention",
-    "qk_norm",
-    "residual_scale",
+    *MODEL_KEYS,  # the model's settings (qed/cli_types.py: the one list of them)
     "no_bias",
     "no_tie",
     "betas",
@@ -448,7 +438,7 @@ def _start(args, world, cf):
         from . import train_config
 
         model = dict(model_defaults)
-        for k in train_config.MODEL_KEYS:  # one list of the flags a run's description keeps
+        for k in MODEL_KEYS:  # one list of the flags a run's description keeps
             if getattr(args, k) is not None:
                 model[k] = getattr(args, k)
         if model.get("attention") in ATTENTION_ALIASES:  # --attention tiled / lse

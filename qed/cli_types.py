@@ -10,6 +10,22 @@ import argparse
 import os
 from collections.abc import Callable
 
+# `qed train`: the flags that set the model, each a key of a run description's `config` (the same
+# name); qed/train_config.py reads config files with it, qed/cli.py refuses them with --resume
+MODEL_KEYS = (
+    "n_layer",
+    "n_head",
+    "n_embd",
+    "block_size",
+    "norm",
+    "ffn",
+    "pos",
+    "norm_position",
+    "attention",
+    "qk_norm",
+    "residual_scale",
+)
+
 # `qed bench`
 NUMPY_PARALLEL = "processes"  # how NumpyGPT runs its batch slices (see qed/parallel.py)
 MEMORY_T = 1024  # --memory: attention vs attention_lse at this block size ...

@@ -25,25 +25,14 @@ import os
 import re
 import tomllib
 
+from .cli_types import MODEL_KEYS
 from .errors import QedError
 
 # the run description's `train` settings that have no flag: a config.json is accepted back only
 # with the value every `qed train` run has (qed/train.py's TrainSettings defaults)
 NO_FLAG_TRAIN = ("eps", "eval_batches", "max_eval_examples", "keep")
-# a run description's `config` key -> the flag's dest (bias and tie_weights are negated flags)
-MODEL_KEYS = (
-    "n_layer",
-    "n_head",
-    "n_embd",
-    "block_size",
-    "norm",
-    "ffn",
-    "pos",
-    "norm_position",
-    "attention",
-    "qk_norm",
-    "residual_scale",
-)
+# a run description's `config` key -> the flag's dest: qed/cli_types.py's MODEL_KEYS (bias and
+# tie_weights are negated flags)
 TRAIN_KEYS = (
     "steps",
     "batch_size",

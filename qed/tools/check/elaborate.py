@@ -797,9 +797,10 @@ class Elaborator:
 
     # ---------------------------------------------------------------- sums
 
-    def _summand(self, node, name: str, bound: Bound) -> tuple:
-        """The body of a sum over `name` elaborated with the index bound (its frame records the
-        axes it indexes): (the scalar body, the frame)."""
+    def _summand(self, node, name: str, bound: Bound, what: str = "") -> tuple:
+        """The body of a sum (or an argmax) over `name` elaborated with the index bound (its frame
+        records the axes it indexes): (the scalar body, the frame); `what`: why an array body is
+        refused."""
         frame = {name: bound}
         self.bound.append(frame)
         try:
@@ -807,7 +808,7 @@ class Elaborator:
         finally:
             self.bound.pop()
         if not body.is_scalar:
-            raise NotUnderstood("a sum of arrays (only sums of scalars and entries are understood)")
+            raise NotUnderstood(what or "a sum of arrays (only sums of scalars and entries are understood)")
         return body, frame
 
     def _v_Sum(self, node: P.Sum):
@@ -867,14 +868,9 @@ class Elaborator:
         if name not in self.ctx.index_letters:
             raise NotUnderstood(f"\\arg\\{node.kind}_{name}: {name} is not a declared index, its range is unknown")
         sym = sp.Dummy(name, integer=True)
-        frame = {name: Bound(sym, sp.Integer(1))}
-        self.bound.append(frame)
-        try:
-            body = self.value(node.body)
-        finally:
-            self.bound.pop()
-        if not body.is_scalar:
-            raise NotUnderstood(f"\\arg\\{node.kind} of an array (only of a scalar term in {name})")
+        body, frame = self._summand(
+            node, name, Bound(sym, sp.Integer(1)), f"\\arg\\{node.kind} of an array (only of a scalar term in {name})"
+        )
         sizes = {self.resolve(s) for s, _ in frame[name].positions}
         if len(sizes) != 1:
             why = "indexes no array" if not sizes else "indexes axes of different sizes"
