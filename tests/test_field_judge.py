@@ -144,6 +144,9 @@ def test_every_printed_file_agrees_with_the_claims(backend):
 
 def test_sizes_are_large_distinct_and_batched():
     results = fj.judge_op("layernorm", seed=3)
+    zero = [r for r in results if 0 in r.sizes.values()]
+    assert {k for r in zero for k, v in r.sizes.items() if v == 0} == {"r", "n"}  # each size once at 0
+    results = [r for r in results if r not in zero]
     assert {r.sizes.get("axes", "same") for r in results} == {"same", "absent"}
     for r in results:
         if r.sizes.get("axes") == "absent":
@@ -370,3 +373,57 @@ def test_a_judge_run_calls_neither_the_normaliser_nor_the_numeric_evaluator(monk
         results = fj.judge_op("attention_lse", backend, sizes=[{"m": 5, "n": 6, "d_k": 7, "d_v": 8}])
         results += fj.judge_op("layernorm", backend, sizes=[{"r": 5, "n": 7}])
         assert all(r.ok for r in results), _report(results)
+
+
+# ---------------------------------------------------------------------------------------------
+# One size 0: the claims hold for sizes ≥ 1, so the printed code at a zero size is judged too.
+
+
+def _zero(results):
+    return [r for r in results if r.what == "size 0" or r.sizes and 0 in r.sizes.values()]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_every_size_set_to_zero_is_refused_or_computed_exactly(backend):
+    results = fj.judge_op("linear", backend) + fj.judge_op("cross_entropy", backend)
+    zero = _zero(results)
+    assert {r.sizes.get("n_in") for r in zero if r.file.endswith("linear.py")} >= {0}
+    # linear with no input features: y = bias, every entry compared with the index form
+    assert any(r.what == "forward y" and r.entries > 0 and r.sizes.get("n_in") == 0 for r in zero)
+    assert all(r.ok for r in results), _report([r for r in results if not r.ok])
+
+
+def test_a_shortcut_that_returns_zeros_for_an_empty_input_is_caught():
+    # no input features: the printed shortcut returns 0 where y = bias
+    shortcut = "    if x.shape[-1] == 0:\n        return _v.restored(np.zeros(x.shape[:-1] + weight.shape[:1]), layout), (x, weight, layout)\n"
+    src = edited("numpy", "linear", "    # y = bias + x @ weightᵀ\n", shortcut + "    # y = bias + x @ weightᵀ\n")
+    bad = _caught(fj.judge_op("linear", source=src))
+    assert all(r.sizes.get("n_in") == 0 for r in bad) and any(r.what == "forward y" for r in bad)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_a_size_the_specification_divides_by_accepted_at_zero_is_caught(backend):
+    # the size and count checks dropped: cross-entropy over no rows is 0/0 in the specification
+    validate = text(backend, "_validate")
+    for name in ("nonzero_size", "nonzero"):
+        head = f"def {name}("
+        start = validate.index(head)
+        body = validate.index('"""', validate.index('"""', start) + 3) + 3
+        validate = validate[:body] + "\n    return\n" + validate[body:]
+    from qed.tools import translation
+
+    with translation.edited(ROOT / "generated" / backend / "_validate.py", validate):
+        bad = _caught(fj.judge_op("cross_entropy", backend))
+    assert any(r.what == "size 0" and "divides by zero" in r.error for r in bad), _report(bad)
+
+
+def test_a_refusal_of_a_size_the_specification_is_defined_at_is_caught():
+    # relu needs no size >= 1: refusing n = 0 is a refusal the specification does not justify
+    src = edited(
+        "numpy",
+        "relu",
+        "    x, layout = _v.checked(",
+        "    _v.nonzero_size('relu', 'n', x.shape[-1], 'x.shape[-1]', 'none')\n    x, layout = _v.checked(",
+    )
+    bad = _caught(fj.judge_op("relu", source=src))
+    assert any(r.what == "size 0" and "refused a size the specification is defined at" in r.error for r in bad)

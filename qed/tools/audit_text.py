@@ -390,8 +390,12 @@ def main(selectors: list[str] | None, as_json: bool, limit: int | None, workers:
 
     def tick(path, rows):
         if not err.is_terminal:
-            bad = sum(not r["refuted_by"] and not r["equivalent"] for r in rows)
-            err.print(f"{path.relative_to(ROOT).as_posix()}  {len(rows) - bad}/{len(rows)} refuted", highlight=False)
+            bad = [r for r in rows if not r["refuted_by"] and not r["equivalent"]]
+            err.print(
+                f"{path.relative_to(ROOT).as_posix()}  {len(rows) - len(bad)}/{len(rows)} refuted", highlight=False
+            )
+            for r in bad:  # at once, not only in the final list: a long run shows its survivors as it goes
+                err.print(f"  survived: {r['mutant']}", highlight=False)
 
     start = time.perf_counter()
     rows = run(selectors, limit, workers, tick)

@@ -75,6 +75,15 @@ each op also its printed `<Op>Function.forward`/`.backward` and functional form)
                                from the tiled cache)
     mha                        T = 6, 3 heads of 5, batch 2, causal off and on, against linear's
                                and attention's index forms composed by `mha.concat`'s index map
+    every op, one size at 0    each size in turn set to 0, the others drawn (`judge_zero`): the
+                               claims hold for sizes ≥ 1, so this case is judged, not assumed;
+                               where the index form evaluates (a sum over nothing is 0: linear
+                               with no input features is its bias) the printed outputs and
+                               gradients must be exactly that; where it divides by zero (a mean
+                               of no rows) the kernel must refuse the call with its own error,
+                               and a refusal is accepted only there or where a denominator of
+                               the formulas is 0 at that size (a softmax over no keys, even
+                               inside a sum over nothing)
     sgd, adam, adamw           (5..9) × (10..17), t in 2..9, hyperparameters in their domains
     rope_tables, sinusoidal    T in 5..17, d even in 6..16, a random base
 
@@ -1507,7 +1516,108 @@ def judge_op(
         for when in flag_sets(op) if flags is None else flags:
             with be.run():
                 out += _judge_run(op, mod, be, assigned, when, seed * 1000 + run, plan["batch"], mode)
+    if sizes is None:
+        for k, s in enumerate(sorted(size_syms, key=lambda x: x.name)):
+            assigned = {**draw.sizes(size_syms, cap=plan["cap"]), s: 0}
+            for when in flag_sets(op) if flags is None else flags:
+                with be.run():
+                    out += judge_zero(op, mod, be, assigned, when, seed * 1000 + 500 + k, plan["batch"])
     return out
+
+
+def judge_zero(op, mod, be, size_map, when, seed, batch) -> list[Result]:
+    """One size 0 (the claims are proved for sizes ≥ 1, so this case is checked, not assumed):
+    where the specification is defined there — every output and gradient of the claims' index
+    form evaluates, empty sums 0 — the printed kernel must compute exactly that (outputs of the
+    declared shapes, gradients summed over nothing); where it divides by zero (a mean over an
+    empty row, 1/√d with d = 0, a log-sum-exp over no entries), the kernel must refuse the call
+    with its own error. The refusal is read from the specification, not from code generation's
+    list of sizes that must be ≥ 1."""
+    fname = be.file(op.name)
+    sizes_named = {s.name: v for s, v in size_map.items()}
+    where = (fname, tuple(sorted(when)), sizes_named, seed)
+    setting = setting_for(op, {})
+    for a in op.integer_inputs:
+        lo, hi = _id_range(setting, a, size_map)
+        if hi < lo and int(sp.sympify(a.shape[0]).xreplace(size_map)) > 0:  # no id can be drawn:
+            return []  # every call is outside the domain (the edge judge's id refusals)
+    try:
+        got = _judge_point(op, mod, be, size_map, when, seed, batch, "same", empty_ok=True)
+        refused = None
+    except _Refusal as exc:
+        got, refused = [], exc.message
+    except ZeroDenominator as exc:
+        got, refused = [], None
+        printed_divides = str(exc) or "a zero denominator"
+    else:
+        printed_divides = None
+    defined = _specification_defined(op, size_map, when, seed, batch)
+    res = Result(fname, "size 0", where[1], sizes_named, seed, entries=1)
+    if refused is not None and defined and not _a_denominator(op, size_map):
+        res.error = f"refused a size the specification is defined at: {refused}"
+    elif refused is None and not defined:
+        res.error = "the specification divides by zero at this size and the kernel accepts it" + (
+            f" ({printed_divides})" if printed_divides else ""
+        )
+    elif refused is None and printed_divides:
+        res.error = f"the kernel divides by zero where the specification does not: {printed_divides}"
+    return [res] + [r for r in got if not (r.entries == 0 and not r.error and not r.mismatches)]
+
+
+class _Refusal(Exception):
+    """The printed kernel refused a call with its own error (a size, an id or a count)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+def _id_range(setting, a, size_map) -> tuple[int, int]:
+    """The range integer input `a` is drawn from: its declared one, ids and targets over the
+    whole vocabulary."""
+    lo, hi = (int(sp.sympify(x).xreplace(size_map)) for x in setting.integer_arrays[a.name])
+    vocab = [v for sym, v in size_map.items() if sym.name == "V"]
+    if hi > 1 and vocab:
+        hi = vocab[0] - 1
+    return lo, hi
+
+
+def _a_denominator(op, size_map) -> bool:
+    """Whether the size set to 0 is one that a denominator of the printed formulas is 0 at
+    (a mean's count, a softmax's row sum over no keys): a refusal the specification justifies
+    even where the 0 sits inside a sum over nothing (Σ_{j<0} P_ij V_j = 0 is defined; the
+    softmax P it sums is not)."""
+    from codegen.analysis import analyse
+
+    zero = {s.name for s, v in size_map.items() if v == 0}
+    return any(sym.name in zero for sym, _ in analyse(op).zero_sizes)
+
+
+def _specification_defined(op, size_map, when, seed, batch) -> bool:
+    """Whether every output and gradient of the claims' index form evaluates at these sizes
+    (no zero denominator), at a random point."""
+    draw = _Draw(seed)
+    setting = setting_for(op, {})
+    arrays = {}
+    shape = lambda a: tuple(int(sp.sympify(s).xreplace(size_map)) for s in a.shape)  # noqa: E731
+    for a in op.inputs + op.params:
+        shp = shape(a)
+        if a in op.integer_inputs:
+            arr = _np.array(_integer_values(draw, *_id_range(setting, a, size_map), shp[0]), dtype=_np.int64)
+        else:
+            arr = draw.array(_stored(shp))
+        arrays[a.name] = (shp, arr, 0)
+    for o in op.outputs:
+        arrays[grad_of(o).name] = (shape(o), draw.array(_stored(shape(o))), 0)
+    _kwargs, scalars = _options_at(op, when, setting, draw)
+    scalars.update(size_map)
+    fwd, bwd = forward_scope(op, when), backward_scope(op, when)
+    try:
+        for a, expr in [(o, fwd[o]) for o in op.outputs] + [(g, bwd[g]) for g in op.grads]:
+            _expected(op, expr, shape(a), arrays, scalars, size_map, 1, bool(op.broadcast), 0)
+    except ZeroDenominator:
+        return False
+    return True
 
 
 def _judge_run(op, mod, be, size_map, when, seed, batch, mode="same") -> list[Result]:
@@ -1530,7 +1640,7 @@ def _judge_run(op, mod, be, size_map, when, seed, batch, mode="same") -> list[Re
     ]
 
 
-def _judge_point(op, mod, be, size_map, when, seed, batch, mode="same") -> list[Result]:
+def _judge_point(op, mod, be, size_map, when, seed, batch, mode="same", empty_ok=False) -> list[Result]:
     fname = be.file(op.name)
     _Model.reset(seed)
     draw = _Draw(seed)
@@ -1568,20 +1678,14 @@ def _judge_point(op, mod, be, size_map, when, seed, batch, mode="same") -> list[
         shp = shape(a)
         lead = (leading(a.name),) if leading(a.name) else ()
         if a in op.integer_inputs:
-            lo, hi = setting.integer_arrays[a.name]
-            lo, hi = int(sp.sympify(lo).xreplace(size_map)), int(sp.sympify(hi).xreplace(size_map))
-            vocab = [v for sym, v in size_map.items() if sym.name == "V"]
-            if hi > 1 and vocab:
-                hi = vocab[0] - 1  # ids and targets over the whole vocabulary
+            lo, hi = _id_range(setting, a, size_map)
             vals = _integer_values(draw, lo, hi, shp[0] * (lead[0] if lead else 1))
             arr = _np.array(vals, dtype=_np.int64).reshape(lead + (() if a.name in absent else (shp[0],)))
         else:
             arr = draw.array(lead + _stored(shp))
         arrays[a.name] = (shp, arr, lead[0] if lead else 0)
         args.append(be.wrap(arr))
-    from .translation import option_arguments
-
-    kwargs, scalars = option_arguments(op, when, setting, lambda o: _option_value(draw, o), reals_too=True)
+    kwargs, scalars = _options_at(op, when, setting, draw)
     for s, v in size_map.items():
         scalars[s] = v
     results: list[Result] = []
@@ -1589,6 +1693,10 @@ def _judge_point(op, mod, be, size_map, when, seed, batch, mode="same") -> list[
         got, cache = getattr(mod, f"{op.name}_forward")(*args, **kwargs)
     except ZeroDenominator:
         raise
+    except ValueError as exc:
+        if empty_ok and str(exc).startswith(op.name):  # the kernel's own refusal, judged by judge_zero
+            raise _Refusal(str(exc)) from exc
+        return [Result(fname, "forward", flags_on, sizes_named, seed, error=f"{type(exc).__name__}: {exc}")]
     except Exception as exc:  # noqa: BLE001 - the run failing is a finding
         return [Result(fname, "forward", flags_on, sizes_named, seed, error=f"{type(exc).__name__}: {exc}")]
     got = got if isinstance(got, tuple) else (got,)
@@ -1639,6 +1747,13 @@ def _judge_point(op, mod, be, size_map, when, seed, batch, mode="same") -> list[
             op, mod, be, args, kwargs, ups, wants, (fname, flags_on, dict(sizes_named, batch=B), seed)
         )
     return results
+
+
+def _options_at(op, when, setting, draw) -> tuple[dict, dict]:
+    """The options' keyword arguments and their exact values, drawn."""
+    from .translation import option_arguments
+
+    return option_arguments(op, when, setting, lambda o: _option_value(draw, o), reals_too=True)
 
 
 def _judged(res: Result, want, unwrap, value) -> Result:
