@@ -696,3 +696,30 @@ def test_special_ndtr_float32():
     np.testing.assert_array_equal(_special.ndtr(block), _special.ndtr(np.ascontiguousarray(block)))
     x64 = np.linspace(-5, 5, 1001)
     np.testing.assert_array_equal(_special.ndtr(x64), scipy.special.ndtr(x64))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_in_place_sums_of_a_broadcasting_op_start_from_an_array_of_the_full_shape(backend):
+    """rope's y = cos ⊙ x + sin ⊙ (x @ rot): with x's leading axis 1 and sin's 2, cos ⊙ x is not
+    of y's shape, so the sum may not be accumulated into it (it was, until the in-place plan
+    knew which inputs' leading axes each value carries)."""
+    import importlib
+
+    import numpy as np
+
+    mod = importlib.import_module(f"generated.{backend}.rope")
+    rng = np.random.default_rng(0)
+    T, d = 4, 6
+    x, cos, sin = rng.standard_normal((1, T, d)), rng.standard_normal((T, d)), rng.standard_normal((2, T, d))
+    rot = np.zeros((d, d))
+    for i in range(0, d, 2):
+        rot[i, i + 1], rot[i + 1, i] = 1.0, -1.0
+    args = [x, cos, sin, rot]
+    if backend == "torch":
+        import torch
+
+        args = [torch.from_numpy(a) for a in args]
+    y, _ = mod.rope_forward(*args)
+    y = np.asarray(y)
+    assert y.shape == (2, T, d)
+    np.testing.assert_allclose(y, cos * x + sin * (x @ rot), rtol=1e-12, atol=1e-12)

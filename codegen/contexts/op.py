@@ -72,9 +72,23 @@ def op_context(op: Op, backend: str, tables=()) -> dict:
     }
 
     try:
-        forward_lines = lower_body(op.forward, fwd, an.batched, keep=set(op.outputs) | set(op.saved), taken=an.names)
+        forward_lines = lower_body(
+            op.forward,
+            fwd,
+            an.batched,
+            keep=set(op.outputs) | set(op.saved),
+            taken=an.names,
+            broadcast=((), ()) if op.broadcast else None,
+        )
         bwd = printer_for(backend, names=an.option_names, matrices=matrices)
-        backward_lines = lower_body(op.backward, bwd, an.batched, keep=set(op.grads), taken=an.names)
+        backward_lines = lower_body(
+            op.backward,
+            bwd,
+            an.batched,
+            keep=set(op.grads),
+            taken=an.names,
+            broadcast=(tuple(op.upstream), op.forward) if op.broadcast else None,
+        )
         guard = printer_for(backend, names=an.option_names, matrices=matrices)
         guards = guard_lines(an, guard, "SIGNATURE")
     except PrinterError as e:

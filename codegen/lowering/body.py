@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from derivations.language.arrays import Array, CausalMask, Gather, OneHot, T, Take, shape_of
+from derivations.language.arrays import Array, CausalMask, ColSum, Contract, Gather, OneHot, T, Take, shape_of
 
 from ..analysis import keeps_leading_axes, storage_text
 from ..printers import formula_comment
@@ -48,9 +48,13 @@ def shape_comment(arr: Array, batched: bool, printer) -> str:
     return storage_text(arr, arr.integer_valued, batched and arr.shape[0] != 1, printer)
 
 
-def stored_shape(batched: dict):
-    """The stored shape of a subexpression, for in-place printing: (rows, cols, has leading
-    axes), or None where that is not known (a scalar)."""
+def stored_shape(batched: dict, carriers=None):
+    """The stored shape of a subexpression, for in-place printing: (rows, cols, its leading
+    axes), or None where that is not known (a scalar). The leading axes are "has them or not"
+    where every batched input has the same ones; for an op whose inputs' leading axes broadcast
+    against each other (`carriers` given), they are the set of inputs whose leading axes the
+    value carries: cos ⊙ x is not of the full shape of cos ⊙ x + sin ⊙ (x @ rot) when sin's
+    leading axes are longer than x's and cos's, so it is no array to accumulate the sum into."""
 
     def full(e):
         try:
@@ -59,9 +63,35 @@ def stored_shape(batched: dict):
             return None
         if shape == ():
             return None
-        return (*shape, keeps_leading_axes(e, batched))
+        return (*shape, carriers(e) if carriers is not None else keeps_leading_axes(e, batched))
 
     return full
+
+
+def leading_carriers(assigns, batched: dict, upstream=(), before=()):
+    """For a broadcasting op: a function giving, for an expression over the body `assigns`, the
+    batched inputs whose leading axes its value carries (outside ColSum and Contract, which
+    sum them away), through the body's intermediates and those of `before` (the forward, for
+    the values a backward reads from the cache). An upstream gradient has the outputs' leading
+    axes, the broadcast of every input's: it carries them all."""
+    assigns = list(before) + list(assigns)
+    targets = {a.target for a in assigns}
+    everyone = frozenset(a for a, b in batched.items() if b and a not in targets)
+    known: dict = {u: everyone for u in upstream}
+
+    def carriers(e) -> frozenset:
+        e = sp.sympify(e)
+        if isinstance(e, Array):
+            if e in known:
+                return known[e]
+            return frozenset({e}) if batched.get(e, False) and e not in targets else frozenset()
+        if isinstance(e, (ColSum, Contract)):
+            return frozenset()
+        return frozenset().union(*(carriers(a) for a in e.args)) if e.args else frozenset()
+
+    for a in assigns:
+        known[a.target] = known.get(a.target, frozenset()) | carriers(a.expr)
+    return carriers
 
 
 def masks_own_array(assigns, k: int) -> bool:
@@ -121,10 +151,14 @@ def last_reads(assigns, keep) -> dict:
     return {n: k for n, k in last_read.items() if n in local}
 
 
-def blocks(assigns, printer, batched: dict, keep=None, taken=frozenset()) -> list[Block]:
+def blocks(assigns, printer, batched: dict, keep=None, taken=frozenset(), broadcast=None) -> list[Block]:
     """Each assignment lowered to statements, with its temporaries and the arrays it frees;
-    `taken`: the names the function uses (no temporary may take one)."""
+    `taken`: the names the function uses (no temporary may take one); `broadcast`: None, or the
+    inputs' leading axes broadcast against each other: (the upstream gradients, the forward's
+    assignments) for a backward, ((), ()) for a forward (`stored_shape`)."""
     lowering = Lowering(printer, taken)
+    carriers = leading_carriers(assigns, batched, *broadcast) if broadcast is not None else None
+    full = stored_shape(batched, carriers)
     last_read = last_reads(assigns, keep)
     out = []
     for k, asg in enumerate(assigns):
@@ -140,7 +174,7 @@ def blocks(assigns, printer, batched: dict, keep=None, taken=frozenset()) -> lis
                 for a in sp.sympify(asg.expr).free_symbols
                 if isinstance(a, Array) and last_read.get(a.name) == k and owned(assigns, k, a)
             }
-            lines = lowering.assign(asg.target.name, asg.expr, full=stored_shape(batched), dead=dead)
+            lines = lowering.assign(asg.target.name, asg.expr, full=full, dead=dead)
             temps = list(lowering.defined)
         lines[-1] += f"  # {shape_comment(asg.target, batched[asg.target], printer)}"
         out.append(
@@ -156,10 +190,10 @@ def blocks(assigns, printer, batched: dict, keep=None, taken=frozenset()) -> lis
     return out
 
 
-def lower_body(assigns, printer, batched: dict, keep=None, taken=frozenset()) -> list[str]:
+def lower_body(assigns, printer, batched: dict, keep=None, taken=frozenset(), broadcast=None) -> list[str]:
     """The lines of a sequence of assignments (see the module's docstring)."""
     lines: list[str] = []
-    for b in blocks(assigns, printer, batched, keep, taken):
+    for b in blocks(assigns, printer, batched, keep, taken, broadcast):
         printed = (
             ([b.note] if b.note else []) + [b.formula] + b.lines + (["del " + ", ".join(b.temps)] if b.temps else [])
         )

@@ -185,7 +185,10 @@ def _claim_section(c: dict, ops: list) -> list[str]:
         out.append(f"- **counterexample:** {code(brief(c['counterexample']))}")
     out.append("")
     if c["assumptions"]:
-        out += ["Assumptions:", ""] + [f"- {code(a)}" for a in c["assumptions"]] + [""]
+        # as mathematics where the certificate has them so (the normaliser's expressions in
+        # LaTeX, indices counted from 0), else as the back end wrote them
+        shown = c.get("assumptions_latex") or [code(a) for a in c["assumptions"]]
+        out += ["Assumptions:", ""] + [f"- {a}" for a in shown] + [""]
     else:
         out += ["Assumptions: none.", ""]
     if c.get("evidence"):

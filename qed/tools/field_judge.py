@@ -1500,9 +1500,12 @@ def judge_op(
     size_syms = list(setting.sizes)
     runs = sizes if sizes is not None else [draw.sizes(size_syms, cap=plan["cap"]) for _ in range(plan["runs"])]
     if modes is None and sizes is None:
-        # the second assignment with broadcasting leading axes (broadcast ops), and the first
+        # the next assignments with broadcasting leading axes (broadcast ops), and the first
         # once more with the rows absent where the op allows it (x (n,) for x (r, n))
-        modes = ["same", "broadcast1" if op.broadcast else "same"] + (["absent"] if op.optional_axes >= 1 else [])
+        # (every carrier in turn: each input once with the leading axis, once with 1, once without)
+        carriers = len(getattr(getattr(mod, "SIGNATURE", None), "batched", ())) if op.broadcast else 0
+        broadcast = [f"broadcast{c}" for c in range(min(carriers, 3))] or ["same"]
+        modes = ["same", *broadcast] + (["absent"] if op.optional_axes >= 1 else [])
     modes = modes or ["same"] * len(runs)
     if op.optional_axes < 1 and "absent" in modes:
         raise ValueError(f"{op.name}: its rows axis may not be absent (optional_axes = 0)")

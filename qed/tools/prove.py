@@ -22,9 +22,31 @@ def selected(claim, selectors: list[str] | None) -> bool:
 
 
 def _run_one(claim_id: str) -> dict:
+    """A claim's certificate, its assumptions kept both as the back end writes them and as
+    mathematics (`assumptions_latex`: LaTeX between $ … $, for the claim's page)."""
     from derivations import registry
 
-    return registry.claim(claim_id).run().to_json()
+    from .check.transcript import tagged_show
+
+    with tagged_show() as tags:
+        cert = registry.claim(claim_id).run().to_json()
+    shown = {}  # plain text -> as mathematics; expressions that print alike are one assumption
+    for a in cert["assumptions"]:
+        shown.setdefault(tags.plain(a), tags.markdown(a))
+    cert = _untagged(cert, tags)
+    cert["assumptions"], cert["assumptions_latex"] = list(shown), list(shown.values())
+    return cert
+
+
+def _untagged(value, tags):
+    """`value` (a certificate's JSON) with every shown expression back in SymPy's string form."""
+    if isinstance(value, str):
+        return tags.plain(value)
+    if isinstance(value, list):
+        return [_untagged(v, tags) for v in value]
+    if isinstance(value, dict):
+        return {k: _untagged(v, tags) for k, v in value.items()}
+    return value
 
 
 # ------------------------------------------------------------------------------------ the plan

@@ -41,6 +41,8 @@ PACKAGES = ("derivations", "codegen", "qed", "generated")  # the project's own i
 
 # the proof machinery: every claim's key covers these whole folders and files
 MACHINERY = ("derivations/proof", "derivations/language", "derivations/registry.py", "derivations/__init__.py")
+# the files that turn a proof into a certificate (not followed: their imports are the tools')
+CERTIFICATE_WRITERS = ("qed/tools/prove.py", "qed/tools/check/transcript.py")
 # the judges' machinery: their entry module (its imports are followed from there)
 JUDGE_ENTRY = "qed/tools/judges.py"
 
@@ -181,7 +183,9 @@ class Keys:
 
     def files_of_claim(self, module: str) -> list[Path]:
         own = _module_path(module)
-        return self._closure_of(*([own] if own else []), *_expand(MACHINERY))
+        # and what writes the certificate down (its assumptions shown as mathematics)
+        writers = [ROOT / f for f in CERTIFICATE_WRITERS]
+        return self._closure_of(*([own] if own else []), *_expand(MACHINERY)) + writers
 
     def claim(self, claim_id: str, module: str) -> str:
         return self._key(f"claim {claim_id}", self.files_of_claim(module))
