@@ -176,3 +176,13 @@ def test_the_declared_equivalent_promotion_is_equivalent_on_floats(backend):
         assert any(np.ndim(a) < np.ndim(b) for a, b in zip(raw, full)), op.name  # the rows axis is absent
         for want, got in zip(*results):
             assert want.shape == got.shape and np.array_equal(want, got), op.name
+
+
+def test_a_mutant_is_judged_by_the_units_that_execute_its_statement():
+    text = "def f(x,\n      k=1):\n    y = (x +\n         1)\n    if y:\n        return y\n    return 0\n"
+    assert at.statement_lines(text, 4, "1") == range(3, 5)  # inside a statement over two lines
+    assert at.statement_lines(text, 2, "1") == range(1, 8)  # a default: the whole def
+    prof = {"rational": [("cheap", frozenset({3, 6}), 0.1), ("dear", frozenset({1, 7}), 9.0)]}
+    assert at.relevant(prof, "rational", ["dear", "cheap"], range(3, 5)) == ["cheap"]
+    assert at.relevant(prof, "rational", ["dear", "cheap"], range(1, 8)) == ["cheap", "dear"]
+    assert at.relevant(None, "rational", ["dear", "cheap"], None) == ["dear", "cheap"]  # no profile: all

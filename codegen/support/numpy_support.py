@@ -51,7 +51,7 @@ def contract(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def matmul_rows(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """x @ w for a weight matrix w (k, c) and x (..., r, k) -> (..., r, c): one 2-D product over
     all rows of every leading axis (one BLAS call instead of one per leading index)."""
-    return (rows(x) @ w).reshape(*x.shape[:-1], w.shape[-1])
+    return (rows(x) @ w).reshape(*x.shape[:-1], w.shape[1])  # w is (k, c)
 
 
 def gaussian(u: np.ndarray) -> np.ndarray:

@@ -49,7 +49,7 @@ def contract(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def addmm_rows(b: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """x @ w + b for a weight matrix w (k, c), a bias b (c,) and x (..., r, k) -> (..., r, c):
     one torch.addmm over all rows of every leading axis, the bias as the GEMM's initial C."""
-    return torch.addmm(b, rows(x), w).reshape(*x.shape[:-1], w.shape[-1])
+    return torch.addmm(b, rows(x), w).reshape(*x.shape[:-1], w.shape[1])
 
 
 def gaussian(u: torch.Tensor) -> torch.Tensor:

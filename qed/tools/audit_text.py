@@ -34,7 +34,17 @@ from pathlib import Path
 
 from . import ROOT
 
-__all__ = ["Outcome", "units_of_file", "judge_mutant", "run", "main", "DEFAULT_LIMIT"]
+__all__ = [
+    "Outcome",
+    "units_of_file",
+    "profile",
+    "relevant",
+    "statement_lines",
+    "judge_mutant",
+    "run",
+    "main",
+    "DEFAULT_LIMIT",
+]
 
 DEFAULT_LIMIT = 12  # mutants per file in a default run (evenly spread); --limit 0: all
 BACKENDS = ("numpy", "torch")
@@ -205,8 +215,53 @@ def _real_modules(backend: str, path: Path, text: str):
         vars(package).update(saved_attrs)
 
 
-def judge_mutant(path: Path, text: str, chosen=None) -> tuple[str, str]:
-    """(the judge that refutes `text` as the content of `path`, its first report), or ("", "")."""
+def profile(path: Path, chosen) -> dict:
+    """{judge: [(unit, the lines of `path` it executes, seconds)]}, cheapest first: each judge
+    run once over the units of a shared file (a helper) on the printed text. A unit that never
+    executes the statement an edit is on cannot see the edit, so a mutant is judged by the units
+    that execute it alone (`relevant`): the audit of `_validate` and `_support` then costs what
+    their callers' lines cost, not every unit per mutant."""
+    from . import judges
+
+    backend = path.parent.name
+    out = {}
+    for judge in ("rational", "symbolic", "edges"):
+        rows = []
+        for unit in chosen:
+            part = judges.run_task(judge, backend, (unit.name,))["units"][unit.name]
+            lines = {int(n) for f, ns in part["hits"].items() if Path(f).resolve() == path.resolve() for n in ns}
+            rows.append((unit, frozenset(lines), part["seconds"]))
+        out[judge] = sorted(rows, key=lambda r: r[2])
+    return out
+
+
+def statement_lines(text: str, line: int, before: str) -> range:
+    """The lines of the innermost statement of `text` that holds an edit at `line` (spanning as
+    many lines as `before` does): any of them executed means the statement ran."""
+    import ast
+
+    last = line + before.count("\n")
+    best = None
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.stmt) and node.lineno <= line and last <= (node.end_lineno or node.lineno):
+            if best is None or (node.end_lineno - node.lineno) < (best.end_lineno - best.lineno):
+                best = node
+    return range(best.lineno, best.end_lineno + 1) if best is not None else range(1, len(text.splitlines()) + 1)
+
+
+def relevant(prof: dict | None, judge: str, chosen, lines: range | None):
+    """The units to judge a mutant on `lines` with, cheapest first (all of `chosen` without a
+    profile)."""
+    if prof is None or lines is None:
+        return list(chosen)
+    wanted = set(lines)
+    return [unit for unit, hit, _ in prof[judge] if hit & wanted]
+
+
+def judge_mutant(path: Path, text: str, chosen=None, prof=None, lines=None) -> tuple[str, str]:
+    """(the judge that refutes `text` as the content of `path`, its first report), or ("", "").
+    With a `profile` and the edited statement's `lines`, each judge runs only the units that
+    execute that statement."""
     from . import judges
     from .translation import edited
 
@@ -214,7 +269,7 @@ def judge_mutant(path: Path, text: str, chosen=None) -> tuple[str, str]:
     chosen = units_of_file(path) if chosen is None else chosen
     with edited(path, text):
         for judge in ("rational", "symbolic"):
-            for unit in chosen:
+            for unit in relevant(prof, judge, chosen, lines):
                 try:
                     results = judges._JUDGE[judge](unit, backend)
                 except Exception as exc:  # noqa: BLE001 - the edited code failing to run refutes it
@@ -222,14 +277,15 @@ def judge_mutant(path: Path, text: str, chosen=None) -> tuple[str, str]:
                 bad = [r for r in results if not r.ok]
                 if bad:
                     return judge, str(bad[0])[:300]
-    reference = {u.name: _float_outputs(u, backend) for u in chosen if u.kind == "op"}
+    floats = chosen if prof is None else [u for u in chosen if any(u in relevant(prof, j, chosen, lines) for j in prof)]
+    reference = {u.name: _float_outputs(u, backend) for u in floats if u.kind == "op"}
     try:
         with _real_modules(backend, path, text):
-            for unit in chosen:
+            for unit in relevant(prof, "edges", chosen, lines):
                 bad = [r for r in judges._JUDGE["edges"](unit, backend) if not r.ok]
                 if bad:
                     return "edges", str(bad[0])[:300]
-            for unit in chosen:
+            for unit in floats:
                 if unit.name in reference:
                     found = _unstable(reference[unit.name], _float_outputs(unit, backend))
                     if found:
@@ -314,13 +370,17 @@ def audit_file(path: Path, limit: int | None) -> list[Outcome]:
     out = []
     rel = path.relative_to(ROOT).as_posix()
     text = path.read_text()
-    for m in sample(mutants(text), limit):
+    todo = sample(mutants(text), limit)
+    # a shared file (more units than its own): each mutant judged by the units that run its line
+    prof = profile(path, chosen) if len(chosen) > 3 and len(todo) > 3 else None
+    for m in todo:
         same = equivalent_of(path, text, m)
         if same is not None:
             out.append(Outcome(rel, str(m), m.operator, equivalent=same.reason))
             continue
         t0 = time.perf_counter()
-        judge, detail = judge_mutant(path, m.text, chosen)
+        lines = statement_lines(text, m.line, m.before) if prof is not None else None
+        judge, detail = judge_mutant(path, m.text, chosen, prof, lines)
         out.append(Outcome(rel, str(m), m.operator, judge, detail, time.perf_counter() - t0))
     return out
 

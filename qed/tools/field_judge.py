@@ -63,10 +63,12 @@ each op also its printed `<Op>Function.forward`/`.backward` and functional form)
                                combination, a leading batch axis of 2: broadcast ops
                                (attention, rope) per slice, row ops with the axis folded into
                                the rows (ColSum and Contract then sum over it), the gradient of
-                               a parameter summed over the slices; for broadcast ops the second
-                               assignment with leading axes that broadcast (one input with 2,
-                               the next with 1, the next with none: each gradient summed back to
-                               its input's shape); for ops whose rows may be absent, the first
+                               a parameter summed over the slices; for broadcast ops three more
+                               runs with leading axes that broadcast (one input with 2, the next
+                               with 1, the next with none, each input carrying the 2 in turn:
+                               every gradient's sum back to its input's shape runs, and every
+                               in-place sum starts from an array of the full broadcast shape);
+                               for ops whose rows may be absent, the first
                                assignment once more with x (n,) for x (r, n); ids and targets over
                                the whole vocabulary, a 0/1 mask with at least one 1
     attention_tiled            m ≠ n, a block that does not divide n, causal off and on, batch 2
