@@ -39,7 +39,7 @@ from .language.arrays import (
     index,
     size,
 )
-from .language.ops import Op, RangeLimit, grad_of
+from .language.ops import Op, Quote, RangeLimit, grad_of
 from .proof import numeric
 from .proof.core import Claim, Mutant, Proof, Setting, index_claim, prove_index_identity, refute_identity
 from .proof.kinks import refute_at_kinks
@@ -123,7 +123,9 @@ EX, EY = Array("x", (r, n)), Array("y", (r, n))
 EDY, EDX = grad_of(EY), grad_of(EX)
 
 
-def _elementwise_op(name, title, claims, f, f_grad, *, spec, source, mistakes, reference, range_limit=None) -> Op:
+def _elementwise_op(
+    name, title, claims, f, f_grad, *, spec, source, mistakes, reference, range_limit=None, quotes=()
+) -> Op:
     """y = f(x), dx = dy ⊙ f'(x), elementwise (the registry sets the declaring module: the one
     whose OPS lists the op)."""
     return Op(
@@ -131,6 +133,7 @@ def _elementwise_op(name, title, claims, f, f_grad, *, spec, source, mistakes, r
         title=title,
         spec=spec,
         source=source,
+        quotes=quotes,
         mistakes=mistakes,
         claims=claims,
         reference=reference,
@@ -194,6 +197,7 @@ def _gelu_op() -> Op:
         reference=lambda torch, x: torch.nn.functional.gelu(x),
         spec=spec,
         source="seed B §12",
+        quotes=(Quote("seed B §12", "GELU", r"GELU(x) = x\Phi(x)"),),
         mistakes={
             "no-x-phi": ("dx = dy ⊙ Φ(x): the xφ(x) term of the product rule dropped", "backward", "dx", dy * cdf),
             "phi-unnormalised": ("φ without the 1/√(2π)", "backward", "dx", dy * (cdf + x * sp.exp(-(x**2) / 2))),
@@ -227,6 +231,13 @@ GELU_TANH = _elementwise_op(
     gelu_tanh,
     gelu_tanh_grad,
     source="seed B §12",
+    quotes=(
+        Quote(
+            "seed B §12",
+            "GELU",
+            r"GELU(x) \approx \frac{x}{2} \left[ 1+ \tanh \left( \sqrt{\frac{2}{\pi}} (x+0.044715x^3) \right) \right]",
+        ),
+    ),
     reference=lambda torch, x: torch.nn.functional.gelu(x, approximate="tanh"),
     range_limit=RangeLimit(
         {"float32": 1e20, "float64": 1e300},
@@ -272,6 +283,10 @@ SILU = _elementwise_op(
     silu,
     silu_grad,
     source="seed B §13",
+    quotes=(
+        Quote("seed B §13", "SiLU", r"SiLU(x) = x\sigma(x)"),
+        Quote("seed B §13", "SiLU", r"SiLU(x) = \frac{x}{1+e^{-x}}"),
+    ),
     reference=lambda torch, x: torch.nn.functional.silu(x),
     spec=[
         Assign(SIGMA_S, 1 / (1 + sp.exp(-EX))),  # σ(x) = 1/(1 + e^{−x})

@@ -86,6 +86,16 @@ class RangeLimit:
     backends: tuple = ("numpy", "torch")
 
 
+@dataclass(frozen=True)
+class Quote:
+    """A formula of the sources, verbatim: `where` (document and section), `name` the function
+    it defines as the document writes it (`GELU`), `latex` the formula's lines as printed there."""
+
+    where: str
+    name: str
+    latex: str
+
+
 @dataclass
 class Op:
     name: str
@@ -110,6 +120,11 @@ class Op:
     # its derivative (derivations/proof/obligations.py); the op's LaTeX is printed from it
     spec: list[Assign] = field(default_factory=list)
     source: str = ""  # where the sources state it ("seed A §3, seed B §8")
+    # the sources' own formula for it, quoted verbatim (`Quote`): `qed prove` reads each with
+    # `qed check`'s front end, the quoted function bound to this op's `spec`, and requires the
+    # step proved, so a specification that is not the sources' formula fails (an op the sources
+    # do not state has none, and docs/trusted.md lists it)
+    quotes: tuple = ()
     # classic mistakes: name -> (what is wrong, "forward" | "backward", target name, wrong value)
     mistakes: dict = field(default_factory=dict)
     # where counterexamples are searched: {"sizes": {name: int}, "scalars": {name: value},

@@ -300,6 +300,7 @@ def main(ids: list[str] | None, as_json: bool, workers: int | None, judged: bool
                 )
 
         certs = run_claims(ids, workers, tick, judge_tasks, judge_done, cache, keys)
+    quoted = _quotes(ids, cache, keys)
     wall = time.perf_counter() - start
     failed = [c for c in certs if not is_ok(c)]
     cov = _coverage(certs, the_plan.index, cache)
@@ -317,6 +318,8 @@ def main(ids: list[str] | None, as_json: bool, workers: int | None, judged: bool
         err.print(cov.line())
         for line in jr.summary() if jr else []:
             err.print(line, highlight=False)
+        if quoted is not None:
+            err.print(quoted["line"], highlight=False)
         if cache.enabled:
             err.print(reuse_line, highlight=False)
     else:
@@ -365,8 +368,13 @@ def main(ids: list[str] | None, as_json: bool, workers: int | None, judged: bool
         out.print(cov.line(), highlight=False)
         for line in jr.summary() if jr else []:
             out.print(line, highlight=False)
+        if quoted is not None:
+            out.print(quoted["line"], highlight=False)
         if cache.enabled:
             out.print(reuse_line, highlight=False)
+    bad_quotes = quoted["failed"] if quoted is not None else []
+    for text in bad_quotes:
+        err.print(f"[red]FAILED[/red] the sources' formula is not the specification: {text}", highlight=False)
     for c in failed:
         err.print(f"[red]FAILED[/red] {c['id']}: {c['status']} — {c['method']}")
         for m in c["mutants"]:
@@ -384,4 +392,36 @@ def main(ids: list[str] | None, as_json: bool, workers: int | None, judged: bool
         err.print("[red]FAILED[/red] printed lines that no judge executed:", highlight=False)
         for what in jr.missed():
             err.print(f"    {what}", highlight=False)
-    return 1 if failed or bad_judged or not cov.complete or lines_short else 0
+    return 1 if failed or bad_judged or not cov.complete or lines_short or bad_quotes else 0
+
+
+def _quotes(ids, cache, keys) -> dict | None:
+    """The quoted source formulas of the selected ops (all without `ids`), each read with
+    `qed check` against its op's specification (qed/tools/quotes.py), cached like a claim:
+    {"line", "failed"}; None where no selected op quotes one."""
+    from derivations import registry
+
+    from . import quotes
+
+    ops = [o for o in registry.ops() if not ids or any(s == o.name or o.module == f"derivations.{s}" for s in ids)]
+    quoted = [o for o in ops if o.quotes]
+    if not quoted:
+        return None
+    front_end = sorted((ROOT / "qed" / "tools" / "check").glob("*.py")) + [ROOT / "qed" / "tools" / "quotes.py"]
+    results = []
+    for o in quoted:
+        key = keys._key(f"quotes {o.name}", keys.files_of_claim(o.module) + front_end)
+        got = cache.load(key, f"quotes {o.name}")
+        if got is None:
+            got = [{"ok": r.ok, "text": str(r)} for r in quotes.check_op(o)]
+            if all(r["ok"] for r in got):
+                cache.store(key, f"quotes {o.name}", got)
+        results += got
+    good = sum(r["ok"] for r in results)
+    names = ", ".join(o.name for o in quoted)
+    line = (
+        f"sources: {good}/{len(results)} quoted formulas read by `qed check` equal their ops' specifications ({names})"
+    )
+    if not ids:
+        line += f"; {len(ops) - len(quoted)} ops quote none (docs/trusted.md)"
+    return {"line": line, "failed": [r["text"] for r in results if not r["ok"]]}

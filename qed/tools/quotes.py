@@ -1,0 +1,127 @@
+"""The specifications tied to the sources: each op's quoted formula, checked against its `spec`.
+
+An op's specification (`Op.spec`) is what every claim of the op proves the printed code equal
+to; it is the one thing the claims take on trust. Where the sources state the op's formula, the
+op quotes it verbatim (`Op.quotes`: document and section, the function name as written there,
+the LaTeX as printed there), and this module reads each quote with `qed check`'s front end
+(qed/tools/check: its own parser, no sympify of the text) in a context where the quoted name is
+bound to the op's specification, and nothing else of the catalogue's meaning for that name:
+
+    GELU(x) = x\\Phi(x)        GELU := the gelu op's spec (x(1 + erf(x/√2))/2, entry by entry)
+
+The step is then one identity of the back end (the index normaliser, symbolic sizes): proved
+means the sources' right-hand side is the op's specification; anything else (refuted with a
+counterexample, not understood) fails `qed prove`. So a specification that is not the sources'
+formula (squared ReLU halved, soft-capping without its inner 1/c) cannot stay proved unless the
+op quotes no formula: `unquoted()` lists those ops, and docs/trusted.md names them.
+
+Where the seed documents are at hand (`docs.find_seeds`), each quote must occur in its document
+verbatim (`verbatim`), so a quote cannot drift from its source either.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+__all__ = ["QuoteResult", "check_op", "check_all", "unquoted", "verbatim", "bound_context"]
+
+
+@dataclass
+class QuoteResult:
+    op: str
+    where: str
+    latex: str
+    verdicts: list = field(default_factory=list)  # (verdict, reason) per step
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and bool(self.verdicts) and all(v == "proved" for v, _ in self.verdicts)
+
+    def __str__(self) -> str:
+        head = f"{self.op}: {self.where} `{self.latex}`"
+        if self.error:
+            return f"{head}: {self.error}"
+        return head + ": " + "; ".join(f"{v} ({r})" for v, r in self.verdicts)
+
+
+def _spec_function(op, spec=None):
+    """The op's specification as a function of its one input: an array value's expression
+    (entry by entry for a scalar argument)."""
+    from derivations.language.arrays import entry, index
+    from derivations.proof.obligations import close
+
+    if len(op.inputs) != 1 or len(op.outputs) != 1 or op.params:
+        raise ValueError(f"{op.name}: a quote binds a function of one input and no parameter")
+    (x,), (y,) = op.inputs, op.outputs
+    value = close(op.spec if spec is None else spec)[y]
+    i, j = index("i"), index("j")
+    scalar_form = entry(value, (i, j))
+    x_ij = entry(x, (i, j))
+
+    def apply(elab, vals, nodes):
+        (v,) = vals
+        if v.is_scalar:
+            return v.with_expr(scalar_form.xreplace({x_ij: v.expr}))
+        return v.with_expr(sp.sympify(value).xreplace({x: v.expr}))
+
+    return apply
+
+
+def bound_context(op, name: str, spec=None):
+    """`qed check`'s default context with `name` bound to `op`'s specification (or `spec`)."""
+    from .check.builtins import default_context
+    from .check.context import FunctionSpec
+
+    ctx = default_context()
+    ctx.functions[name] = FunctionSpec(
+        name, "builtin", 1, _spec_function(op, spec), scalar=True, meaning=f"the {op.name} op's specification"
+    )
+    return ctx
+
+
+def check_op(op, spec=None) -> list[QuoteResult]:
+    """Each quote of `op` read with its name bound to the op's specification (or to `spec`, a
+    replacement: what the tests use to show that a wrong specification is refuted)."""
+    from .check import check_text
+
+    out = []
+    for q in op.quotes:
+        res = QuoteResult(op.name, q.where, q.latex)
+        try:
+            verdicts = check_text(q.latex, bound_context(op, q.name, spec))
+            res.verdicts = [(v.verdict, v.reason) for v in verdicts]
+        except Exception as exc:  # noqa: BLE001 - a quote that cannot be read is a failure
+            res.error = f"{type(exc).__name__}: {exc}"
+        out.append(res)
+    return out
+
+
+def check_all(names=None) -> list[QuoteResult]:
+    from derivations import registry
+
+    return [r for op in registry.ops() if names is None or op.name in names for r in check_op(op)]
+
+
+def unquoted() -> list[str]:
+    """The ops whose specification quotes no formula of the sources."""
+    from derivations import registry
+
+    return [op.name for op in registry.ops() if not op.quotes]
+
+
+def verbatim(seeds, names: dict) -> list[str]:
+    """The quotes that do not occur in their document as printed (`seeds`: the folder of the
+    source documents; `names`: file name -> (letter, title), `docs.SEEDS`)."""
+    from derivations import registry
+
+    texts = {letter: (seeds / name).read_text() for name, (letter, _) in names.items() if (seeds / name).exists()}
+    missing = []
+    for op in registry.ops():
+        for q in op.quotes:
+            letter = q.where.split()[1] if q.where.startswith("seed ") else ""
+            if letter in texts and q.latex not in texts[letter]:
+                missing.append(f"{op.name}: {q.where} `{q.latex}`")
+    return missing
