@@ -24,7 +24,7 @@ from __future__ import annotations
 import sympy as sp
 
 from .language.arrays import Array, Assign, ColSum, RowMean, RowSum, entry, index, size
-from .language.ops import Op, Option, RangeLimit, grad_of
+from .language.ops import Op, Option, Quote, RangeLimit, grad_of
 from .proof.core import Claim, Mutant, Setting, index_claim, prove_index_identity, refute_identity
 
 n, r = size("n"), size("r")  # features per row (the normalised axis), number of rows
@@ -75,6 +75,16 @@ LAYERNORM = Op(
     title="Layer normalisation over the last axis",
     spec=LAYERNORM_SPEC,
     source="seed A §3, seed B §8",
+    quotes=(
+        Quote(
+            "seed B §8",
+            "LayerNorm",
+            "\\mu = \\frac{1}{n} \\sum_{i=1}^{n}x_i\n"
+            "\\sigma^2 = \\frac{1}{n} \\sum_{i=1}^{n}(x_i-\\mu)^2\n"
+            "\\hat{x} = \\frac{x-\\mu} {\\sqrt{\\sigma^2+\\epsilon}}\n"
+            "LayerNorm(x) = \\gamma\\hat{x}+\\beta",
+        ),
+    ),
     mistakes={
         "unbiased-variance": (
             "σ² with 1/(n−1) (Bessel) instead of the population 1/n",
@@ -160,6 +170,14 @@ RMSNORM = Op(
     title="RMS normalisation over the last axis",
     spec=RMSNORM_SPEC,
     source="seed B §9",
+    quotes=(
+        Quote(
+            "seed B §9",
+            "RMSNorm",
+            "RMS(x) = \\sqrt{ \\frac{1}{n} \\sum_{i=1}^{n}x_i^2 +\\epsilon }\n"
+            "RMSNorm(x) = \\frac{x}{RMS(x)} \\odot\\gamma",
+        ),
+    ),
     mistakes={
         "eps-outside-root": ("RMS = √(mean(x²)) + ε", "forward", "rrms", 1 / (sp.sqrt(RowMean(rx**2)) + eps)),
         "layernorm-mean-term": (

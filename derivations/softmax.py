@@ -9,7 +9,7 @@ from __future__ import annotations
 import sympy as sp
 
 from .language.arrays import Array, Assign, RowMax, RowSum, entry, index, size
-from .language.ops import Op, grad_of
+from .language.ops import Op, Quote, grad_of
 from .proof.core import (
     Claim,
     Mutant,
@@ -59,6 +59,7 @@ SOFTMAX = Op(
     title="Softmax over the last axis",
     spec=SOFTMAX_SPEC,
     source="seed B §4, seed A §6.C",
+    quotes=(Quote("seed B §4", "softmax", r"softmax(x_i) = \frac{e^{x_i}} {\sum_j e^{x_j}}"),),
     mistakes={
         "numerator-only-shift": (
             "max subtracted in the numerator only",

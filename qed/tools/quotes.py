@@ -38,7 +38,11 @@ class QuoteResult:
 
     @property
     def ok(self) -> bool:
-        return not self.error and bool(self.verdicts) and all(v == "proved" for v, _ in self.verdicts)
+        """The quote's last line (the op's formula) proved; the lines before it, if any, only
+        define what it reads (μ, σ², RMS) or are proved."""
+        if self.error or not self.verdicts or self.verdicts[-1][0] != "proved":
+            return False
+        return all(v in ("proved", "definition") and not r.startswith("redefines") for v, r in self.verdicts[:-1])
 
     def __str__(self) -> str:
         head = f"{self.op}: {self.where} `{self.latex}`"
@@ -47,25 +51,46 @@ class QuoteResult:
         return head + ": " + "; ".join(f"{v} ({r})" for v, r in self.verdicts)
 
 
-def _spec_function(op, spec=None):
-    """The op's specification as a function of its one input: an array value's expression
-    (entry by entry for a scalar argument)."""
-    from derivations.language.arrays import entry, index
+# an op's parameters and options by the names the sources give them (the check context's own)
+_SOURCE_NAMES = {"gamma": "γ", "beta": "β", "eps": "ε"}
+
+
+def _spec_function(op, name: str, spec=None):
+    """The op's specification as a function of its one input, for `qed check`'s elaborator:
+    entry by entry for a scalar argument (an elementwise op); for an array argument, the spec
+    with the input replaced by the argument, its column size by the argument's, and each
+    parameter and option by the context's value of the same meaning (γ, β, ε)."""
+    from derivations.language.arrays import entry, index, shape_of
     from derivations.proof.obligations import close
 
-    if len(op.inputs) != 1 or len(op.outputs) != 1 or op.params:
-        raise ValueError(f"{op.name}: a quote binds a function of one input and no parameter")
+    from .check.builtins import _epsilon, _row_parameter
+    from .check.grammar import NotUnderstood
+
+    if len(op.inputs) != 1 or len(op.outputs) != 1:
+        raise ValueError(f"{op.name}: a quote binds a function of one input")
     (x,), (y,) = op.inputs, op.outputs
-    value = close(op.spec if spec is None else spec)[y]
+    value = sp.sympify(close(op.spec if spec is None else spec)[y])
+    elementwise = not op.params and not op.options and shape_of(value) == shape_of(x)
     i, j = index("i"), index("j")
-    scalar_form = entry(value, (i, j))
-    x_ij = entry(x, (i, j))
+    scalar_form, x_ij = entry(value, (i, j)), entry(x, (i, j))
+    cols = shape_of(x)[1]
 
     def apply(elab, vals, nodes):
         (v,) = vals
         if v.is_scalar:
+            if not elementwise:
+                raise NotUnderstood(f"{name} of a scalar (the {op.name} op acts on each row)")
             return v.with_expr(scalar_form.xreplace({x_ij: v.expr}))
-        return v.with_expr(sp.sympify(value).xreplace({x: v.expr}))
+        n = elab.shape(v)[1]
+        sub = {x: v.expr, cols: n}
+        for p in op.params:
+            sub[p] = _row_parameter(elab, _SOURCE_NAMES.get(p.name, p.name), n, name)
+        for o in op.options:
+            if o.symbol is not None:
+                if _SOURCE_NAMES.get(o.name) != "ε":
+                    raise NotUnderstood(f"{name}: the {op.name} op's option {o.name} has no name in the sources")
+                sub[o.symbol] = _epsilon(elab, name)
+        return v.with_expr(value.xreplace(sub))
 
     return apply
 
@@ -77,7 +102,12 @@ def bound_context(op, name: str, spec=None):
 
     ctx = default_context()
     ctx.functions[name] = FunctionSpec(
-        name, "builtin", 1, _spec_function(op, spec), scalar=True, meaning=f"the {op.name} op's specification"
+        name,
+        "builtin",
+        1,
+        _spec_function(op, name, spec),
+        scalar=not op.params and not op.options,
+        meaning=f"the {op.name} op's specification",
     )
     return ctx
 
@@ -113,7 +143,7 @@ def unquoted() -> list[str]:
 
 
 def verbatim(seeds, names: dict) -> list[str]:
-    """The quotes that do not occur in their document as printed (`seeds`: the folder of the
+    """The quotes whose lines do not each occur in their document as printed (`seeds`: the folder of the
     source documents; `names`: file name -> (letter, title), `docs.SEEDS`)."""
     from derivations import registry
 
@@ -122,6 +152,7 @@ def verbatim(seeds, names: dict) -> list[str]:
     for op in registry.ops():
         for q in op.quotes:
             letter = q.where.split()[1] if q.where.startswith("seed ") else ""
-            if letter in texts and q.latex not in texts[letter]:
+            lines = [ln for ln in q.latex.splitlines() if ln.strip()]  # one formula a line, as printed
+            if letter in texts and not all(ln in texts[letter] for ln in lines):
                 missing.append(f"{op.name}: {q.where} `{q.latex}`")
     return missing
