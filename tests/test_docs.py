@@ -415,3 +415,25 @@ def test_plain_text_on_a_page_shows_no_stray_backslash():
         html = markdown.markdown(md_text(text))
         assert "\\" not in html, html
         assert html.removeprefix("<p>").removesuffix("</p>").replace("&lt;", "<").replace("&gt;", ">") == text
+
+
+def test_search_snippets_read_as_mathematics_not_latex(tmp_path):
+    """The site's search index: every formula of an entry's title and text in plain Unicode."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "qed" / "tools"))
+    import mkdocs_hooks
+
+    text = (
+        r"Row \(\frac{\partial \mathcal{L}}{\partial S} = A \odot B\) and \[\sqrt{d_k}\] and <code>\frac{a}{b}</code>"
+    )
+    plain = mkdocs_hooks.plain_math(text)
+    assert "∂ℒ/∂S" in plain and "√(d_k)" in plain and "\\(" not in plain and "\\[" not in plain
+    assert r"<code>\frac{a}{b}</code>" in plain  # LaTeX shown as code stays code
+    index = tmp_path / "search" / "search_index.json"
+    index.parent.mkdir()
+    index.write_text(json.dumps({"docs": [{"location": "x/", "title": r"\(\sigma\)", "text": text}]}))
+    mkdocs_hooks.on_post_build({"site_dir": str(tmp_path)})
+    doc = json.loads(index.read_text())["docs"][0]
+    assert doc["title"] == "σ" and "\\(" not in doc["text"]

@@ -8,6 +8,9 @@
   For the site, every such link that leaves `docs/` and names an existing file is rewritten to
   `src/<path>` and the file is copied there; a link to a missing file is left as it is, and
   `mkdocs build --strict` fails on it.
+* The search index gets plain text for the mathematics: each `\\( … \\)` and `\\[ … \\]` of an
+  entry becomes Unicode text (`∂ℒ/∂S = A ⊙ …`, by pylatexenc), so that a result's snippet reads
+  as mathematics, not as LaTeX source.
 """
 
 from __future__ import annotations
@@ -83,3 +86,37 @@ def on_page_markdown(markdown, page, config, files, **kwargs):
         return m.group(1) + new + m.group(3)
 
     return LINK.sub(fix, markdown)
+
+
+MATH = re.compile(r"\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
+
+
+def plain_math(text: str) -> str:
+    """`text` with each inline `\\(…\\)` and display `\\[…\\]` formula as plain Unicode text."""
+    from pylatexenc.latex2text import LatexNodes2Text
+
+    convert = LatexNodes2Text(math_mode="text", strict_latex_spaces=True)
+
+    def one(m):
+        latex = m.group(1) if m.group(1) is not None else m.group(2)
+        try:
+            return " ".join(convert.latex_to_text(latex).split())
+        except Exception:  # noqa: BLE001 - a formula pylatexenc cannot read keeps its text
+            return latex
+
+    return MATH.sub(one, text)
+
+
+def on_post_build(config, **kwargs):
+    """The search index's titles and texts with plain-text mathematics (`plain_math`)."""
+    import json
+
+    index = Path(config["site_dir"]) / "search" / "search_index.json"
+    if not index.exists():
+        return
+    data = json.loads(index.read_text(encoding="utf-8"))
+    for doc in data.get("docs", []):
+        for key in ("title", "text"):
+            if isinstance(doc.get(key), str):
+                doc[key] = plain_math(doc[key])
+    index.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
