@@ -74,3 +74,34 @@ def test_a_check_that_raises_the_wrong_error_is_a_finding(monkeypatch, check, ex
     monkeypatch.setattr(je._module("numpy", "_validate"), check, _raising(exc))
     findings = je.judge_op(registry.op(op), "numpy")
     assert any(finding in f.problem for f in findings)
+
+
+# Wrong edits of the printed `_validate` that the edge judge alone must refute (each was left
+# standing by an earlier judge: a check of the first argument skipped, a batch of one read as
+# empty, the empty path's one output as a tuple, a closed end refused, a broadcast axis that g
+# holds at length 1 read from the wrong end).
+VALIDATE_EDITS = [
+    ("name0, a0, t0 = args[0]", "name0, a0, t0 = args[1]", "cross_entropy", "do not agree"),
+    ("    for name, a, t in args[1:]:", "    for name, a, t in args[2:]:", "cross_entropy", "do not agree"),
+    ("if leading and 0 in lead:", "if leading and 1 in lead:", "attention", "a batch of one"),
+    ("len(outs) == 1 else outs", "len(outs) != 1 else outs", "attention", "= 0"),
+    ("value <= hi)", "value < hi)", None, "in_domain"),
+    ("if s == 1 and g.shape[extra + i] != 1)", "if s == 1 and g.shape[extra - i] != 1)", None, "sum_to"),
+]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("old, new, op, case", VALIDATE_EDITS, ids=[e[1].strip()[:40] for e in VALIDATE_EDITS])
+def test_a_wrong_edit_of_the_validation_helpers_is_refuted(backend, old, new, op, case):
+    from pathlib import Path
+
+    from qed.tools import audit_text
+
+    path = Path(je.__file__).resolve().parents[2] / "generated" / backend / "_validate.py"
+    text = path.read_text()
+    if old not in text:
+        pytest.skip(f"not printed in {backend}'s _validate")
+    with audit_text._real_modules(backend, path, text.replace(old, new, 1)):
+        found = je.judge_validate(backend) if op is None else je.judge_op(registry.op(op), backend)
+    bad = [f for f in found if not f.ok]
+    assert any(case in f.case for f in bad), [str(f) for f in bad][:5]

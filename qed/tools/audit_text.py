@@ -127,6 +127,61 @@ EQUIVALENT = (
         "1",
         "z is the cached mask's 2-D array (rows, cols): its axis −1 is its axis 1",
     ),
+    Equivalent(
+        "_validate",
+        "return leads[0]",
+        "0",
+        "1",
+        "in the branch where every argument's leading axes equal leads[0], leads[1] is leads[0] (a "
+        "broadcasting op has at least two batched arguments)",
+    ),
+    Equivalent(
+        "_validate",
+        "if a.ndim >= ndim:",
+        "a.ndim >= ndim",
+        "a.ndim > ndim",
+        "at a.ndim == ndim the reshape below puts (1,) * 0 in front: `a` itself",
+        backends=("numpy",),
+    ),
+    Equivalent(
+        "_validate",
+        "lack = t - a.ndim if a.ndim < t else 0",
+        "a.ndim < t",
+        "a.ndim <= t",
+        "at a.ndim == t both branches give 0",
+    ),
+    Equivalent(
+        "_validate",
+        "k = lack if k is None or lack < k else k",
+        "lack < k",
+        "lack <= k",
+        "the smaller of two equal numbers is either: k is the minimum either way",
+    ),
+    Equivalent(
+        "_validate",
+        "return g.sum(axis=axes, keepdims=True).reshape(shape)",
+        "g.sum(axis=axes, keepdims=True)",
+        "g.sum(axis=axes, keepdims=False)",
+        "the sum has the target's size either way, and the reshape to `shape` puts the summed axes' "
+        "length-1 places back",
+        backends=("numpy",),
+    ),
+    Equivalent(
+        "_validate",
+        'self.cached = fields.pop("cached", 0)',
+        "0",
+        "1",
+        "the default is read only by a signature that states no `cached`: every printed signature of "
+        "a function that can take the empty path (`nothing_to_compute`, the one reader) states it",
+    ),
+    Equivalent(
+        "_validate",
+        "if sig.promote else 0",
+        "0",
+        "1",
+        "layout[0], the axes the promotion adds, is read only by `restored` and `promoted_like`, which "
+        "are printed only for ops that promote (then the other branch gives it)",
+    ),
     *(
         Equivalent(
             None,  # every file that prints it
@@ -431,6 +486,7 @@ def main(selectors: list[str] | None, as_json: bool, limit: int | None, workers:
     from collections import Counter
 
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from ..errors import QedError
@@ -449,7 +505,7 @@ def main(selectors: list[str] | None, as_json: bool, limit: int | None, workers:
                 f"{path.relative_to(ROOT).as_posix()}  {len(rows) - len(bad)}/{len(rows)} refuted", highlight=False
             )
             for r in bad:  # at once, not only in the final list: a long run shows its survivors as it goes
-                err.print(f"  survived: {r['mutant']}", highlight=False)
+                err.print(f"  survived: {r['mutant']}", highlight=False, markup=False)
 
     start = time.perf_counter()
     rows = run(selectors, limit, workers, tick)
@@ -490,7 +546,7 @@ def main(selectors: list[str] | None, as_json: bool, limit: int | None, workers:
             highlight=False,
         )
     for r in survived:
-        err.print(f"[red]SURVIVED[/red] {r['file']} {r['mutant']}", highlight=False)
+        err.print(f"[red]SURVIVED[/red] {r['file']} {escape(r['mutant'])}", highlight=False)
     for e in stale:
         err.print(f"[red]STALE[/red] a declared equivalent edit no longer printed: {e}", highlight=False)
     return 1 if survived or stale else 0

@@ -206,6 +206,100 @@ def _wrong_kind(o) -> list:
     return ["abc", [1.0, 2.0], None]
 
 
+def _closed_ends(o) -> list:
+    """The finite ends an option's interval includes (0 of 0 ≤ β < 1; 1 of t ≥ 1)."""
+    dom = o.allowed()
+    if isinstance(dom, sp.Range):
+        dom = sp.Interval(dom.inf, sp.oo)
+    return [
+        int(end) if end.is_integer else float(end)
+        for end, is_open in ((dom.left, dom.left_open), (dom.right, dom.right_open))
+        if not end.is_infinite and not is_open
+    ]
+
+
+def _expect_accepted(out: list, unit: str, backend: str, case: str, fn, *args, **kwargs) -> None:
+    try:
+        _result, msg = _call(unit, fn, *args, **kwargs)
+    except _Refused as exc:
+        out.append(Finding(unit, backend, case, str(exc)))
+        return
+    out.append(Finding(unit, backend, case, "" if msg is None else f"refused inside the domain: {msg}"))
+
+
+def _broadcast_two_leading(op, backend, unit, batched, file=None) -> list[Finding]:
+    """Two leading axes (2, 3), each batched argument in turn with (2, 1): its outputs must be
+    those of the same argument copied out to (2, 3), and its gradient that copy's gradient
+    summed over the axis it was broadcast along (the one-leading-axis runs of the exact judges
+    cannot tell that sum's axis from another)."""
+    from codegen.analysis import analyse
+
+    names = [a.name for a in analyse(op).args]
+    fwd, bwd = _forward(op, backend, file), _backward(op, backend, file)
+    full = build(op, sizes_of(op), lead=(2, 3), seed=5)
+    pos = grad_positions(op)
+    out = []
+    for j in batched:
+        case = f"{names[j]} with leading axes (2, 1) against the others' (2, 3)"
+        narrow = list(full)
+        narrow[j] = full[j][:, :1]
+        wide = list(full)
+        wide[j] = np.ascontiguousarray(np.broadcast_to(narrow[j], full[j].shape))
+        try:
+            got = []
+            for args in (narrow, wide):
+                res, msg = _call(unit, fwd, *[_convert(backend, a) for a in args])
+                if msg is not None:
+                    raise _Refused(f"refused: {msg}")
+                outs, cache = res
+                ups = [_convert(backend, np.ones(tuple(o.shape))) for o in as_tuple(outs)]
+                grads, msg = _call(unit, bwd, *ups, cache)
+                if msg is not None:
+                    raise _Refused(f"the backward refused: {msg}")
+                got.append(([_numpy(o) for o in as_tuple(outs)], [_numpy(g) for g in as_tuple(grads)]))
+        except _Refused as exc:
+            out.append(Finding(unit, backend, case, str(exc)))
+            continue
+        (o_n, g_n), (o_w, g_w) = got
+        problem = ""
+        if any(a.shape != b.shape or not np.allclose(a, b, rtol=1e-12, atol=1e-12) for a, b in zip(o_n, o_w)):
+            problem = "outputs differ from the copied-out argument's"
+        for k, (gn, gw) in enumerate(zip(g_n, g_w)):
+            want = gw.sum(axis=1, keepdims=True) if pos[k] == j else gw
+            if gn.shape != want.shape or not np.allclose(gn, want, rtol=1e-10, atol=1e-12):
+                problem = problem or f"gradient {k} is not the copied-out one's, summed over the broadcast axis"
+        out.append(Finding(unit, backend, case, problem))
+    return out
+
+
+def _batch_of_one(backend, fwd, unit, one, base, keeps) -> Finding:
+    """Every batched argument with a leading axis of 1 (the first slice of the batch of 2): each
+    output that keeps the leading axes must be the batch of 2's first slice (not the empty path's
+    zeros), with its leading 1; an output reduced over the batch (a mean loss) must have the
+    batch of 2's shape. `keeps`: per output, whether it keeps the leading axes."""
+    case = "a batch of one"
+    try:
+        res1, msg1 = _call(unit, fwd, *[_convert(backend, a) for a in one])
+        res2, msg2 = _call(unit, fwd, *[_convert(backend, a) for a in base])
+    except _Refused as exc:
+        return Finding(unit, backend, case, str(exc))
+    if msg1 is not None or msg2 is not None:
+        return Finding(unit, backend, case, f"refused: {msg1 or msg2}")
+    if isinstance(res1[0], tuple) != isinstance(res2[0], tuple):
+        return Finding(unit, backend, case, "one output returned as a tuple in one call and not the other")
+    for k, (a, b, keep) in enumerate(zip(as_tuple(res1[0]), as_tuple(res2[0]), keeps)):
+        a, b = _numpy(a), _numpy(b)
+        if not keep:
+            if a.shape != b.shape:
+                return Finding(unit, backend, case, f"output {k} has shape {a.shape}, the batch of 2's {b.shape}")
+            continue
+        if a.shape[1:] != b.shape[1:] or a.shape[:1] != (1,):
+            return Finding(unit, backend, case, f"output {k} has shape {a.shape}, the batch of 2's {b.shape}")
+        if not np.allclose(a[0], b[0], rtol=1e-12, atol=1e-12):
+            return Finding(unit, backend, case, f"output {k} is not the first slice's")
+    return Finding(unit, backend, case)
+
+
 def _outside(o) -> list:
     """Values just outside an option's allowed interval (and NaN for a real option)."""
     dom = o.allowed()
@@ -297,11 +391,19 @@ def judge_op(op, backend: str, file: str | None = None) -> list[Finding]:
         refuse(f"{arg.name}.shape[{axis}] not its declared size", args)
     batched = [i for i, a in enumerate(an.args) if a.batched]
     if len(batched) > 1:
-        args = list(base)
-        j = batched[-1]
-        args[j] = np.concatenate([args[j]] * 2, axis=0) if args[j].ndim else args[j]
-        args[j] = np.concatenate([args[j], args[j][:1]], axis=0)  # leading 2 vs 5
-        refuse(f"{an.args[j].name} with leading axes that do not agree", args)
+        for j in batched:  # each argument in turn: the first is compared too, and the second
+            args = list(base)  # (a check that skips one argument passes the others' cases)
+            args[j] = np.concatenate([args[j]] * 2, axis=0) if args[j].ndim else args[j]
+            args[j] = np.concatenate([args[j], args[j][:1]], axis=0)  # leading 2 vs 5
+            refuse(f"{an.args[j].name} with leading axes that do not agree", args)
+    # a batch of one: every batched argument with a leading axis of length 1 is computed, not
+    # read as empty (the outputs are those of the batch's one slice)
+    if op.broadcast and len(batched) > 1:
+        out += _broadcast_two_leading(op, backend, u, batched, file)
+    if batched:
+        one = [a[:1] if k in batched else a for k, a in enumerate(base)]  # the first slice, kept 3-D
+        keeps = [bool(an.batched[o]) for o in op.outputs]
+        out.append(_batch_of_one(backend, fwd, u, one, base, keeps))
     # ids
     sizes = sizes_of(op)
     for arg, bound in an.id_bounds:
@@ -320,6 +422,8 @@ def judge_op(op, backend: str, file: str | None = None) -> list[Finding]:
         if o.allowed() not in (sp.S.Reals, sp.S.Integers):
             for value in _outside(o):
                 _expect_refusal(out, u, backend, f"{o.name} = {value}", fwd, *conv, **{o.name: value})
+            for value in _closed_ends(o):  # inside the domain, on its edge: accepted
+                _expect_accepted(out, u, backend, f"{o.name} = {value} (a closed end)", fwd, *conv, **{o.name: value})
     # counts in a denominator
     names = {a.name for _, why in an.data_denominators for a in an.args if a.name in why and a.integer}
     if names:
@@ -400,6 +504,8 @@ def _empty_case(op, an, backend, case, args, must_refuse, file=None) -> Finding:
         if msg is not None:
             return Finding(u, backend, case)  # refused by name (a size, an id or a count)
         outs, cache = res
+        if len(op.outputs) == 1 and isinstance(outs, tuple):
+            return Finding(u, backend, case, "the one output returned as a tuple")
         outs = [_numpy(o) for o in as_tuple(outs)]
         if must_refuse and not all(o.size == 0 for o in outs):
             return Finding(u, backend, case, "a size a formula divides by is 0, accepted")
@@ -445,6 +551,16 @@ def judge_step(step, backend: str) -> list[Finding]:
     for o in step.options:
         for value in _outside(o) + _wrong_kind(o):
             refuse(f"{o.name} = {value!r}", arrs, **{o.name: value})
+        for value in _closed_ends(o) if o.symbol is not None else []:  # on the domain's edge: accepted
+            _expect_accepted(
+                out,
+                u,
+                backend,
+                f"{o.name} = {value!r} (a closed end)",
+                fn,
+                *[_convert(backend, a) for a in arrs],
+                **{**base, o.name: value},
+            )
     return out
 
 
@@ -646,8 +762,16 @@ def judge_validate(backend: str) -> list[Finding]:
     _expect_refusal(out, "probe", backend, "size_is one off", v.checked, sig, x=_convert(backend, np.zeros((3, 5))))
     # the adjoint of a broadcast: sum_to(g, shape) sums g back over every extra leading axis (none,
     # one, two, three of them) and every axis where `shape` has 1, exactly (integer-valued floats)
-    g = np.arange(2 * 3 * 4 * 5, dtype=np.float64).reshape(2, 3, 4, 5) % 7
-    for shape in ((2, 3, 4, 5), (3, 4, 5), (4, 5), (5,), (1, 4, 5), (3, 1, 5), (1, 1, 1, 5), (2, 1, 4, 1), (1, 5)):
+    # (g itself with a length-1 axis too: an axis is summed where g's is longer than shape's,
+    # read at its own position from either end)
+    g4 = np.arange(2 * 3 * 4 * 5, dtype=np.float64).reshape(2, 3, 4, 5) % 7
+    g1 = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4, 1) % 5
+    cases = [
+        (g4, s)
+        for s in ((2, 3, 4, 5), (3, 4, 5), (4, 5), (5,), (1, 4, 5), (3, 1, 5), (1, 1, 1, 5), (2, 1, 4, 1), (1, 5))
+    ]
+    cases += [(g1, s) for s in ((2, 1, 1, 1), (3, 1, 1), (1, 3, 1, 1), (1, 1, 4, 1))]
+    for g, shape in cases:
         extra = g.ndim - len(shape)
         want = g.sum(axis=tuple(range(extra)))
         ones = tuple(i for i, n in enumerate(shape) if n == 1 and want.shape[i] != 1)
@@ -660,6 +784,22 @@ def judge_validate(backend: str) -> list[Finding]:
         except Exception as exc:  # noqa: BLE001 - a raw error is the finding
             bad = f"raised {type(exc).__name__}: {exc}"
         out.append(Finding("_validate", backend, f"sum_to {g.shape} -> {shape}", bad))
+    # an option's domain with closed ends (no option declares a closed upper end today): each
+    # end accepted, just past it refused
+    for value, ok in ((0.0, True), (1.0, True), (-0.5, False), (1.5, False)):
+        case = f"in_domain {value} in [0, 1]"
+        try:
+            _, msg = _call("probe", v.in_domain, "probe", "p", value, 0.0, 1.0, False, False)
+            out.append(
+                Finding(
+                    "_validate",
+                    backend,
+                    case,
+                    "" if (msg is None) == ok else f"wrongly {'refused' if ok else 'accepted'}",
+                )
+            )
+        except _Refused as exc:
+            out.append(Finding("_validate", backend, case, str(exc)))
     # an absent optional axis reads as length 1; a present one as its length
     row = _convert(backend, np.zeros(4))
     got = (v.dim(row, -2), v.dim(row, -1))
