@@ -187,13 +187,21 @@ def _call(unit: str, fn, *args, _quiet: str = "", **kwargs):
             raise _Refused(f"a raw {type(exc).__name__}: {str(exc)[:200]}") from exc
 
 
-def _expect_refusal(out: list, unit: str, backend: str, case: str, fn, *args, **kwargs) -> None:
+def _expect(out: list, refused: bool, unit: str, backend: str, case: str, fn, *args, **kwargs) -> None:
+    """One call that must be refused by the op's own error (`refused`) or accepted."""
     try:
-        result, msg = _call(unit, fn, *args, **kwargs)
+        _result, msg = _call(unit, fn, *args, **kwargs)
     except _Refused as exc:
         out.append(Finding(unit, backend, case, str(exc)))
         return
-    out.append(Finding(unit, backend, case, "" if msg is not None else "accepted, outside the domain"))
+    if refused:
+        out.append(Finding(unit, backend, case, "" if msg is not None else "accepted, outside the domain"))
+    else:
+        out.append(Finding(unit, backend, case, "" if msg is None else f"refused inside the domain: {msg}"))
+
+
+def _expect_refusal(out: list, unit: str, backend: str, case: str, fn, *args, **kwargs) -> None:
+    _expect(out, True, unit, backend, case, fn, *args, **kwargs)
 
 
 def _wrong_kind(o) -> list:
@@ -219,12 +227,7 @@ def _closed_ends(o) -> list:
 
 
 def _expect_accepted(out: list, unit: str, backend: str, case: str, fn, *args, **kwargs) -> None:
-    try:
-        _result, msg = _call(unit, fn, *args, **kwargs)
-    except _Refused as exc:
-        out.append(Finding(unit, backend, case, str(exc)))
-        return
-    out.append(Finding(unit, backend, case, "" if msg is None else f"refused inside the domain: {msg}"))
+    _expect(out, False, unit, backend, case, fn, *args, **kwargs)
 
 
 def _broadcast_two_leading(op, backend, unit, batched, file=None) -> list[Finding]:
