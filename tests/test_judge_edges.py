@@ -87,6 +87,7 @@ VALIDATE_EDITS = [
     ("len(outs) == 1 else outs", "len(outs) != 1 else outs", "attention", "= 0"),
     ("value <= hi)", "value < hi)", None, "in_domain"),
     ("if s == 1 and g.shape[extra + i] != 1)", "if s == 1 and g.shape[extra - i] != 1)", None, "sum_to"),
+    ("        n *= s\n", "        pass\n", None, "a view"),  # torch's sum_to: a copy where a view is due
 ]
 
 

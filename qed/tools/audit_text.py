@@ -149,6 +149,23 @@ EQUIVALENT = (
         "a.ndim < t",
         "a.ndim <= t",
         "at a.ndim == t both branches give 0",
+        backends=("numpy",),
+    ),
+    Equivalent(
+        "_validate",
+        "if a.dim() >= ndim:",
+        "a.dim() >= ndim",
+        "a.dim() > ndim",
+        "at a.dim() == ndim the reshape below puts (1,) * 0 in front: `a` itself",
+        backends=("torch",),
+    ),
+    Equivalent(
+        "_validate",
+        "lack = t - a.dim() if a.dim() < t else 0",
+        "a.dim() < t",
+        "a.dim() <= t",
+        "at a.dim() == t both branches give 0",
+        backends=("torch",),
     ),
     Equivalent(
         "_validate",

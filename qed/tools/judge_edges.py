@@ -787,6 +787,21 @@ def judge_validate(backend: str) -> list[Finding]:
         except Exception as exc:  # noqa: BLE001 - a raw error is the finding
             bad = f"raised {type(exc).__name__}: {exc}"
         out.append(Finding("_validate", backend, f"sum_to {g.shape} -> {shape}", bad))
+    # where only length-1 axes differ, sum_to is a view of g (its documented contract): no copy
+    for g, shape in ((g1, (2, 3, 4)), (g4, (1, 2, 3, 4, 5)), (g1[0], (3, 4))):
+        case = f"sum_to {g.shape} -> {shape}: a view"
+        try:
+            src = _convert(backend, g)
+            got = v.sum_to(src, shape)
+            shared = (
+                np.shares_memory(got, src)
+                if backend == "numpy"
+                else got.untyped_storage().data_ptr() == src.untyped_storage().data_ptr()
+            )
+            same = np.array_equal(_numpy(got), g.reshape(shape))
+            out.append(Finding("_validate", backend, case, "" if shared and same else "a copy, or other values"))
+        except Exception as exc:  # noqa: BLE001 - a raw error is the finding
+            out.append(Finding("_validate", backend, case, f"raised {type(exc).__name__}: {exc}"))
     # an option's domain with closed ends (no option declares a closed upper end today): each
     # end accepted, just past it refused
     for value, ok in ((0.0, True), (1.0, True), (-0.5, False), (1.5, False)):
