@@ -213,8 +213,8 @@ def test_a_wrong_function_backward_is_the_wrappers_finding():
         ),  # rowmean's axis
         (
             "linear",
-            "return torch.addmm(b, rows(x), w).reshape(*x.shape[:-1], w.shape[-1])",
-            "return torch.addmm(b, rows(x), w, alpha=2).reshape(*x.shape[:-1], w.shape[-1])",
+            "return torch.addmm(b, rows(x), w).reshape(*x.shape[:-1], w.shape[1])",
+            "return torch.addmm(b, rows(x), w, alpha=2).reshape(*x.shape[:-1], w.shape[1])",
         ),
     ],
 )
