@@ -443,8 +443,9 @@ def audit_file(path: Path, limit: int | None) -> list[Outcome]:
     rel = path.relative_to(ROOT).as_posix()
     text = path.read_text()
     todo = sample(mutants(text), limit)
-    # a shared file (more units than its own): each mutant judged by the units that run its line
-    prof = profile(path, chosen) if len(chosen) > 3 and len(todo) > 3 else None
+    # a shared file (more units than its own) and more edits than a sample: each mutant judged by
+    # the units that run its line (the profile costs one run of every unit)
+    prof = profile(path, chosen) if len(chosen) > 3 and len(todo) > DEFAULT_LIMIT else None
     for m in todo:
         same = equivalent_of(path, text, m)
         if same is not None:
