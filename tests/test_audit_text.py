@@ -41,6 +41,20 @@ def test_mutants_edit_code_only_one_site_each():
     assert {m.operator for m in ms} >= {"sign", "factor", "bound", "drop", "swap"}
 
 
+def test_mutants_cut_the_edited_node_where_a_line_has_non_ascii_text_before_it():
+    """AST columns count UTF-8 bytes: a message or name with `√` before the edited node must not
+    shift the cut (every mutant's `before` is the node's text, and the rest of the line stays)."""
+    text = 'def f(x, y):\n    s = "√Σ"; z = x + y\n    return z * 2  # ½\n'
+    ms = mutants(text)
+    on_sum = [m for m in ms if m.before == "x + y"]
+    assert on_sum, [m.before for m in ms]
+    for m in on_sum:  # the sum sits after the non-ASCII string: cut at characters, not bytes
+        assert m.text == text.replace("x + y", m.after, 1), m
+    for m in ms:
+        ast.parse(m.text)
+        assert '"√Σ"' in m.text or m.operator == "drop", m
+
+
 def test_no_mutant_is_an_identity_of_the_arithmetic():
     """Exchanging max's arguments, or x * -1 for x / -1, is no wrong edit: none is made."""
     for m in mutants(_file("generated/numpy/softplus.py").read_text()):

@@ -575,6 +575,14 @@ def stale_equivalents() -> list[str]:
     either backend: each must still describe an edit of every backend's file that has the line."""
     from .text_mutants import mutants
 
+    printed: dict = {}  # path -> (text, its mutants), each file read and mutated once
+
+    def of(path):
+        if path not in printed:
+            text = path.read_text()
+            printed[path] = (text, mutants(text))
+        return printed[path]
+
     out = []
     for e in EQUIVALENT:
         hits = 0
@@ -585,8 +593,8 @@ def stale_equivalents() -> list[str]:
             for path in paths:
                 if not path.exists():
                     continue
-                text = path.read_text()
-                hits += any(equivalent_of(path, text, m) is e for m in mutants(text))
+                text, ms = of(path)
+                hits += any(equivalent_of(path, text, m) is e for m in ms)
         if not hits:
             out.append(f"{e.file}: {e.before!r} -> {e.after!r} on a line with {e.line!r}")
     return out

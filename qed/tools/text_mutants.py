@@ -52,19 +52,34 @@ _BIN_KIND = {ast.Add: "sign", ast.Sub: "sign", ast.Mult: "factor", ast.Div: "fac
 _SWAP_CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
 
 
-def _segment_replace(text: str, lines: list[int], node: ast.AST, new: str) -> str:
-    start = lines[node.lineno - 1] + node.col_offset
-    end = lines[node.end_lineno - 1] + node.end_col_offset
-    return text[:start] + new + text[end:]
+class _Source:
+    """`text` with its lines split once: the character offset of an AST position (whose
+    column is counted in UTF-8 bytes) and a node's source segment, without re-splitting the
+    whole text per node as `ast.get_source_segment` does."""
 
+    def __init__(self, text: str):
+        self.text = text
+        self.lines = text.splitlines(keepends=True)
+        self.starts, pos = [], 0
+        for line in self.lines:
+            self.starts.append(pos)
+            pos += len(line)
+        self.starts.append(pos)
 
-def _line_starts(text: str) -> list[int]:
-    out, pos = [], 0
-    for line in text.splitlines(keepends=True):
-        out.append(pos)
-        pos += len(line)
-    out.append(pos)
-    return out
+    def offset(self, lineno: int, col: int) -> int:
+        line = self.lines[lineno - 1] if lineno <= len(self.lines) else ""
+        return self.starts[lineno - 1] + (col if line.isascii() else len(line.encode()[:col].decode()))
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        return self.offset(node.lineno, node.col_offset), self.offset(node.end_lineno, node.end_col_offset)
+
+    def segment(self, node: ast.AST) -> str:
+        start, end = self.span(node)
+        return self.text[start:end]
+
+    def replace(self, node: ast.AST, new: str) -> str:
+        start, end = self.span(node)
+        return self.text[:start] + new + self.text[end:]
 
 
 def _is_docstring(node, parent) -> bool:
@@ -255,12 +270,12 @@ _STATEMENTS = (ast.Assign, ast.AugAssign, ast.Expr, ast.AnnAssign)
 def mutants(text: str) -> list[TextMutant]:
     """Every one-site wrong edit of the code in `text`'s function bodies, in source order."""
     tree = ast.parse(text)
-    starts = _line_starts(text)
+    source = _Source(text)
     out: list[TextMutant] = []
     seen: set = set()
 
     def emit(op, node, new):
-        before = ast.get_source_segment(text, node) or ""
+        before = source.segment(node)
         after = new if isinstance(new, str) else ast.unparse(ast.fix_missing_locations(new))
         if after == before:
             return
@@ -268,7 +283,7 @@ def mutants(text: str) -> list[TextMutant]:
         if key in seen:
             return
         seen.add(key)
-        out.append(TextMutant(op, node.lineno, before, after, _segment_replace(text, starts, node, after)))
+        out.append(TextMutant(op, node.lineno, before, after, source.replace(node, after)))
 
     def visit_body(fn: ast.AST):
         for parent in ast.walk(fn):
@@ -296,11 +311,6 @@ def mutants(text: str) -> list[TextMutant]:
             for op, new in _edits(node, nan_names):
                 emit(op, node, new)
 
-    strings = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.JoinedStr):
-            for sub in ast.walk(node):
-                strings.add(id(sub))
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             visit_body(node)
@@ -309,18 +319,18 @@ def mutants(text: str) -> list[TextMutant]:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     visit_body(item)
     # an edit inside an f-string (a message) is no wrong computation
-    out = [m for m in out if not _inside_fstring(tree, m)]
+    fstrings = [(n.lineno, n.end_lineno, ast.unparse(n)) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr)]
+    out = [m for m in out if not _inside_fstring(fstrings, m)]
     out.sort(key=lambda m: (m.line, m.operator, m.after))
     return out
 
 
-def _inside_fstring(tree: ast.AST, m: TextMutant) -> bool:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.JoinedStr) and node.lineno <= m.line <= node.end_lineno:
-            seg_line = m.line
-            if node.lineno == node.end_lineno == seg_line:
-                return m.before in (ast.unparse(node),) or m.before in ast.unparse(node)
-            return True
+def _inside_fstring(fstrings: list[tuple[int, int, str]], m: TextMutant) -> bool:
+    """Whether `m` edits a message: the first f-string (lineno, end_lineno, unparsed text) on its
+    line spans several lines, or holds the edited text."""
+    for lineno, end_lineno, unparsed in fstrings:
+        if lineno <= m.line <= end_lineno:
+            return m.before in unparsed if lineno == end_lineno else True
     return False
 
 
