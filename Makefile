@@ -35,10 +35,10 @@ format:             ## ruff: fix what can be fixed, format everything but genera
 	$(PYTHON) -m ruff format .
 
 test:               ## the test suite (slow cross-checks excluded)
-	$(PYTHON) -m pytest -q -n 2
+	$(PYTHON) -m pytest -q -n 2 --dist loadgroup
 
 test-all:           ## everything, slow cross-checks included
-	$(PYTHON) -m pytest -q -n 2 -m ''
+	$(PYTHON) -m pytest -q -n 2 --dist loadgroup -m ''
 
 demo: prove codegen check train  ## the main job: prove, generate, check, train on the built-in task
 

@@ -23,7 +23,7 @@ import sympy as sp
 
 from .language.arrays import index, size
 from .proof.core import Claim, Mutant, Proof, Setting, prove_index_identity, refute_identity
-from .proof.expectation import Expectation, RandomVector
+from .proof.expectation import Expectation, RandomVector, with_stats_cross_check
 
 SOURCE = "seed A §1.B"
 
@@ -103,13 +103,7 @@ _FULL = [(kind, (1, 2, 3, 4)) for kind in _DISTRIBUTIONS]
 
 
 def _with_stats(proof: Proof, rows: list[dict]) -> Proof:
-    proof.assumptions = ASSUMPTIONS + [a for a in proof.assumptions if a not in ASSUMPTIONS]
-    proof.spot_check = dict(proof.spot_check or {}, **{"sympy.stats": rows})
-    proof.method += "; expectation operator (linearity, independence, E[x_i x_j] = m1^2 + s2 δ_ij)"
-    if not all(r["agree"] for r in rows):
-        proof.status = "unproven"
-        proof.method += " — sympy.stats cross-check DISAGREES (operator or normaliser bug)"
-    return proof
+    return with_stats_cross_check(proof, rows, ASSUMPTIONS, "linearity, independence, E[x_i x_j] = m1^2 + s2 δ_ij")
 
 
 def _claim(

@@ -6,9 +6,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-# the certificate cache of `qed prove` and `qed docs`: a fresh one for the run (each xdist worker
-# its own), so the suite proves from cold and never reads or writes the repository's .qed_cache/
-os.environ["QED_CACHE_DIR"] = tempfile.mkdtemp(prefix="qed-cache-")
+# the certificate cache of `qed prove` and `qed docs`: a fresh one for the run, shared by its
+# xdist workers (one run id), so the suite proves from cold, each certificate once (test_claims
+# stores what the docs drift test reads), and never reads or writes the repository's .qed_cache/
+_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+if _RUN:
+    _dir = os.path.join(tempfile.gettempdir(), f"qed-cache-{_RUN}")
+    os.makedirs(_dir, exist_ok=True)
+    os.environ["QED_CACHE_DIR"] = _dir
+else:
+    os.environ["QED_CACHE_DIR"] = tempfile.mkdtemp(prefix="qed-cache-")
 
 
 import pytest  # noqa: E402

@@ -158,8 +158,12 @@ def _scalars(op) -> dict:
 
 @pytest.mark.parametrize("op", FORWARD_ONLY, ids=[o.name for o in FORWARD_ONLY])
 def test_a_forward_only_op_gets_a_derived_backward(op):
-    assert op.derived and op.backward and op.grads == [grad_of(a) for a in op.inputs + op.params]
-    assert set(op.claims) == {c.id for c in claims_for(op)} | set(op.stability)
+    differentiable = [a for a in op.inputs + op.params if a not in op.constant_inputs + op.integer_inputs]
+    assert op.derived and op.backward and op.grads == [grad_of(a) for a in differentiable]
+    # the generated claims and stability lemmas, and any hand-written claim of the op's own module
+    generated = {c.id for c in claims_for(op)} | set(op.stability)
+    own = {c.id for c in registry.claims() if c.module == op.module}
+    assert generated <= set(op.claims) <= generated | own
     assert all(c.startswith("stability.") for c in op.stability)
 
 
@@ -186,6 +190,8 @@ def test_the_derived_backward_agrees_with_torch_autograd(op):
     np.testing.assert_allclose(fwd[out], y.detach().numpy(), rtol=1e-12, atol=1e-12)
     grads = torch.autograd.grad((y * torch.tensor(upstream[grad_of(out)])).sum(), tensors)
     for a, want in zip(args, grads):
+        if a in op.constant_inputs:  # no gradient declared (a mask, a table)
+            continue
         np.testing.assert_allclose(got[grad_of(a)], want.numpy(), rtol=1e-10, atol=1e-12, err_msg=a.name)
 
 

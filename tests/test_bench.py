@@ -88,6 +88,7 @@ def test_bench_json():
         assert r["fraction_of_matmul_peak"] == pytest.approx(r["gflops"] / out["matmul"]["peak_gflops"], rel=1e-9)
 
 
+@pytest.mark.slow  # two more bench runs (a minute on 2 cores); the JSON's keys are checked above
 def test_bench_numpy_worker_processes():
     """With two slices the NumPy backend's second runs in a worker process, whose peak memory
     is counted with the probe's own."""
@@ -110,6 +111,7 @@ def test_bench_numpy_worker_processes():
     assert threads["threads"]["numpy_parallel"] == "threads"
 
 
+@pytest.mark.slow  # a memory probe and a sweep (40 s on 2 cores)
 def test_bench_memory_and_sweep(tmp_path):
     png = tmp_path / "sweep.png"
     out = qed_bench(

@@ -1,4 +1,9 @@
-"""One test per claim (it is proved, or recorded as evidence) and one per mutant (refuted)."""
+"""One test per claim (it is proved, or recorded as evidence) and one per mutant (refuted).
+
+A claim's certificate (its proof and every mutant's refutation, `Claim.run`) is computed once
+per run: its tests share an xdist group, and a passing certificate goes to the run's certificate
+cache (tests/conftest.py), where `qed docs`'s drift test finds it as `make demo`'s docs step
+finds what `qed prove` stored."""
 
 from functools import cache
 
@@ -12,20 +17,45 @@ MUTANTS = [(c, m) for c in CLAIMS for m in c.mutants]
 
 
 @cache
-def certificate(claim_id):
-    return registry.claim(claim_id).run()
+def _keys():
+    from qed.tools.prove_cache import Keys
+
+    return Keys()
 
 
-@pytest.mark.parametrize("claim", CLAIMS, ids=[c.id for c in CLAIMS])
+@cache
+def certificate(claim_id: str) -> dict:
+    """The claim's certificate (as `qed prove` writes it): from the run's cache, else run now
+    and stored if it passes."""
+    from qed.tools.prove import _run_one, is_ok
+    from qed.tools.prove_cache import Cache
+
+    cache_ = Cache()
+    key = _keys().claim(claim_id, registry.claim(claim_id).module)
+    cert = cache_.load(key, f"claim {claim_id}")
+    if cert is None:
+        cert = _run_one(claim_id)
+        if is_ok(cert):
+            cache_.store(key, f"claim {claim_id}", cert)
+    return cert
+
+
+def _grouped(params, ids, claims):
+    return [pytest.param(*p, id=i, marks=pytest.mark.xdist_group(c.id)) for p, i, c in zip(params, ids, claims)]
+
+
+@pytest.mark.parametrize("claim", _grouped([(c,) for c in CLAIMS], [c.id for c in CLAIMS], CLAIMS))
 def test_claim_is_proved(claim):
     cert = certificate(claim.id)
-    assert cert.status in PROVED + ("evidence",), f"{claim.id}: {cert.status} — {cert.method}\n{cert.residual}"
-    if cert.status in PROVED:
-        assert cert.residual == "0"
-    if cert.status == "evidence":
-        assert cert.evidence, "an evidence certificate must carry its measurements"
-    if cert.spot_check is not None and "max_relative_gap" in cert.spot_check:
-        assert cert.spot_check["max_relative_gap"] < 1e-25
+    status = cert["status"]
+    assert status in PROVED + ("evidence",), f"{claim.id}: {status} — {cert['method']}\n{cert['residual']}"
+    if status in PROVED:
+        assert cert["residual"] == "0"
+    if status == "evidence":
+        assert cert["evidence"], "an evidence certificate must carry its measurements"
+    spot = cert.get("spot_check")
+    if spot is not None and "max_relative_gap" in spot:
+        assert spot["max_relative_gap"] < 1e-25
     assert claim.source and claim.latex and claim.title
 
 
@@ -34,10 +64,14 @@ def test_claim_has_mutants(claim):
     assert claim.mutants, f"{claim.id} has no mutant: a verifier that cannot fail proves nothing"
 
 
-@pytest.mark.parametrize("claim,mutant", MUTANTS, ids=[f"{c.id}~{m.name}" for c, m in MUTANTS])
+@pytest.mark.parametrize(
+    "claim,mutant", _grouped(MUTANTS, [f"{c.id}~{m.name}" for c, m in MUTANTS], [c for c, _ in MUTANTS])
+)
 def test_mutant_is_refuted(claim, mutant):
-    counterexample = mutant.refute()
-    assert counterexample is not None, f"{claim.id}~{mutant.name} ({mutant.mistake}) was not refuted"
+    """Refuted in the claim's certificate (`Claim.run` refutes every mutant: one search each)."""
+    (result,) = [r for r in certificate(claim.id)["mutants"] if r["id"] == f"{claim.id}~{mutant.name}"]
+    assert result["refuted"], f"{claim.id}~{mutant.name} ({mutant.mistake}) was not refuted: {result['mistake']}"
+    counterexample = result["counterexample"]
     assert isinstance(counterexample, dict) and counterexample
 
 

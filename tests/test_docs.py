@@ -27,9 +27,23 @@ def rules(text: str, markdown: bool = True) -> list[str]:
 
 # ------------------------------------------------------------------------------ drift
 def test_generated_pages_match_the_registry():
-    pages, _ = docs.render_all(workers=2)
+    """The claim pages (their certificates come from the run's cache where test_claims stored
+    them, as `make demo`'s docs step reads what `qed prove` stored)."""
+    pages = docs.render_derivations(docs.certificates(workers=2), docs.code_objects())
     drift = docs.check(pages)
     assert not drift, "generated docs are out of date; run `make docs` (or `qed docs`):\n  " + "\n  ".join(drift)
+
+
+@pytest.mark.slow
+def test_the_sources_page_matches_the_seeds():
+    """docs/sources.md: `qed check` of both source documents (a minute of proving; the check
+    itself is tested on the seeds' sections by tests/test_check_sources.py)."""
+    seeds = docs.find_seeds()
+    if seeds is None:
+        pytest.skip("source documents not found (../shared/seeds, $QED_SEEDS)")
+    text = docs.render_sources(docs.lint_seeds(seeds), docs.check_seeds(seeds))
+    on_disk = (ROOT / "docs" / "sources.md").read_text(encoding="utf-8")
+    assert docs.normalise(on_disk) == docs.normalise(text), "docs/sources.md is out of date; run `make docs`"
 
 
 def test_every_generated_page_carries_the_marker():

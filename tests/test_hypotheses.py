@@ -191,7 +191,8 @@ def test_the_runtime_checks_are_the_ones_code_generation_emits():
     for op in registry.ops():
         options = {o.symbol for o in op.options if o.symbol is not None}
         _, data = denominator_guards(op, options, op.name)
-        ours = sorted(sp.sstr(c.denominator) for c in runtime_checks(op))
+        # the option-domain ones are the option checks, printed for every option already
+        ours = sorted(sp.sstr(c.denominator) for c in runtime_checks(op) if c.option is None)
         assert sorted(sp.sstr(d) for d, _ in data) == ours, op.name
 
 

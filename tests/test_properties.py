@@ -21,7 +21,7 @@ def arguments(op, sizes: dict, batch: tuple, seed: int) -> list:
     args = []
     for a in an.args:
         shape = storage_shape(a.array, a.integer, a.batched, sizes, batch)
-        if a.name == "mask":  # at least one scored token: all ones
+        if a.integer and a.name == "mask":  # the loss's token mask: at least one scored token
             args.append(np.ones(shape, dtype=np.int64))
         elif a.integer:
             args.append(rng.integers(0, bounds.get(a.name, 5), size=shape))

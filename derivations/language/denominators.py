@@ -12,8 +12,9 @@ run-time checks the proofs accept is the one the code prints.
     expanded(expr, env)  every intermediate replaced by its definition (a causal mask by its
                          argument: no row is fully masked, key 0 is always seen)
     classified(op)       every denominator of an op's printed lines, expanded and sorted:
-                         provably positive, sizes alone, in the inputs alone (a run-time check),
-                         or none of these
+                         provably positive, sizes alone, options alone and nowhere 0 on their
+                         domains (1 − p for 0 ≤ p < 1: the option check refuses the rest), in
+                         the inputs alone (a run-time check), or none of these
 """
 
 from __future__ import annotations
@@ -94,12 +95,31 @@ def expanded(expr, env: dict, memo: dict):
     return out
 
 
+def nonzero_on_domain(expr, options) -> bool:
+    """Whether `expr`, a function of one option's symbol alone, has no zero on the values the
+    option accepts (`Option.allowed`): 1 − p on 0 ≤ p < 1, 1 − β^t on β in [0, 1)."""
+    free = sp.sympify(expr).free_symbols
+    if len(free) != 1:
+        return False
+    (symbol,) = free
+    option = next((o for o in options if o.symbol == symbol), None)
+    if option is None:
+        return False
+    try:
+        zeros = sp.solveset(sp.sympify(expr), symbol, domain=option.allowed())
+    except (NotImplementedError, ValueError, TypeError):
+        return False
+    return zeros is sp.S.EmptySet
+
+
 def classified(op):
     """Every denominator of `op`'s forward and backward lines (every flag on), as (line, the
     denominator, its node as text, its expanded form, kind), kind one of
 
         "positive"   provably > 0 (a sum of exps; ε plus a square; a positive option)
         "sizes"      a function of sizes alone: the size checks (≥ 1) cover it
+        "options"    a function of one option alone, nowhere 0 on the option's domain (which the
+                     generated code refuses outside, before anything is computed)
         "inputs"     a function of the inputs alone, not provably positive: checked at run time
         "other"      none of these (it reads an intermediate): nothing can check it beforehand
     """
@@ -121,6 +141,8 @@ def classified(op):
             arrays = {s for s in free if isinstance(s, Array)}
             if sign(full, positive | sizes, signs) == "+":
                 kind = "positive"
+            elif not arrays and not sizes and nonzero_on_domain(full, op.options):
+                kind = "options"
             elif sizes and not arrays:
                 kind = "sizes"
             elif arrays <= inputs:

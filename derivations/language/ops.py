@@ -249,10 +249,11 @@ class Op:
                         else "an elementwise x (r, n) -> y (r, n) with parameters (1, n) only, no row reduction"
                     )
                 )
-        if self.derived and not self.claims:  # a derived op is proved by its generated claims
+        if self.derived:  # a derived op is proved by its generated claims, then any about it
             from ..proof.obligations import obligations
 
-            self.claims = [ob.id for ob in obligations(self)]
+            generated = [ob.id for ob in obligations(self)]
+            self.claims = generated + [c for c in self.claims if c not in generated]
         self.stability = sorted(stable | set(self.stability))
         self.claims = list(self.claims) + [c for c in self.stability if c not in self.claims]
 

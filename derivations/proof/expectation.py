@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 from sympy.utilities.iterables import multiset_partitions
 
-__all__ = ["RandomVector", "RandomScalar", "Expectation", "ExpectationError"]
+__all__ = ["RandomVector", "RandomScalar", "Expectation", "ExpectationError", "with_stats_cross_check"]
 
 
 class ExpectationError(ValueError):
@@ -202,3 +202,16 @@ def _copy_bound(expr):
         for var in s.variables:
             mapping.setdefault(var, sp.Dummy(var.name, integer=True))
     return expr.xreplace(mapping) if mapping else expr
+
+
+def with_stats_cross_check(proof, rows: list[dict], assumptions: list[str], rule: str):
+    """A proof by this operator, with its distributional `assumptions` first and the `sympy.stats`
+    evaluations at concrete sizes (`rows`, each with "agree") recorded beside it, never as the
+    proof: a disagreement makes the claim unproven (a bug of the operator or the normaliser)."""
+    proof.assumptions = assumptions + [a for a in proof.assumptions if a not in assumptions]
+    proof.spot_check = dict(proof.spot_check or {}, **{"sympy.stats": rows})
+    proof.method += f"; expectation operator ({rule})"
+    if not all(r["agree"] for r in rows):
+        proof.status = "unproven"
+        proof.method += " — sympy.stats cross-check DISAGREES (operator or normaliser bug)"
+    return proof

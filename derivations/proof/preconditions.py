@@ -34,8 +34,15 @@ class RuntimeCheck:
 
     op: str
     denominator: sp.Expr
+    option: object = None  # the Option whose domain excludes the zeros (no data check needed)
 
     def describe(self) -> str:
+        if self.option is not None:
+            return (
+                f"checked at run time: {sp.sstr(self.denominator)} has no zero where {self.option.name} lies in "
+                f"{_interval(self.option.allowed())}, and the generated {self.op} kernel refuses {self.option.name} "
+                "outside it (_validate.real_option)"
+            )
         return (
             f"checked at run time: the generated {self.op} kernel refuses {sp.sstr(self.denominator)} = 0 "
             "before its forward (_validate.nonzero_denominator)"
@@ -43,17 +50,32 @@ class RuntimeCheck:
 
     def index_form(self) -> sp.Expr:
         r, c = index("r_"), index("c_")
-        rows, cols = shape_of(self.denominator)
+        shape = shape_of(self.denominator)
+        if not shape:  # a scalar: a function of the options alone (1 − p)
+            return sp.sympify(self.denominator)
+        rows, cols = shape
         return entry(self.denominator, (r if rows != 1 else 0, c if cols != 1 else 0))
+
+
+def _interval(s) -> str:
+    """[0, 1) for Interval.Ropen(0, 1); any other set as SymPy prints it."""
+    if isinstance(s, sp.Interval):
+        return f"{'(' if s.left_open else '['}{sp.sstr(s.start)}, {sp.sstr(s.end)}{')' if s.right_open else ']'}"
+    return sp.sstr(s)
 
 
 def runtime_checks(op) -> list[RuntimeCheck]:
     """The denominators the generated kernel of `op` checks at run time: those in the inputs
-    alone and not provably positive (the classification codegen prints its checks from)."""
+    alone and not provably positive (the classification codegen prints its checks from), and
+    those of one option alone that its domain check keeps nonzero."""
     out: dict = {}
     for _, _, _, full, kind in classified(op):
         if kind == "inputs":
             out.setdefault(sp.sstr(full), RuntimeCheck(op.name, full))
+        elif kind == "options":
+            (symbol,) = sp.sympify(full).free_symbols
+            option = next(o for o in op.options if o.symbol == symbol)
+            out.setdefault(sp.sstr(full), RuntimeCheck(op.name, full, option))
     return list(out.values())
 
 

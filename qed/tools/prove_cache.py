@@ -149,6 +149,7 @@ class Keys:
         self._digest: dict[Path, str] = {}
         self._closure: dict[tuple, list[Path]] = {}
         self._edges: dict[Path, list[Path]] = {}
+        self._lines: dict[Path, str] = {}  # path -> "its repository path, its digest"
         self.imports: dict[str, list[str]] = dict(imports or {})
         self.versions = versions()
 
@@ -172,9 +173,14 @@ class Keys:
     def _key(self, what: str, files) -> str:
         h = hashlib.sha256()
         h.update(f"{FORMAT}\n{what}\n{self.versions}\n".encode())
-        for path in sorted(set(files)):
-            h.update(f"{path.relative_to(ROOT).as_posix()} {self.digest(path)}\n".encode())
+        # one line per file, sorted as text (a few hundred files per key, hundreds of keys)
+        h.update("".join(sorted({self._line(path) for path in files})).encode())
         return h.hexdigest()
+
+    def _line(self, path: Path) -> str:
+        if path not in self._lines:
+            self._lines[path] = f"{path.relative_to(ROOT).as_posix()} {self.digest(path)}\n"
+        return self._lines[path]
 
     def _closure_of(self, *starts) -> list[Path]:
         if starts not in self._closure:
