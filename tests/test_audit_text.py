@@ -97,6 +97,13 @@ def test_sample_spreads_evenly():
         ("generated/numpy/softmax.py", "y /= _support.rowsum(y)", "y *= _support.rowsum(y)", "rational"),
         ("generated/torch/softmax.py", "dx *= y", "dx /= y", "rational"),
         ("generated/numpy/_support.py", "return rowsum(a) / a.shape[-1]", "return rowsum(a) / a.shape[-2]", "rational"),
+        # a symmetric forward (x ⊙ m): only the functional form's backward sees the swap
+        (
+            "generated/torch/dropout.py",
+            "DropoutFunction.apply(x, mask, p)",
+            "DropoutFunction.apply(mask, x, p)",
+            "rational",
+        ),
         (
             "generated/torch/softmax.py",
             "x - torch.amax(x, dim=-1, keepdim=True)",

@@ -1808,24 +1808,35 @@ def _torch_wrappers(op, mod, be, args, kwargs, ups, wants, where) -> list[Result
         ys = ys if isinstance(ys, tuple) else (ys,)
         for o, y in zip(op.outputs, ys):
             check("Function.forward", y, o.name)
-        gs = fcls.backward(ctx, *ups)
-        gs = gs if isinstance(gs, tuple) else (gs,)
         arguments = list(op.inputs + op.params) + list(op.options)
-        if len(gs) != len(arguments):
-            raise FieldError(f"{len(gs)} gradients returned for {len(arguments)} arguments")
         due = {grad_of(a).name for a in op.inputs + op.params} & {g.name for g in op.grads}
-        for a, g in zip(arguments, gs):
-            name = grad_of(a).name if isinstance(a, Array) else None
-            if name in due:
-                if g is None:
-                    raise FieldError(f"None where {name} is due")
-                check("Function.backward", g, name)
-            elif g is not None:
-                raise FieldError(f"a gradient returned for {getattr(a, 'name', a)}, which has none")
+
+        def gradients(what, gs):
+            """One gradient or None per argument of the declared order, None exactly where due."""
+            gs = gs if isinstance(gs, tuple) else (gs,)
+            if len(gs) != len(arguments):
+                raise FieldError(f"{what}: {len(gs)} gradients returned for {len(arguments)} arguments")
+            for a, g in zip(arguments, gs):
+                name = grad_of(a).name if isinstance(a, Array) else None
+                if name in due:
+                    if g is None:
+                        raise FieldError(f"{what}: None where {name} is due")
+                    check(what, g, name)
+                elif g is not None:
+                    raise FieldError(f"{what}: a gradient returned for {getattr(a, 'name', a)}, which has none")
+
+        gradients("Function.backward", fcls.backward(ctx, *ups))
+        # the functional form, through Function.apply: its outputs, and the backward of the
+        # context apply made, read in the declared argument order (an argument passed in the
+        # wrong place gets another's gradient, or none)
+        fcls.last_ctx = None
         ys = getattr(mod, op.name)(*args, **kwargs)
         ys = ys if isinstance(ys, tuple) else (ys,)
         for o, y in zip(op.outputs, ys):
             check("functional", y, o.name)
+        if fcls.last_ctx is None:
+            raise FieldError(f"the functional {op.name} did not call {_camel(op.name)}Function.apply")
+        gradients("functional backward", fcls.backward(fcls.last_ctx, *ups))
     except ZeroDenominator:
         raise
     except Exception as exc:  # noqa: BLE001 - a wrapper that does not run is a finding
