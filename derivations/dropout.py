@@ -27,7 +27,7 @@ import sympy as sp
 
 from .language.arrays import Array, Assign, entry, index, size
 from .language.ops import Op, Option
-from .proof.core import Claim, Mutant, Proof, Setting, prove_index_identity, refute_identity
+from .proof.core import Claim, Proof, Setting, identity_mutants, prove_index_identity
 from .proof.expectation import Expectation, RandomVector, with_stats_cross_check
 
 SOURCE = "Srivastava et al. 2014 (inverted dropout, as torch.nn.functional.dropout)"
@@ -122,10 +122,7 @@ def _claim(id, title, latex, lhs, rhs, stat, mutants) -> Claim:
         source=SOURCE,
         latex=latex,
         prove=prove,
-        mutants=[
-            Mutant(name, mistake, (lambda wrong=wrong, left=left: refute_identity(left, wrong, setting)))
-            for name, (mistake, left, wrong) in mutants.items()
-        ],
+        mutants=identity_mutants(mutants, setting),
     )
 
 

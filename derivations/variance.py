@@ -22,7 +22,7 @@ from functools import cache
 import sympy as sp
 
 from .language.arrays import index, size
-from .proof.core import Claim, Mutant, Proof, Setting, prove_index_identity, refute_identity
+from .proof.core import Claim, Mutant, Proof, Setting, identity_mutants, prove_index_identity
 from .proof.expectation import Expectation, RandomVector, with_stats_cross_check
 
 SOURCE = "seed A §1.B"
@@ -124,10 +124,7 @@ def _claim(
         source=SOURCE,
         latex=latex,
         prove=prove,
-        mutants=[
-            Mutant(name, mistake, (lambda w=wrong, l=wl: refute_identity(l, w, setting)))
-            for name, (mistake, wl, wrong) in mutants.items()
-        ],
+        mutants=identity_mutants(mutants, setting),
     )
 
 

@@ -448,6 +448,15 @@ def refute_identity(lhs, wrong_rhs, setting: Setting) -> dict | None:
     return cx
 
 
+def identity_mutants(mutants: dict, setting: Setting) -> list[Mutant]:
+    """Mutants `{name: (mistake, lhs, wrong_rhs)}`, each refuted by `refute_identity` (for claims
+    whose wrong variants change the left side too: a wrong spec's expectation, say)."""
+    return [
+        Mutant(name, mistake, (lambda left=left, wrong=wrong: refute_identity(left, wrong, setting)))
+        for name, (mistake, left, wrong) in mutants.items()
+    ]
+
+
 def index_claim(
     id: str,
     title: str,
