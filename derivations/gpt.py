@@ -8,6 +8,9 @@ backpropagation → AdamW → updated weights, with the options a qed GPT takes:
     norm_position  pre  (GPT-2):      x = x + attn(ln_1(x));  x = x + mlp(ln_2(x));  …; ln_f
                    post (seed B §10): x = ln_1(x + attn(x));  x = ln_2(x + mlp(x))
     ffn            activation: mlp(x) = c_proj(f(c_fc(x)))  |  op: mlp(x) = the MLP op's own
+    dropout        off | on: x = drop(embedding), the attention weights dropped (attention_dropout),
+                   each branch drop(attn(…)), drop(mlp(…)) before its scale and add (nanoGPT's
+                   transformer.drop, attn_dropout, resid_dropout); the masks are inputs
     bias, tie_weights, norm, attention: read by the role's call (linear or linear_nobias; the
                    norm op's parameters; lm_head ≡ wte when tied)
 
@@ -31,7 +34,7 @@ generated/<backend>/gpt.py. What makes the printed program right:
   is its exact transpose, against this declaration interpreted directly (the forward, the
   loss's derivative in a random direction, the AdamW step with decay on exactly the parameters
   of `decay_min_axes` or more axes), at 2 layers (and 1 and 3), 3 heads, T = 5, in option
-  combinations covering every pair (all 96 in the slow test).
+  combinations covering every pair (all 768 in the slow test).
 """
 
 from __future__ import annotations
@@ -49,10 +52,12 @@ OPTIONS = {
     "ffn_kind": ("activation", "op"),
     "qk_norm": ("off", "on"),
     "residual_scale": ("off", "on"),
+    "dropout": ("off", "on"),
 }
 QK = {"qk_norm": "on"}
 LS, NO_LS = {"residual_scale": "on"}, {"residual_scale": "off"}
 PRE, POST = {"norm_position": "pre"}, {"norm_position": "post"}
+DROP, NO_DROP = {"dropout": "on"}, {"dropout": "off"}
 
 EMBED = Section(
     "embed",
@@ -61,9 +66,11 @@ EMBED = Section(
     body=(
         stmt("embedding", "tok", "ids", scope="wte", note="x_t = W_E[id_t]  (seed B §1)"),
         stmt("embedding", "wpe", "pos", scope="wpe", when={"pos": "learned"}, note="p_t = W_P[t]"),
-        stmt("add", "x", "tok", "wpe", when={"pos": "learned"}, note="x_t = W_E[id_t] + W_P[t]"),
-        stmt("add_table", "x", "tok", when={"pos": "sinusoidal"}, note="x_t = W_E[id_t] + PE_t  (seed A §5)"),
-        stmt("same", "x", "tok", when={"pos": "rope"}, note="x_t = W_E[id_t]  (positions enter q and k)"),
+        stmt("add", "x0", "tok", "wpe", when={"pos": "learned"}, note="x_t = W_E[id_t] + W_P[t]"),
+        stmt("add_table", "x0", "tok", when={"pos": "sinusoidal"}, note="x_t = W_E[id_t] + PE_t  (seed A §5)"),
+        stmt("same", "x0", "tok", when={"pos": "rope"}, note="x_t = W_E[id_t]  (positions enter q and k)"),
+        stmt("dropout", "x", "x0", when=DROP, note="x = dropout(x_0)  (nanoGPT's transformer.drop)"),
+        stmt("same", "x", "x0", when=NO_DROP),
     ),
 )
 
@@ -88,11 +95,30 @@ BLOCK = Section(
         stmt("rope", "kr", "kn", when={"pos": "rope"}, note="k_t ← R(t·ω) k_t"),
         stmt("same", "qr", "qn", when={"pos": ("learned", "sinusoidal")}),
         stmt("same", "kr", "kn", when={"pos": ("learned", "sinusoidal")}),
-        stmt("attention", "att_h", "qr", "kr", "vh", note="head_i = softmax(Q_i K_iᵀ/√d + M) V_i  (causal)"),
+        stmt(
+            "attention",
+            "att_h",
+            "qr",
+            "kr",
+            "vh",
+            when=NO_DROP,
+            note="head_i = softmax(Q_i K_iᵀ/√d + M) V_i  (causal)",
+        ),
+        stmt(
+            "attention_dropout",
+            "att_h",
+            "qr",
+            "kr",
+            "vh",
+            when=DROP,
+            note="head_i = (softmax(Q_i K_iᵀ/√d + M) ⊙ D/(1 − p)) V_i  (causal)",
+        ),
         stmt("merge", "om", "att_h", note="Concat(head_1, …, head_h)"),
         stmt("linear", "att", "om", scope="attn.c_proj", note="MultiHead = Concat(…) W_Oᵀ + b"),
-        stmt("scale", "att_s", "att", scope="ls_1", when=LS, note="γ_1 ⊙ MultiHead(…)  (LayerScale)"),
-        stmt("same", "att_s", "att", when=NO_LS),
+        stmt("dropout", "att_d", "att", when=DROP, note="dropout(MultiHead(…))  (nanoGPT's attn.resid_dropout)"),
+        stmt("same", "att_d", "att", when=NO_DROP),
+        stmt("scale", "att_s", "att_d", scope="ls_1", when=LS, note="γ_1 ⊙ MultiHead(…)  (LayerScale)"),
+        stmt("same", "att_s", "att_d", when=NO_LS),
         stmt("add", "x1", "x", "att_s", when=PRE, note="x1 = x + MultiHead(LN_1(x))"),
         stmt("add", "s1", "x", "att_s", when=POST, note="s1 = x + MultiHead(x)"),
         stmt("norm", "x1", "s1", scope="ln_1", when=POST, note="x1 = LN_1(x + MultiHead(x))"),
@@ -103,8 +129,10 @@ BLOCK = Section(
         stmt("activation", "g", "f", when={"ffn_kind": "activation"}, note="g = φ(f)"),
         stmt("linear", "m", "g", scope="mlp.c_proj", when={"ffn_kind": "activation"}, note="m = g W_2ᵀ + b_2"),
         stmt("mlp", "m", "m_in", scope="mlp", when={"ffn_kind": "op"}, note="m = FFN(m_in)  (one op: SwiGLU, …)"),
-        stmt("scale", "m_s", "m", scope="ls_2", when=LS, note="γ_2 ⊙ FFN(…)  (LayerScale)"),
-        stmt("same", "m_s", "m", when=NO_LS),
+        stmt("dropout", "m_d", "m", when=DROP, note="dropout(FFN(…))  (nanoGPT's mlp.dropout)"),
+        stmt("same", "m_d", "m", when=NO_DROP),
+        stmt("scale", "m_s", "m_d", scope="ls_2", when=LS, note="γ_2 ⊙ FFN(…)  (LayerScale)"),
+        stmt("same", "m_s", "m_d", when=NO_LS),
         stmt("add", "y", "x1", "m_s", when=PRE, note="y = x1 + FFN(LN_2(x1))"),
         stmt("add", "s2", "x1", "m_s", when=POST, note="s2 = x1 + FFN(x1)"),
         stmt("norm", "y", "s2", scope="ln_2", when=POST, note="y = LN_2(x1 + FFN(x1))"),
@@ -368,6 +396,8 @@ _ATTN, _ROPE, _HEADS, _MERGE, _CE = (sp.Function(n) for n in ("Attn", "Rope", "H
 _QKV = tuple(sp.Function(n) for n in ("ColsQ", "ColsK", "ColsV"))  # the three column blocks
 _QKNORM = sp.Function("QKNorm")  # the qk_norm op (may differ from the model's norm)
 _SCALE = sp.Function("Scale")  # the residual scale op (LayerScale)
+_DROP = sp.Function("Drop")  # dropout: a fresh keep mask at every call (its site is its argument)
+_ATTN_DROP = sp.Function("AttnDrop")  # attention with dropout on its weights
 _PE, _IDS, _POS, _TARGETS = sp.symbols("PE ids pos targets")
 
 
@@ -386,7 +416,9 @@ _TERM = {
     "activation": lambda a, w: _ACT(a[0]),
     "mlp": lambda a, w: _FFN(a[0], w),
     "scale": lambda a, w: _SCALE(a[0], w),
+    "dropout": lambda a, w: _DROP(a[0]),
     "attention": lambda a, w: _ATTN(*a),
+    "attention_dropout": lambda a, w: _ATTN_DROP(*a),
     "rope": lambda a, w: _ROPE(a[0]),
     "add": lambda a, w: a[0] + a[1],
     "add_table": lambda a, w: a[0] + _PE,
@@ -425,12 +457,17 @@ def flow(options: dict, x: sp.Expr, l: str = "h.l."):
     """Seed B's flow, written from its statements: (the embedding, one block of x, the head of x)."""
     rope = options["pos"] == "rope"
     scaled = options["residual_scale"] == "on"
+
+    def drop(u):  # nanoGPT: transformer.drop on the embedding, resid_dropout on each branch
+        return _DROP(u) if options["dropout"] == "on" else u
+
     if options["pos"] == "learned":
         x0 = _EMB(_IDS, _W("wte")) + _EMB(_POS, _W("wpe"))  # x_t = W_E[t] + W_P[t]
     elif options["pos"] == "sinusoidal":
         x0 = _EMB(_IDS, _W("wte")) + _PE  # seed A §5: x_t = W_E[t] + PE_t
     else:
         x0 = _EMB(_IDS, _W("wte"))  # positions rotate q and k (seed B §15)
+    x0 = drop(x0)
 
     def mha(u):  # §6-7: Concat(head_1, …, head_h) W_O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
         qkv = _LIN(u, _W(l + "attn.c_attn"))
@@ -439,7 +476,8 @@ def flow(options: dict, x: sp.Expr, l: str = "h.l."):
             q, k = _QKNORM(q, _W(l + "attn.q_norm")), _QKNORM(k, _W(l + "attn.k_norm"))
         if rope:
             q, k = _ROPE(q), _ROPE(k)
-        out = _LIN(_MERGE(_ATTN(q, k, v)), _W(l + "attn.c_proj"))
+        heads = _ATTN_DROP(q, k, v) if options["dropout"] == "on" else _ATTN(q, k, v)  # attn_dropout on A
+        out = drop(_LIN(_MERGE(heads), _W(l + "attn.c_proj")))
         return _SCALE(out, _W(l + "ls_1")) if scaled else out  # LayerScale: γ_1 ⊙ MultiHead
 
     def ffn(u):  # §11: W_2 φ(W_1 u + b_1) + b_2, or one MLP op (SwiGLU, …)
@@ -447,6 +485,7 @@ def flow(options: dict, x: sp.Expr, l: str = "h.l."):
             out = _FFN(u, _W(l + "mlp"))
         else:
             out = _LIN(_ACT(_LIN(u, _W(l + "mlp.c_fc"))), _W(l + "mlp.c_proj"))
+        out = drop(out)
         return _SCALE(out, _W(l + "ls_2")) if scaled else out  # LayerScale: γ_2 ⊙ FFN
 
     def ln(name, u):
@@ -556,6 +595,16 @@ flow_claim = Claim(
             lambda: _flow_mutant("block", _find("block", "kr", {"pos": "rope"}), args=("vh",)),
         ),
         Mutant("untied", "the logits read lm_head even when tied", lambda: flow_mismatch(_untied())),
+        Mutant(
+            "embedding-not-dropped",
+            "with dropout on, the embedding's output passed on as it is",
+            lambda: _flow_mutant("embed", _find("embed", "x", DROP), kind="same"),
+        ),
+        Mutant(
+            "dropout-after-scale",
+            "the MLP branch's dropout applied to the residual stream x1 instead of FFN(…)",
+            lambda: _flow_mutant("block", _find("block", "m_d", DROP), args=("x1",)),
+        ),
     ],
 )
 

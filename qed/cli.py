@@ -12,7 +12,16 @@ import sys
 import time
 from typing import NoReturn
 
-from .cli_types import MODEL_KEYS, name, nonnegative_int, positive_float, positive_int, seconds, temperature
+from .cli_types import (
+    MODEL_KEYS,
+    drop_rate,
+    name,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+    seconds,
+    temperature,
+)
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
@@ -260,6 +269,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="OP",
         help="scale each residual branch before its add with this op (layerscale); default: none",
+    )
+    m.add_argument(
+        "--dropout",
+        type=drop_rate,
+        default=None,
+        metavar="P",
+        help="drop rate of the embedding's and each residual branch's dropout in training steps (nanoGPT's "
+        "dropout; off in evaluation and sampling); default 0",
     )
     m.add_argument(
         "--attention",

@@ -24,6 +24,7 @@ MODEL_KEYS = (
     "attention",
     "qk_norm",
     "residual_scale",
+    "dropout",
 )
 
 # `qed bench`
@@ -80,6 +81,17 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not (0 < value < float("inf")):  # refuses nan, inf, 0 and negative
         raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
+    return value
+
+
+def drop_rate(text: str) -> float:
+    """A dropout rate p with 0 <= p < 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 <= value < 1:  # refuses nan too
+        raise argparse.ArgumentTypeError(f"expected a drop rate p with 0 <= p < 1, got {text}")
     return value
 
 

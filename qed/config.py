@@ -15,6 +15,10 @@ Every choice names the generated kernels it needs:
                    array at all, forward or backward; memory linear in T)
     residual_scale "" (none) | an op of the registry scaling each residual branch before its add
                    (LayerScale: x + γ ⊙ f(x)), its parameters per block
+    dropout        p ∈ [0, 1): inverted dropout (generated/<backend>/dropout.py) on the embedding's
+                   output, on the attention weights (attention_dropout.py; attention="attention"
+                   only) and on each residual branch before its add, as nanoGPT's `dropout`; on
+                   in training steps only (evaluation and sampling see the whole network)
     qk_norm        "" (none) | a norm op of the registry applied to q and k of every head, per
                    head's features (QK-norm), before the rotation of rope
     norm_position  "pre"  (GPT-2: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)); final ln_f)
@@ -36,7 +40,7 @@ ATTENTIONS = ("attention", "attention_lse", "attention_tiled")
 
 # keys added after runs were saved without them, each with the value that leaves such a run's model
 # as it was: a checkpoint that lacks one resumes and samples unchanged
-LATER_KEYS = {"qk_norm": "", "residual_scale": ""}
+LATER_KEYS = {"qk_norm": "", "residual_scale": "", "dropout": 0.0}
 
 
 class ConfigError(QedError):
@@ -120,6 +124,7 @@ class GPTConfig:
     attention: str = "attention"
     qk_norm: str = ""  # "" (none) or a norm op applied to q and k of every head (QK-norm)
     residual_scale: str = ""  # "" (none) or an op scaling each residual branch (LayerScale)
+    dropout: float = 0.0  # drop rate of the embedding's, the attention weights' and each branch's dropout
 
     # ------------------------------------------------------------------ derived sizes
     @property
@@ -166,6 +171,14 @@ class GPTConfig:
             raise ConfigError(
                 f"residual_scale={self.residual_scale!r} is not a known option: '' (none) or one of "
                 + ", ".join(repr(a) for a in residual_scale_choices())
+            )
+        p = self.dropout
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
+            raise ConfigError(f"dropout={p!r} must be a number with 0 <= dropout < 1 (e.g. dropout=0.2; 0: none)")
+        if self.dropout > 0 and self.attention != "attention":
+            raise ConfigError(
+                f"dropout={self.dropout} drops attention weights, which attention={self.attention!r} does not keep "
+                "(it recomputes them block by block): use attention='attention' with dropout, or dropout=0"
             )
         if self.n_embd % self.n_head:
             good = self.n_head * max(1, round(self.n_embd / self.n_head))

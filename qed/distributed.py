@@ -430,8 +430,9 @@ class RankRunner:
             raise AttributeError(name)
         return getattr(self.inner, name)
 
-    def own_rows(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-        """(this rank's rows of x and y, n_r/N: its share of the batch's scored tokens)."""
+    def own_rows(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, int]:
+        """(this rank's rows of x and y, n_r/N: its share of the batch's scored tokens, the index
+        of its first row in the batch)."""
         B = x.shape[0]
         if B < self.world.size:
             raise QedError(
@@ -443,10 +444,11 @@ class RankRunner:
         n_all, n_own = int(np.count_nonzero(scored)), int(np.count_nonzero(scored[rows]))
         if n_own == 0:
             raise QedError(f"rank {self.world.rank}'s rows of the batch have no scored token")
-        return x[rows], y[rows], n_own / n_all
+        return x[rows], y[rows], n_own / n_all, rows.start
 
     def own_micro_rows(self, x: np.ndarray, y: np.ndarray, accum: int) -> list:
-        """[(this rank's rows of micro-batch i, n_ri/N), …]: the global batch cut into `accum`
+        """[(this rank's rows of micro-batch i, n_ri/N, their first row's index in the batch), …]:
+        the global batch cut into `accum`
         micro-batches (qed/parallel.py's micro_batches), each shared by the ranks as a whole batch
         is; the shares are of the whole batch's N scored tokens, so they sum to 1 over ranks and
         micro-batches. With accum 1: [own_rows(x, y)]."""
@@ -455,9 +457,9 @@ class RankRunner:
         from .parallel import micro_batches
 
         out = []
-        for xi, yi, weight in micro_batches(x, y, accum):
-            xs, ys, share = self.own_rows(xi, yi)
-            out.append((xs, ys, share * weight))
+        for xi, yi, weight, row in micro_batches(x, y, accum, rows=True):
+            xs, ys, share, start = self.own_rows(xi, yi)
+            out.append((xs, ys, share * weight, row + start))
         return out
 
 
@@ -484,7 +486,13 @@ class NumpyRankRunner(RankRunner):
         world.broadcast_(torch.from_numpy(layout[0]))  # every rank starts from rank 0's weights
 
     def step(
-        self, x: np.ndarray, y: np.ndarray, lr: float | None = None, grad_clip: float = 0.0, accum: int = 1
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        lr: float | None = None,
+        grad_clip: float = 0.0,
+        accum: int = 1,
+        noise: object = None,
     ) -> float:
         from .config import check_idx
         from .optim import clip_grad_norm
@@ -492,8 +500,8 @@ class NumpyRankRunner(RankRunner):
         model, world = self.inner.model, self.world
         check_idx(model.config, np.asarray(x), np.asarray(y))
         local = 0.0  # Σ over this rank's micro-batches of share · loss
-        for i, (xs, ys, share) in enumerate(self.own_micro_rows(np.asarray(x), np.asarray(y), accum)):
-            _, loss, tape = model.forward_slice(xs, ys)
+        for i, (xs, ys, share, row) in enumerate(self.own_micro_rows(np.asarray(x), np.asarray(y), accum)):
+            _, loss, tape = model.forward_slice(xs, ys, None if noise is None else noise.rows(row))
             mine = model.backward_slice(tape, share)  # ∂(share · loss_r)/∂θ
             for k, g in self.grads.items():
                 if k in mine:
@@ -557,7 +565,13 @@ class TorchRankRunner(RankRunner):
         self.extras = None
 
     def step(
-        self, x: np.ndarray, y: np.ndarray, lr: float | None = None, grad_clip: float = 0.0, accum: int = 1
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        lr: float | None = None,
+        grad_clip: float = 0.0,
+        accum: int = 1,
+        noise: object = None,
     ) -> float:
         import torch
 
@@ -567,13 +581,13 @@ class TorchRankRunner(RankRunner):
         parts = self.own_micro_rows(np.asarray(x), np.asarray(y), accum)
         inner.opt.zero_grad()
         local = 0.0
-        for xs, ys, share in parts[:-1]:  # gradient accumulation: .grad sums, no all-reduce yet
+        for xs, ys, share, row in parts[:-1]:  # gradient accumulation: .grad sums, no all-reduce yet
             with self.ddp.no_sync():
-                _, loss = self.ddp(inner._t(xs), inner._t(ys))
+                _, loss = self.ddp(inner._t(xs), inner._t(ys), **inner._noise(noise, row))
                 (loss * share).backward()
             local += share * float(loss.item())
-        xs, ys, share = parts[-1]  # the last micro-batch's backward all-reduces the sum
-        _, loss = self.ddp(inner._t(xs), inner._t(ys))
+        xs, ys, share, row = parts[-1]  # the last micro-batch's backward all-reduces the sum
+        _, loss = self.ddp(inner._t(xs), inner._t(ys), **inner._noise(noise, row))
         local += share * float(loss.item())
         self.extras = torch.tensor([local, float(world.stop_source())], dtype=torch.float64)
         with world.talking("during a step"):

@@ -14,6 +14,7 @@ import numpy as np
 
 from .config import GPTConfig, check_idx
 from .cpu import default_threads, tune_malloc
+from .dropout import DropoutMasks, Noise
 from .flat import flat_layout, flat_params, flat_views
 from .kernels import NORM_EPS, kernel, load_kernels
 from .parallel import DataParallel, check_mode
@@ -53,7 +54,11 @@ class NumpyGPT:
         # one is missing)
         self._program = kernel("numpy", "gpt")
         self._ops = self._program.Kernels(
-            config, load_kernels("numpy", config), PositionTables("numpy", config), NORM_EPS
+            config,
+            load_kernels("numpy", config),
+            PositionTables("numpy", config),
+            NORM_EPS,
+            DropoutMasks(config.dropout) if config.dropout > 0 else None,
         )
 
     # ------------------------------------------------------------------ params
@@ -70,22 +75,27 @@ class NumpyGPT:
         self._tape = None
 
     # ------------------------------------------------------------------ forward / backward
-    def forward(self, idx: np.ndarray, targets: np.ndarray | None = None) -> tuple[np.ndarray, float | None]:
+    def forward(
+        self, idx: np.ndarray, targets: np.ndarray | None = None, noise: Noise | None = None
+    ) -> tuple[np.ndarray, float | None]:
         """logits (B, T, V) and the mean cross-entropy over the tokens whose target is not −1
-        (None without targets). With targets, keeps every cache for `backward`.
+        (None without targets). With targets, keeps every cache for `backward`. `noise`: a
+        training step's dropout masks (qed/dropout.py; None: no dropout).
 
         With `threads` > 1 the batch is cut into that many slices of rows, run side by side
         (qed/parallel.py); the loss is the mean over all scored tokens, Σ_s n_s·loss_s / Σ_s n_s."""
         idx = np.asarray(idx)
         targets = None if targets is None else np.asarray(targets)
         check_idx(self.config, idx, targets)
-        logits, loss, self._tape = self.parallel.forward(self, idx, targets)
+        logits, loss, self._tape = self.parallel.forward(self, idx, targets, noise)
         return logits, loss
 
-    def forward_slice(self, idx: np.ndarray, targets: np.ndarray | None) -> tuple[np.ndarray, float | None, dict]:
+    def forward_slice(
+        self, idx: np.ndarray, targets: np.ndarray | None, noise: Noise | None = None
+    ) -> tuple[np.ndarray, float | None, dict]:
         """(logits, mean loss or None, tape) of one slice of the batch (thread-safe: no state):
         the printed program's forward (generated/numpy/gpt.py)."""
-        logits, loss, tape = self._program.forward(self._ops, self.params, idx, targets)
+        logits, loss, tape = self._program.forward(self._ops, self.params, idx, targets, noise)
         return logits, (None if loss is None else float(loss.reshape(()))), tape
 
     def backward(self, scale: float = 1.0) -> dict[str, np.ndarray]:

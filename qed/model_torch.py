@@ -17,6 +17,7 @@ import torch.nn as nn
 
 from .config import GPTConfig, check_idx
 from .cpu import tune_malloc
+from .dropout import DropoutMasks, Noise
 from .errors import CompileError
 from .flat import flat_layout, flat_params, flat_views
 from .kernels import NORM_EPS, kernel, load_kernels
@@ -38,6 +39,8 @@ class TorchGPT(nn.Module):
         the parameters live ("cpu", "cuda", "cuda:1"; None: the CPU)."""
         super().__init__()
         config.validate()
+        if compile and config.dropout > 0:  # the masks are drawn on the host, row by row
+            raise CompileError(f"dropout={config.dropout} is not compiled: train with --dropout 0 or without --compile")
         tune_malloc()  # a step's freed temporaries kept for the next (qed/cpu.py: page faults)
         self.config = config
         self.compiled = bool(compile)
@@ -59,7 +62,11 @@ class TorchGPT(nn.Module):
         # the printed program (generated/torch/gpt.py) and the kernels it calls, by role
         self._program = kernel("torch", "gpt")
         self._ops = self._program.Kernels(
-            config, load_kernels("torch", config), PositionTables("torch", config), NORM_EPS
+            config,
+            load_kernels("torch", config),
+            PositionTables("torch", config),
+            NORM_EPS,
+            DropoutMasks(config.dropout) if config.dropout > 0 else None,
         )
         self._names = tuple(name for name, _ in self.named_parameters())
 
@@ -83,16 +90,17 @@ class TorchGPT(nn.Module):
 
     # ------------------------------------------------------------------ forward
     def forward(
-        self, idx: torch.Tensor, targets: torch.Tensor | None = None
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None, noise: Noise | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """logits (B, T, V), and the mean cross-entropy over the tokens whose target is not −1
         (None without targets). With compile=True the loss path runs the compiled graph; logits
-        alone (sampling, where T grows by one a call) run as written."""
+        alone (sampling, where T grows by one a call) run as written. `noise`: a training step's
+        dropout masks (qed/dropout.py; None: no dropout)."""
         B, T = check_idx(self.config, idx, targets)
         if targets is None:
             return self._logits(idx), None
         if not self.compiled:
-            return self._with_loss(idx, targets)
+            return self._with_loss(idx, targets, noise)
         # the compiled graph does not read the ids' values (that would split it): check them here,
         # with the kernels' own messages
         check = kernel("torch", "_validate").in_range
@@ -108,11 +116,11 @@ class TorchGPT(nn.Module):
                 f"torch.compile failed ({type(e).__name__}: {first[:300]}); train without --compile (compile=False)"
             ) from e
 
-    def _with_loss(self, idx, targets):
+    def _with_loss(self, idx, targets, noise=None):
         """(logits, mean loss over the scored tokens): the printed program as one autograd node,
         whose backward is the printed backward (generated/torch/gpt.py's GPTFunction)."""
         params = [p for _, p in self.named_parameters()]  # in the order of self._names
-        logits, loss = self._program.GPTFunction.apply(self._ops, self._names, idx, targets, *params)
+        logits, loss = self._program.GPTFunction.apply(self._ops, self._names, idx, targets, noise, *params)
         return logits, loss.reshape(())
 
     def _compiled_loss(self):

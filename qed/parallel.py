@@ -20,6 +20,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .cpu import blas_single_thread
+from .dropout import Noise
 from .errors import QedError
 
 MODES = ("threads", "processes")
@@ -39,7 +40,7 @@ def shards(B: int, n: int) -> list[slice]:
     return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
 
 
-def micro_batches(x: np.ndarray, y: np.ndarray, n: int) -> list[tuple[np.ndarray, np.ndarray, float]]:
+def micro_batches(x: np.ndarray, y: np.ndarray, n: int, rows: bool = False) -> list[tuple]:
     """A step's batch as `n` micro-batches (gradient accumulation, `--grad-accum n`): consecutive
     rows, sizes differing by at most one, each with its weight n_i/N, its share of the batch's N
     scored tokens (targets of -1 are not scored); one with no scored token is left out.
@@ -48,12 +49,13 @@ def micro_batches(x: np.ndarray, y: np.ndarray, n: int) -> list[tuple[np.ndarray
     each weighted by n_i/N and summed, are the gradient of the whole batch: the update equals
     that of one step on the whole batch, to rounding. When every micro-batch scores as many
     tokens (every row of qed's tasks scores the same number) each weight is 1/n: nanoGPT's
-    loss / gradient_accumulation_steps."""
+    loss / gradient_accumulation_steps. `rows`: each tuple also gives its first row's index in
+    the batch (the dropout masks' `Noise.rows`)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"accum must be a positive integer, got {n!r}")
     x, y = np.asarray(x), np.asarray(y)
     if n == 1:
-        return [(x, y, 1.0)]
+        return [(x, y, 1.0, 0) if rows else (x, y, 1.0)]
     if x.shape[0] < n:
         raise QedError(f"a batch of {x.shape[0]} row(s) cannot be cut into {n} micro-batches (--grad-accum {n})")
     scored = y >= 0
@@ -61,10 +63,10 @@ def micro_batches(x: np.ndarray, y: np.ndarray, n: int) -> list[tuple[np.ndarray
     if total == 0:
         raise ValueError("every target is -1 (ignored): there is no token to score")
     out = []
-    for rows in shards(x.shape[0], n):
-        count = int(np.count_nonzero(scored[rows]))
+    for part in shards(x.shape[0], n):
+        count = int(np.count_nonzero(scored[part]))
         if count:
-            out.append((x[rows], y[rows], count / total))
+            out.append((x[part], y[part], count / total, part.start) if rows else (x[part], y[part], count / total))
     return out
 
 
@@ -101,9 +103,10 @@ class DataParallel:
 
     # ------------------------------------------------------------------ one step
     def forward(
-        self, model: object, idx: np.ndarray, targets: np.ndarray | None
+        self, model: object, idx: np.ndarray, targets: np.ndarray | None, noise: Noise | None = None
     ) -> tuple[np.ndarray, float | None, list | None]:
-        """(logits (B, T, V), the mean loss or None, the tape for `backward` or None)."""
+        """(logits (B, T, V), the mean loss or None, the tape for `backward` or None). `noise`:
+        the dropout masks' (qed/dropout.py), each slice's from its first row on."""
         B = idx.shape[0]
         parts = shards(B, self.threads)
         counts = None
@@ -112,10 +115,16 @@ class DataParallel:
             counts = [int(np.count_nonzero(scored[sl])) for sl in parts]
             if min(counts) == 0:  # a slice with nothing to score: no split
                 parts, counts = [slice(0, B)], [int(np.count_nonzero(scored))]
+
+        def noise_of(sl):
+            return None if noise is None else noise.rows(sl.start)
+
         if self.shared is not None and targets is not None and len(parts) > 1:
-            results = self._forward_processes(model, idx, targets, parts)
+            results = self._forward_processes(model, idx, targets, parts, noise_of)
         else:
-            results = self.map(lambda sl: model.forward_slice(idx[sl], None if targets is None else targets[sl]), parts)
+            results = self.map(
+                lambda sl: model.forward_slice(idx[sl], None if targets is None else targets[sl], noise_of(sl)), parts
+            )
         logits = results[0][0] if len(results) == 1 else np.concatenate([r[0] for r in results])
         if targets is None:
             return logits, None, None  # caches only when a backward can follow
@@ -176,7 +185,7 @@ class DataParallel:
             )
         return self.workers
 
-    def _forward_processes(self, model, idx, targets, parts):
+    def _forward_processes(self, model, idx, targets, parts, noise_of):
         """The first slice here, slice s ≥ 1 in worker s−1; each worker keeps its own tape (the
         tape here records its number)."""
         workers = self._start_workers(model, len(parts) - 1)
@@ -184,9 +193,9 @@ class DataParallel:
             if model.params[k] is not view:  # copy them where the workers read
                 view[...] = model.params[k]
         for w, sl in enumerate(parts[1:]):
-            workers.start_forward(w, idx[sl], targets[sl])
+            workers.start_forward(w, idx[sl], targets[sl], noise_of(sl))
         return self._own_then_workers(
-            lambda: model.forward_slice(idx[parts[0]], targets[parts[0]]),
+            lambda: model.forward_slice(idx[parts[0]], targets[parts[0]], noise_of(parts[0])),
             workers.finish_forward,
             len(parts) - 1,
             lambda r, w: (*r, w),

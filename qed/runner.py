@@ -4,7 +4,7 @@ and every row of `qed bench` (qed/tools/bench.py).
 
     runner = build_runner(config, backend, dtype, seed=0, compile=False, threads=None,
                           parallel="threads", optimizer=None, device="cpu")
-    runner.step(x, y, lr=None, grad_clip=0.0, accum=1) -> loss
+    runner.step(x, y, lr=None, grad_clip=0.0, accum=1, noise=None) -> loss
                                                         one training step on one batch:
                                                         forward, loss, backward, clip, AdamW;
                                                         `accum` > 1: the batch run as that many
@@ -34,6 +34,7 @@ import sys
 import numpy as np
 
 from .config import GPTConfig
+from .dropout import Noise
 from .errors import QedError
 from .parallel import micro_batches
 from .params import check_params, init_params
@@ -114,8 +115,15 @@ class Runner:
         raise NotImplementedError
 
     def step(
-        self, x: np.ndarray, y: np.ndarray, lr: float | None = None, grad_clip: float = 0.0, accum: int = 1
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        lr: float | None = None,
+        grad_clip: float = 0.0,
+        accum: int = 1,
+        noise: Noise | None = None,
     ) -> float:
+        """One update on the batch (x, y); `noise`: the step's dropout masks (qed/dropout.py)."""
         raise NotImplementedError
 
     def loss(self, x: np.ndarray, y: np.ndarray) -> float:
@@ -167,17 +175,23 @@ class NumpyRunner(Runner):
         return AdamW(self.model.params, **self.hyper)
 
     def step(
-        self, x: np.ndarray, y: np.ndarray, lr: float | None = None, grad_clip: float = 0.0, accum: int = 1
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        lr: float | None = None,
+        grad_clip: float = 0.0,
+        accum: int = 1,
+        noise: Noise | None = None,
     ) -> float:
         from .optim import clip_grad_norm
 
         if accum == 1:
-            _, loss = self.model.forward(x, y)
+            _, loss = self.model.forward(x, y, noise)
             grads = self.model.backward()
         else:  # gradient accumulation: Σ_i ∂((n_i/N)·loss_i)/∂θ, one micro-batch's caches at a time
             grads, loss = None, 0.0
-            for xi, yi, weight in micro_batches(x, y, accum):
-                _, loss_i = self.model.forward(xi, yi)
+            for xi, yi, weight, row in micro_batches(x, y, accum, rows=True):
+                _, loss_i = self.model.forward(xi, yi, None if noise is None else noise.rows(row))
                 g = self.model.backward(scale=weight)  # each slice's backward starts from weight·n_s/n_i
                 loss += weight * float(loss_i)
                 if grads is None:
@@ -237,25 +251,36 @@ class TorchRunner(Runner):
         return self.torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(self.device)
 
     def step(
-        self, x: np.ndarray, y: np.ndarray, lr: float | None = None, grad_clip: float = 0.0, accum: int = 1
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        lr: float | None = None,
+        grad_clip: float = 0.0,
+        accum: int = 1,
+        noise: Noise | None = None,
     ) -> float:
         from .optim import torch_clip_grad_norm
 
         self.opt.zero_grad()
         if accum == 1:
-            _, loss = self.model(self._t(x), self._t(y))
+            _, loss = self.model(self._t(x), self._t(y), **self._noise(noise))
             loss.backward()
             loss = float(loss.item())
         else:  # gradient accumulation: .grad sums ∂((n_i/N)·loss_i)/∂θ over the micro-batches
             loss = 0.0
-            for xi, yi, weight in micro_batches(x, y, accum):
-                _, loss_i = self.model(self._t(xi), self._t(yi))
+            for xi, yi, weight, row in micro_batches(x, y, accum, rows=True):
+                _, loss_i = self.model(self._t(xi), self._t(yi), **self._noise(noise, row))
                 (loss_i * weight).backward()
                 loss += weight * float(loss_i.item())
         if grad_clip > 0:
             torch_clip_grad_norm(self.model, grad_clip)
         self.update(lr)
         return loss
+
+    def _noise(self, noise: Noise | None, row: int = 0) -> dict:
+        """The model's `noise` argument: none for a model without dropout (the torch.nn reference
+        of qed bench takes none)."""
+        return {} if noise is None or self.config.dropout == 0 else {"noise": noise.rows(row)}
 
     def update(self, lr: float | None) -> None:
         """The optimiser's step on the gradients in .grad (`lr`: None keeps its own)."""

@@ -19,6 +19,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .config import GPTConfig
+from .dropout import Noise
 from .flat import flat_views
 from .model_numpy import NumpyGPT
 from .workers import SharedArray, _io_layout, _io_views
@@ -71,7 +72,8 @@ def _handle(state: dict, msg: dict) -> dict:
         views = _io_views(state["io"].array, _io_layout(B, T, model.config.vocab_size, model.dtype)[1])
         idx = views["idx"].copy()
         targets = views["targets"].copy() if msg["targets"] else None
-        logits, loss, tape = model.forward_slice(idx, targets)
+        noise = Noise(*msg["noise"]) if "noise" in msg else None
+        logits, loss, tape = model.forward_slice(idx, targets, noise)
         views["logits"][...] = logits
         state["tape"] = tape
         return {"ok": True, "B": B, "T": T, "loss": loss}

@@ -34,6 +34,7 @@ from . import run_dir as rundir
 from .config import GPTConfig
 from .data import IGNORE, SortTask, TextTask, task_from_info
 from .distributed import PeerLost, World
+from .dropout import Noise
 from .errors import CheckpointError, QedError
 from .interrupt import StopRequest
 from .params import check_params
@@ -804,7 +805,9 @@ class Trainer:
                     t0 = time.perf_counter()
                     try:
                         with np.errstate(all="ignore"):  # a diverging run is caught below, in one line
-                            loss = self.runner.step(x, y, lr, s.grad_clip, accum=s.grad_accum)
+                            loss = self.runner.step(
+                                x, y, lr, s.grad_clip, accum=s.grad_accum, noise=Noise(s.seed, self.step)
+                            )
                     except PeerLost as e:  # before any update: the state is that of step k
                         self.rng.bit_generator.state = rng_state
                         raise self._lost(e, saved_step) from None

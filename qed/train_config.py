@@ -89,13 +89,13 @@ def _options(parser: argparse.ArgumentParser) -> dict:
 
 def _kind(action: argparse.Action) -> str:
     """What a flag's value is: "flag" (true/false), "int", "number" or "string"."""
-    from .cli_types import nonnegative_int, positive_float, positive_int, seconds
+    from .cli_types import drop_rate, nonnegative_int, positive_float, positive_int, seconds
 
     if action.nargs == 0:
         return "flag"
     if action.type in (int, positive_int, nonnegative_int):
         return "int"
-    if action.type in (float, positive_float, seconds):
+    if action.type in (float, positive_float, seconds, drop_rate):
         return "number"
     return "string"
 

@@ -45,6 +45,7 @@ import weakref
 
 import numpy as np
 
+from .dropout import Noise
 from .errors import QedError
 from .flat import flat_views
 
@@ -245,10 +246,13 @@ class ShardWorkers:
         return f"NumPy worker process {w + 1} (pid {proc.pid}) exited (code {code}); see its stderr above"
 
     # ------------------------------------------------------------------ one step
-    def start_forward(self, w: int, idx: np.ndarray, targets: np.ndarray | None) -> None:
-        """Send slice `idx` (B_s, T) (and targets) to worker w; `finish_forward` collects it."""
+    def start_forward(self, w: int, idx: np.ndarray, targets: np.ndarray | None, noise: Noise | None = None) -> None:
+        """Send slice `idx` (B_s, T) (and targets; the dropout masks' `Noise`, qed/dropout.py) to
+        worker w; `finish_forward` collects it."""
         B, T = idx.shape
         msg = {"op": "forward", "B": B, "T": T, "targets": targets is not None}
+        if noise is not None:
+            msg["noise"] = [noise.seed, noise.step, noise.row]
         io = self._io[w]
         if io is None or io[1][0] < B or io[1][1] < T:
             cap = (max(B, io[1][0] if io else 0), max(T, io[1][1] if io else 0))

@@ -62,7 +62,11 @@ def task_and_config():
     from qed.data import SortTask
 
     task = SortTask(length=4, num_digits=3)
-    return task, GPTConfig(n_layer=1, n_head=2, n_embd=16, block_size=task.block_size, vocab_size=task.vocab_size)
+    # dropout on: each rank draws the masks of its own rows of the global batch (qed/dropout.py),
+    # so 2 ranks still train as one process, and resume exactly
+    return task, GPTConfig(
+        n_layer=1, n_head=2, n_embd=16, block_size=task.block_size, vocab_size=task.vocab_size, dropout=0.1
+    )
 
 
 # --------------------------------------------------------------------------- one rank
@@ -414,9 +418,10 @@ def test_rows_and_shares():
     shares = []
     for rank in range(2):
         rows = RankRunner(None, World(rank=rank, size=2))
-        xs, ys, share = rows.own_rows(np.zeros_like(y), y)
+        xs, ys, share, first = rows.own_rows(np.zeros_like(y), y)
         shares.append(share)
         assert len(ys) == (2 if rank == 0 else 3)
+        assert first == (0 if rank == 0 else 2)  # the dropout masks' row index (qed/dropout.py)
     assert shares == [4 / 11, 7 / 11]
 
 

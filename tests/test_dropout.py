@@ -86,3 +86,38 @@ def test_the_claims_read_the_ops_own_specification():
     assert sp.simplify(dropout.y_j - dropout.xs[dropout.j] * dropout.m[dropout.j] / (1 - dropout.p)) == 0
     wrong = dropout._row_entry(dropout.x * dropout.mask)
     assert sp.simplify(dropout.E.E(wrong) - dropout.xs[dropout.j]) != 0
+
+
+@pytest.mark.parametrize("p,causal", [(0.2, True), (0.5, False), (0.0, True)])
+def test_attention_dropout_is_torchs_attention_with_its_weights_dropped(p, causal):
+    """generated/<backend>/attention_dropout.py against PyTorch's own ops: softmax of the masked
+    scores, dropped by the same keep mask and rescaled, times V; every gradient by autograd."""
+    from generated.numpy import attention as anp
+    from generated.numpy import attention_dropout as adnp
+    from generated.torch import attention_dropout as adt
+
+    rng = np.random.default_rng(3)
+    B, h, m, n, d = 2, 3, 5, 5 if causal else 4, 4
+    q, k, v = (rng.standard_normal((B, h, r, d)) for r in (m, n, n))
+    mask = (rng.random((B, h, m, n)) >= p).astype(np.float64)
+    do = rng.standard_normal((B, h, m, d))
+    qt, kt, vt = (torch.from_numpy(a).requires_grad_(True) for a in (q, k, v))
+    scores = qt @ kt.transpose(-1, -2) / d**0.5
+    if causal:
+        scores = scores.masked_fill(torch.ones(m, n, dtype=torch.bool).triu(1), float("-inf"))
+    want = (torch.softmax(scores, dim=-1) * torch.from_numpy(mask) / (1 - p)) @ vt
+    want_grads = torch.autograd.grad(want, (qt, kt, vt), torch.from_numpy(do))
+    o, cache = adnp.attention_dropout_forward(q, k, v, mask, causal=causal, p=p)
+    np.testing.assert_allclose(o, want.detach().numpy(), rtol=1e-12, atol=1e-13)
+    for got, ref in zip(adnp.attention_dropout_backward(do, cache), want_grads):
+        np.testing.assert_allclose(got, ref.numpy(), rtol=1e-11, atol=1e-12)
+    ins = [torch.from_numpy(a).requires_grad_(True) for a in (q, k, v)]
+    ot = adt.attention_dropout(*ins, torch.from_numpy(mask), causal=causal, p=p)
+    torch.testing.assert_close(ot, want.detach(), rtol=1e-12, atol=1e-13)
+    for got, ref in zip(torch.autograd.grad(ot, ins, torch.from_numpy(do)), want_grads):
+        torch.testing.assert_close(got, ref, rtol=1e-11, atol=1e-12)
+    assert torch.autograd.gradcheck(
+        lambda a, b, c: adt.attention_dropout(a, b, c, torch.from_numpy(mask), causal=causal, p=p), ins
+    )
+    if p == 0.0:  # nothing dropped: attention itself
+        np.testing.assert_allclose(o, anp.attention_forward(q, k, v, causal=causal)[0], rtol=1e-14, atol=1e-15)

@@ -23,6 +23,7 @@ so a new op is covered as it is added:
 from __future__ import annotations
 
 import importlib
+import math
 import warnings
 
 import numpy as np
@@ -327,16 +328,37 @@ def test_all_zero_count_is_refused(op, backend):
 CAUSAL = [o for o in OPS if any(opt.name == "causal" for opt in o.options)]
 
 
+def _dropped(op, q, k, rng):
+    """The extra arguments of an attention op that drops weights (attention_dropout: a keep mask
+    of the weights' broadcast shape and p = 0.25), and torch's attention with that mask applied:
+    (A ⊙ M/(1 − p)) V with A = F.softmax of the (causal) scores; for any other attention op no
+    extra argument and F.scaled_dot_product_attention."""
+    if [a.name for a in op.inputs][3:] != ["mask"]:
+        return [], {}, lambda tq, tk, tv, causal: F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+    shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
+    mask, p = (rng.random(shape) > 0.25).astype(np.float64), 0.25
+
+    def ref(tq, tk, tv, causal):
+        s = tq @ tk.transpose(-1, -2) / math.sqrt(tq.shape[-1])
+        if causal:
+            s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool).tril(), -math.inf)
+        return (F.softmax(s, dim=-1) * torch.tensor(mask) / (1 - p)) @ tv
+
+    return [mask], {"p": p}, ref
+
+
 @pytest.mark.parametrize("m,n", [(1, 4), (2, 5), (5, 2), (4, 1), (3, 3)])
 @pytest.mark.parametrize("op", CAUSAL, ids=_ids(CAUSAL))
 def test_causal_rectangular_is_top_left(op, m, n):
     """Causal attention with m queries and n keys: query i sees keys j ≤ i (tril(ones(m, n)),
-    torch's is_causal), forward and backward, both backends, against torch's autograd."""
+    torch's is_causal), forward and backward, both backends, against torch's autograd (with a
+    drawn keep mask for an op that drops weights)."""
     rng = np.random.default_rng(m * 10 + n)
     q, k, v = rng.standard_normal((2, m, 4)), rng.standard_normal((2, n, 4)), rng.standard_normal((2, n, 3))
-    outs, ups, grads = both(op, [q, k, v], {"causal": True})
+    extra, opts, attend = _dropped(op, q, k, rng)
+    outs, ups, grads = both(op, [q, k, v, *extra], {"causal": True, **opts})
     tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
-    ref = F.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
+    ref = attend(tq, tk, tv, True)
     close(outs[0], ref.detach().numpy(), f"{op.name}: causal {m}x{n} output")
     for g, want in zip(grads, torch.autograd.grad(ref, (tq, tk, tv), torch.tensor(ups[0]))):
         close(g, want.numpy(), f"{op.name}: causal {m}x{n} gradient")
@@ -387,9 +409,10 @@ def test_attention_broadcast_against_torch(op, causal):
     autograd, forward and the three gradients."""
     rng = np.random.default_rng(7)
     q, k, v = rng.standard_normal((2, 1, 3, 4)), rng.standard_normal((1, 5, 6, 4)), rng.standard_normal((6, 2))
-    outs, ups, grads = both(op, [q, k, v], {"causal": causal})
+    extra, opts, attend = _dropped(op, q, k, rng)
+    outs, ups, grads = both(op, [q, k, v, *extra], {"causal": causal, **opts})
     tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
-    ref = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+    ref = attend(tq, tk, tv, causal)
     close(outs[0], ref.detach().numpy(), f"{op.name}: output")
     for g, want, a in zip(grads, torch.autograd.grad(ref, (tq, tk, tv), torch.tensor(ups[0])), (q, k, v)):
         assert g.shape == a.shape

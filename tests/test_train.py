@@ -29,15 +29,18 @@ def _strip(records):
     return [{k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed_s")} for r in records]
 
 
-@pytest.mark.parametrize("backend,interrupt_at", [("numpy", 3), ("numpy", 4), ("torch", 3)])
-def test_resume_gives_identical_losses(tmp_path, backend, interrupt_at):
+@pytest.mark.parametrize(
+    "backend,interrupt_at,dropout", [("numpy", 3, 0.0), ("numpy", 4, 0.2), ("torch", 3, 0.0), ("torch", 3, 0.2)]
+)
+def test_resume_gives_identical_losses(tmp_path, backend, interrupt_at, dropout):
+    """With dropout too: step k draws its masks from (seed, k, row, site) alone (qed/dropout.py)."""
     s = settings(backend=backend)
-    a = Trainer.new(tiny_config(), s, TASK, out=str(tmp_path / "a"), progress=False)
+    a = Trainer.new(tiny_config(dropout=dropout), s, TASK, out=str(tmp_path / "a"), progress=False)
     assert a.run() == 0
     assert sorted(a.losses) == [1, 2, 3, 4, 5, 6]
 
     b = Trainer.new(
-        tiny_config(),
+        tiny_config(dropout=dropout),
         settings(backend=backend),
         TASK,
         out=str(tmp_path / "b"),

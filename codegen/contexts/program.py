@@ -54,6 +54,8 @@ def _stmt(section: Section, s, ties: dict, grads=(), modes=()) -> dict:
         "args": list(s.args),
         "grads": list(grads),
         "scope": _scope_text(section, s.scope, ties),
+        # a dropout statement's site, the name its masks are drawn by: its value's, per block
+        "site": (f'p + "{s.out[0]}"' if section.name == "block" else f'"{s.out[0]}"'),
         "guard": _guard_text(s.when),
         "note": s.note,
         "which": s.which,

@@ -8,7 +8,7 @@ A `Program` is three straight-line sections of statements in single-assignment f
 
 Each `Stmt` computes one value (or three, `split3`) from values already computed, by a rule of
 one of the `KINDS`: a call of a registry op by its role in the model (norm, activation, MLP op,
-attention, positions, linear, embedding, loss), a residual add, an index map (the head split and
+attention, positions, linear, embedding, loss, dropout), a residual add, an index map (the head split and
 merge, the three-way split of the fused projection) or an alias. A statement may be guarded by
 model options (`when`): pre- or post-norm, the positions, an activation or a whole MLP op; two
 statements may define the same name under exclusive guards.
@@ -31,7 +31,16 @@ KINDS: dict[str, tuple[str, str]] = {
     "activation": ("y = f(x), the activation of the model", "the activation op's backward"),
     "mlp": ("y = the MLP op of the model (its weights by name)", "the MLP op's backward"),
     "scale": ("y = the residual scale op of the model (LayerScale: γ ⊙ x)", "the scale op's backward"),
+    "dropout": (
+        "y = x ⊙ m/(1 − p), m the call's keep mask (training; y = x without one: eval, sampling)",
+        "the dropout op's backward: dx = dy ⊙ m/(1 − p)",
+    ),
     "attention": ("o = softmax(q kᵀ/√d + causal mask) v, per head", "the attention op's backward"),
+    "attention_dropout": (
+        "o = (softmax(q kᵀ/√d + causal mask) ⊙ m/(1 − p)) v, per head, m the call's keep mask (training; "
+        "the model's attention without one)",
+        "the attention_dropout op's backward (the attention op's without a mask)",
+    ),
     "rope": ("y = x rotated by the position's angle (constant tables)", "the rope op's backward"),
     "add": ("y = a + b (a residual)", "da += dy, db += dy (fan-out)"),
     "add_table": ("y = a + PE[:T] (a constant table)", "da += dy"),
@@ -147,7 +156,7 @@ class Adjoint:
 
 # names the printed program uses for itself (the kernels, parameters, gradients, options, the
 # block's prefix and tape, the attention backward's three results)
-RESERVED = {"ops", "P", "G", "o", "p", "c", "tape", "layer", "dq", "dk", "dv", "np", "weight", "targets"}
+RESERVED = {"ops", "P", "G", "o", "p", "c", "tape", "layer", "dq", "dk", "dv", "np", "weight", "targets", "noise"}
 
 NO_GRADIENT = {"ids", "pos", "targets"}  # integer data: no adjoint
 

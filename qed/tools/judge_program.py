@@ -18,10 +18,15 @@ template:
     step      AdamW with a stand-in update: weight decay reaches exactly the parameters the
               declaration's `decay_min_axes` names, every parameter is updated once.
 
+With dropout on, the forward is given a step's `Noise` and draws each site's keep mask from
+`Masks` by the site's name: the interpreter draws the same site's mask by the name of the value
+it declares, so a mask read at the wrong site, a wrong rate or a dropout on the wrong value shows;
+a forward without noise (evaluation, sampling) and its backward must be the network without it.
+
 At 2 layers, 3 heads, T = 5, C = 6 (12 with rope), V = 7, B = 2, a target of −1 in each row,
 in the option combinations that cover every pair of option values (positions, pre/post norm, an
-activation or an MLP op, bias, tied weights, a norm with and without a shift; all 96 with
-every=True), and two of them at 1 and at 3 layers. A random-point comparison of polynomials is
+activation or an MLP op, bias, tied weights, a norm with and without a shift, dropout or none;
+all 768 with every=True), and two of them at 1 and at 3 layers. A random-point comparison of polynomials is
 Schwartz–Zippel evidence, not a proof: the proofs are the op claims and the composition rule
 (gpt.chain, gpt.tied, gpt.slices, residual.*, mha.concat); this judge shows the printed text is
 that composition.
@@ -37,6 +42,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..dropout import Noise
 from . import ROOT
 
 GENERATED = ROOT / "generated"
@@ -308,6 +314,26 @@ def attention_standin(name: str):
     return types.SimpleNamespace(**{name + "_forward": forward, name + "_backward": backward})
 
 
+def attention_dropout_standin():
+    """o = ½ (M ⊙ q kᵀ ⊙ D/(1 − p)) v: the causal stand-in with its weights dropped by D."""
+
+    def attention_dropout_forward(q, k, v, mask, causal=True, p=0.0):
+        T = q.shape[-2]
+        tri = _exact(np.tri(T, k.shape[-2], dtype=int)) if causal else 1
+        scale = Zp(1) / (1 - Zp(Fraction(str(p))))
+        s = (q @ np.swapaxes(k, -1, -2)) * tri * mask * scale
+        return s @ v / 2, (q, k, v, s, tri * mask * scale)
+
+    def attention_dropout_backward(do, cache):
+        q, k, v, s, weight = cache
+        ds = (do @ np.swapaxes(v, -1, -2)) * weight / 2
+        return ds @ k, np.swapaxes(ds, -1, -2) @ q, np.swapaxes(s, -1, -2) @ do / 2
+
+    return types.SimpleNamespace(
+        attention_dropout_forward=attention_dropout_forward, attention_dropout_backward=attention_dropout_backward
+    )
+
+
 def _rope():
     def rope_forward(x, cos, sin, rot):
         return x * cos + (x @ rot) * sin, (cos, sin, rot)
@@ -358,6 +384,37 @@ def _adamw():
     return types.SimpleNamespace(adamw_step=adamw_step)
 
 
+def _dropout():
+    """The dropout op itself, y = x ⊙ m/(1 − p) (linear in x: already a polynomial), p exact."""
+
+    def dropout_forward(x, mask, *, p):
+        scale = Zp(1) / (1 - Zp(Fraction(str(p))))
+        return x * mask * scale, (mask, scale)
+
+    def dropout_backward(dy, cache):
+        mask, scale = cache
+        return dy * mask * scale
+
+    return types.SimpleNamespace(dropout_forward=dropout_forward, dropout_backward=dropout_backward)
+
+
+class Masks:
+    """Keep masks of 0s and 1s, a function of (site, noise): the printed program must draw each
+    site's mask by the site's own name and the step's noise (qed/dropout.py's `keep`)."""
+
+    def keep_array(self, site: str, noise, shape) -> np.ndarray:
+        rng = random.Random(f"{site}|{noise.seed}|{noise.step}|{noise.row}")
+        return np.asarray([rng.randrange(2) for _ in range(int(np.prod(shape)))], dtype=np.int64).reshape(shape)
+
+    def keep(self, site: str, noise, shape, like):
+        from .torch_shim import FLOAT, Tensor, tensor
+
+        shape = tuple(int(n) for n in shape)
+        if isinstance(like, Tensor):
+            return tensor(_exact(self.keep_array(site, noise, shape)) * Zp(1), FLOAT)
+        return self.keep_array(site, noise, shape)
+
+
 class Tables:
     """Rational position tables of the printed program's `positions` (qed/positions.py's shape)."""
 
@@ -392,6 +449,7 @@ def standins(config) -> dict:
         config.norm: norm_standin(config.norm),
         **({config.qk_norm: norm_standin(config.qk_norm)} if config.qk_norm else {}),
         **({config.residual_scale: scale_standin(config.residual_scale)} if config.residual_scale else {}),
+        **({"dropout": _dropout(), "attention_dropout": attention_dropout_standin()} if config.dropout > 0 else {}),
         config.attention: attention_standin(config.attention),
     }
     if config.ffn in model_ops.FFNS:
@@ -402,11 +460,12 @@ def standins(config) -> dict:
 
 
 # --------------------------------------------------------------------------- the declaration, run
-def interpret(program, config, modules: dict, tables: Tables, P: dict, ids, targets):
+def interpret(program, config, modules: dict, tables: Tables, P: dict, ids, targets, noise=None):
     """(logits, loss) of the declaration run directly: each statement's kind applied to its
     arguments, the block repeated n_layer times under h.<layer>., the guards read off the config.
     Its own reading of everything: parameters by scope (a tied scope read from the other, a
-    shift the model does not keep read as 0), the loss's mask and targets."""
+    shift the model does not keep read as 0), the loss's mask and targets, dropout's mask by its
+    site (the value's name, under h.<layer>. in a block) and `noise` (None: no dropout)."""
     from derivations.language.program import guard_holds
     from generated import model_ops
 
@@ -417,6 +476,7 @@ def interpret(program, config, modules: dict, tables: Tables, P: dict, ids, targ
         "ffn_kind": "op" if c.ffn in model_ops.FFNS else "activation",
         "qk_norm": "on" if c.qk_norm else "off",
         "residual_scale": "on" if c.residual_scale else "off",
+        "dropout": "on" if c.dropout > 0 else "off",
     }
     mlp_names = [n for n, _ in model_ops.FFNS.get(c.ffn, ())]
 
@@ -454,6 +514,12 @@ def interpret(program, config, modules: dict, tables: Tables, P: dict, ids, targ
                 names = [n for n, _ in model_ops.RESIDUAL_SCALES[c.residual_scale]]
                 op = getattr(modules[c.residual_scale], c.residual_scale + "_forward")
                 out = op(a[0], *(param(f"{scope}.{n}") for n in names))[0]
+            elif k == "dropout":
+                if noise is None:
+                    out = a[0]
+                else:
+                    mask = Masks().keep_array(prefix + s.out[0], noise, a[0].shape)
+                    out = modules["dropout"].dropout_forward(a[0], mask, p=c.dropout)[0]
             elif k == "activation":
                 out = getattr(modules[c.ffn], c.ffn + "_forward")(a[0])[0]
             elif k == "mlp":
@@ -462,6 +528,13 @@ def interpret(program, config, modules: dict, tables: Tables, P: dict, ids, targ
                 )[0]
             elif k == "attention":
                 out = getattr(modules[c.attention], c.attention + "_forward")(*a, causal=True)[0]
+            elif k == "attention_dropout":  # the weights (…, T_q, T_k) dropped; the plain attention in eval
+                if noise is None:
+                    out = getattr(modules[c.attention], c.attention + "_forward")(*a, causal=True)[0]
+                else:
+                    shape = (*a[0].shape[:-1], a[1].shape[-2])
+                    mask = Masks().keep_array(prefix + s.out[0], noise, shape)
+                    out = modules["attention_dropout"].attention_dropout_forward(*a, mask, causal=True, p=c.dropout)[0]
             elif k == "rope":
                 cos, sin, rot = tables.rope(a[0].shape[-2])
                 out = modules["rope"].rope_forward(a[0], cos, sin, rot)[0]
@@ -524,6 +597,7 @@ FACTORS = {
     "bias": (True, False),
     "tie_weights": (True, False),
     "norm": ("layernorm", "rmsnorm"),  # with a shift and without
+    "dropout": (0.0, 0.2),  # none, and the embedding's and the branches' dropout
 }
 
 
@@ -534,7 +608,7 @@ def _factors() -> dict:
 
 
 def combinations(every: bool = True) -> list[dict]:
-    """The option combinations the printed program branches on: every one (3·2⁷ = 384), or a
+    """The option combinations the printed program branches on: every one (3·2⁸ = 768), or a
     covering few in which every pair of two options' values occurs together (pairwise: the
     printed branches are guarded by one option each, so a pair covers every interaction of two
     branches). Rope needs an even head size (C = 12 with 3 heads)."""
@@ -662,22 +736,27 @@ def judge_options(
     ids = np.asarray([[rng.randrange(config.vocab_size) for _ in range(T_)] for _ in range(B_)])
     targets = np.asarray([[rng.randrange(config.vocab_size) for _ in range(T_)] for _ in range(B_)])
     targets[0, 1] = targets[1, 3] = -1  # ignored
-    want_logits, want_loss = interpret(GPT, config, modules, tables, P, ids, targets)
+    noise = Noise(seed, 3, 1)  # a training step's dropout masks (rows numbered from 1)
+    want_logits, want_loss = interpret(GPT, config, modules, tables, P, ids, targets, noise)
+    eval_logits, eval_loss = interpret(GPT, config, modules, tables, P, ids, targets)  # no dropout
     eps = Zp(Fraction(1, 100000))
     if backend == "torch":
         from .torch_shim import LONG, tensor
 
-        ops = gpt.Kernels(config, {k: _as_torch(m) for k, m in modules.items()}, TorchTables(tables), eps)
+        ops = gpt.Kernels(config, {k: _as_torch(m) for k, m in modules.items()}, TorchTables(tables), eps, Masks())
         args = {k: tensor(v) for k, v in P.items()}
         ids_in, targets_in = tensor(ids, LONG), tensor(targets, LONG)
     else:
-        ops = gpt.Kernels(config, modules, tables, eps)
+        ops = gpt.Kernels(config, modules, tables, eps, Masks())
         args, ids_in, targets_in = P, ids, targets
-    logits, loss, tape = gpt.forward(ops, args, ids_in, targets_in)
-    alone, no_loss, no_tape = gpt.forward(ops, args, ids_in)  # sampling: logits only
+    logits, loss, tape = gpt.forward(ops, args, ids_in, targets_in, noise)
+    alone, no_loss, no_tape = gpt.forward(ops, args, ids_in)  # sampling: logits only, no dropout
+    _, evaluated, eval_tape = gpt.forward(ops, args, ids_in, targets_in)  # evaluation: no dropout
+    evaluated = _arr(evaluated)
     logits, loss, alone = _arr(logits), _arr(loss), _arr(alone)
     same = logits.shape == want_logits.shape and bool(np.all(logits == want_logits)) and loss[0] == want_loss[0]
-    same = same and bool(np.all(alone == want_logits)) and no_loss is None and no_tape is None
+    same = same and bool(np.all(alone == eval_logits)) and no_loss is None and no_tape is None
+    same = same and evaluated[0] == eval_loss[0]
     out = [
         ProgramResult(
             f"{name}; forward",
@@ -689,16 +768,16 @@ def judge_options(
     weight = Zp(rng.randrange(1, PRIME))
     if backend == "torch":  # the autograd node: its forward, then its backward on its context
         names = tuple(shapes)
-        f_logits, f_loss = gpt.GPTFunction.apply(ops, names, ids_in, targets_in, *(args[k] for k in names))
+        f_logits, f_loss = gpt.GPTFunction.apply(ops, names, ids_in, targets_in, noise, *(args[k] for k in names))
         ok = bool(np.all(_arr(f_logits) == want_logits)) and _arr(f_loss)[0] == want_loss[0]
         ctx = gpt.GPTFunction.last_ctx
         # its backward ignores the logits' gradient, so the logits must be marked as having none
         marked = getattr(ctx, "__dict__", {}).get("non_differentiable", ())
         ok = ok and any(t is f_logits for t in marked) and not any(t is f_loss for t in marked)
         grads = gpt.GPTFunction.backward(ctx, None, tensor(_exact([weight])))
-        ok = ok and len(grads) == 4 + len(names) and all(g is None for g in grads[:4])
+        ok = ok and len(grads) == 5 + len(names) and all(g is None for g in grads[:5])
         ok = ok and ctx.__dict__.get("tape", "kept") is None  # the caches freed once used
-        G_fn = dict(zip(names, (_arr(g) for g in grads[4:])))
+        G_fn = dict(zip(names, (_arr(g) for g in grads[5:])))
         out.append(
             ProgramResult(
                 f"{name}; GPTFunction",
@@ -730,7 +809,7 @@ def judge_options(
     # parameter makes the two differ but for a fraction 1/PRIME of the directions D
     D = {k: _rand(rng, s) for k, s in shapes.items()}
     printed = _pairing(G, D, shapes)
-    want = weight * _directional(GPT, config, modules, tables, P, D, ids, targets, shapes)
+    want = weight * _directional(GPT, config, modules, tables, P, D, ids, targets, shapes, noise)
     ok = printed == want
     detail = "⟨∂L/∂P, D⟩ = dL(P + εD)/dε for a random D over every parameter"
     if not ok:  # name the parameters: one direction each
@@ -738,10 +817,15 @@ def judge_options(
             k
             for k in shapes
             if _pairing(G, D, {k: shapes[k]})
-            != weight * _directional(GPT, config, modules, tables, P, D, ids, targets, {k: shapes[k]})
+            != weight * _directional(GPT, config, modules, tables, P, D, ids, targets, {k: shapes[k]}, noise)
         ]
         detail = f"the printed gradients of {wrong} are not the derivative of the declared loss"
     out.append(ProgramResult(f"{name}; backward", ok, detail, sum(int(np.prod(s)) for s in shapes.values())))
+    if config.dropout > 0:  # without noise every dropout is the identity, forward and backward
+        G_eval = {k: _arr(v) for k, v in gpt.backward(ops, eval_tape).items()}
+        ok = _pairing(G_eval, D, shapes) == _directional(GPT, config, modules, tables, P, D, ids, targets, shapes)
+        detail = "with no noise: the gradients of the loss without dropout"
+        out.append(ProgramResult(f"{name}; backward without dropout", ok, detail if ok else "NOT " + detail))
     out += _judge_step(gpt, ops, P, G, rng, name, backend)
     return out
 
@@ -753,12 +837,12 @@ def _pairing(G, D, shapes) -> Zp:
     return total
 
 
-def _directional(program, config, modules, tables, P, D, ids, targets, shapes) -> Zp:
+def _directional(program, config, modules, tables, P, D, ids, targets, shapes, noise=None) -> Zp:
     """dL(P + εD)/dε at ε = 0 for the parameters in `shapes`: the interpreter on dual numbers."""
     P_dual = dict(P)
     for k, s in shapes.items():
         P_dual[k] = _exact([Dual(a, b) for a, b in zip(P[k].ravel(), D[k].ravel())]).reshape(s)
-    loss = interpret(program, config, modules, tables, P_dual, ids, targets)[1][0]
+    loss = interpret(program, config, modules, tables, P_dual, ids, targets, noise)[1][0]
     return Dual.lift(loss).b
 
 
@@ -813,7 +897,7 @@ def runs(every: bool = False) -> list[tuple[dict, int]]:
 
 
 def judge_program(backend: str = "numpy", every: bool = False) -> list[ProgramResult]:
-    """The pairwise-covering option combinations (with every=True, all 96), at the sizes above."""
+    """The pairwise-covering option combinations (with every=True, all 768), at the sizes above."""
     gpt = load_program(backend)
     out = []
     for n, (options, n_layer) in enumerate(runs(every)):

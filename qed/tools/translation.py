@@ -1090,9 +1090,18 @@ def _compare(check: Check, got, expected: dict, stored: tuple, backend: _Backend
 
 
 def _op_sizes(op: Op, sizes: dict | None) -> dict:
+    """The op's concrete sizes: `sizes` if given, else its setting's made pairwise distinct (a
+    size equal to an earlier one moved up by 2, its parity kept: an axis read from the wrong
+    argument shows), with `SIZES`'s choices for the ops listed there."""
     setting = setting_for(op, {})
     named = {s.name: s for s in setting.sizes}
     chosen = {s: int(v) for s, v in setting.sizes.items()}
+    if sizes is None:
+        taken: set = set()
+        for s in sorted(chosen, key=lambda s: (chosen[s], s.name)):
+            while chosen[s] in taken:
+                chosen[s] += 2
+            taken.add(chosen[s])
     for k, v in (SIZES.get(op.name, {}) if sizes is None else sizes).items():
         chosen[named[k]] = int(v)
     return chosen
