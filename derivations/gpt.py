@@ -152,7 +152,7 @@ HEAD = Section(
             "loss",
             "logits",
             "targets",
-            note="L = −(1/N) Σ_{t: target_t ≠ −1} log softmax(logits_t)[target_t]",
+            note="L = the loss op's mean over targets ≠ −1 (cross-entropy: −log softmax(z_t)[t])",
         ),
     ),
 )

@@ -271,6 +271,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="scale each residual branch before its add with this op (layerscale); default: none",
     )
     m.add_argument(
+        "--loss",
+        default=None,
+        metavar="OP",
+        help="the loss op: cross_entropy (default) | label_smoothing | any op of the loss role in the registry "
+        "(generated/model_ops.py); validation reports the same loss",
+    )
+    m.add_argument(
         "--dropout",
         type=drop_rate,
         default=None,

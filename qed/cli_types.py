@@ -25,6 +25,7 @@ MODEL_KEYS = (
     "qk_norm",
     "residual_scale",
     "dropout",
+    "loss",
 )
 
 # `qed bench`

@@ -19,6 +19,9 @@ Every choice names the generated kernels it needs:
                    output, on the attention weights (attention_dropout.py; attention="attention"
                    only) and on each residual branch before its add, as nanoGPT's `dropout`; on
                    in training steps only (evaluation and sampling see the whole network)
+    loss           "cross_entropy" | any loss op of the registry (`loss_choices()`: label_smoothing,
+                   ...): the mean over the scored targets that training minimises and evaluation
+                   reports -> generated/<backend>/<loss>.py
     qk_norm        "" (none) | a norm op of the registry applied to q and k of every head, per
                    head's features (QK-norm), before the rotation of rope
     norm_position  "pre"  (GPT-2: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)); final ln_f)
@@ -40,7 +43,7 @@ ATTENTIONS = ("attention", "attention_lse", "attention_tiled")
 
 # keys added after runs were saved without them, each with the value that leaves such a run's model
 # as it was: a checkpoint that lacks one resumes and samples unchanged
-LATER_KEYS = {"qk_norm": "", "residual_scale": "", "dropout": 0.0}
+LATER_KEYS = {"qk_norm": "", "residual_scale": "", "dropout": 0.0, "loss": "cross_entropy"}
 
 
 class ConfigError(QedError):
@@ -66,6 +69,13 @@ def residual_scale_choices() -> tuple[str, ...]:
     from generated import model_ops
 
     return tuple(sorted(getattr(model_ops, "RESIDUAL_SCALES", {})))
+
+
+def loss_choices() -> tuple[str, ...]:
+    """Every `loss` a GPT can take: the registry's ops of the loss role (generated/model_ops.py)."""
+    from generated import model_ops
+
+    return tuple(sorted(getattr(model_ops, "LOSSES", ("cross_entropy",))))
 
 
 def norm_params(config: GPTConfig, norm: str | None = None) -> tuple:
@@ -124,6 +134,7 @@ class GPTConfig:
     attention: str = "attention"
     qk_norm: str = ""  # "" (none) or a norm op applied to q and k of every head (QK-norm)
     residual_scale: str = ""  # "" (none) or an op scaling each residual branch (LayerScale)
+    loss: str = "cross_entropy"  # the loss op: cross_entropy or another of the loss role
     dropout: float = 0.0  # drop rate of the embedding's, the attention weights' and each branch's dropout
 
     # ------------------------------------------------------------------ derived sizes
@@ -156,6 +167,7 @@ class GPTConfig:
             ("pos", POSITIONS),
             ("norm_position", NORM_POSITIONS),
             ("attention", ATTENTIONS),
+            ("loss", loss_choices()),
         ):
             v = getattr(self, name)
             if v not in allowed:

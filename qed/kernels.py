@@ -65,7 +65,7 @@ def kernels_for(config: GPTConfig) -> tuple[list[str], list[tuple[str, str]]]:
     names = [
         "embedding",
         c.attention,
-        "cross_entropy",
+        c.loss,  # cross_entropy or another op of the loss role
         c.norm,
         *([c.qk_norm] if c.qk_norm else []),  # QK-norm's op (may be the model's norm)
         *([c.residual_scale] if c.residual_scale else []),  # LayerScale's op

@@ -92,7 +92,7 @@ class TorchGPT(nn.Module):
     def forward(
         self, idx: torch.Tensor, targets: torch.Tensor | None = None, noise: Noise | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """logits (B, T, V), and the mean cross-entropy over the tokens whose target is not −1
+        """logits (B, T, V), and the config's mean loss over the tokens whose target is not −1
         (None without targets). With compile=True the loss path runs the compiled graph; logits
         alone (sampling, where T grows by one a call) run as written. `noise`: a training step's
         dropout masks (qed/dropout.py; None: no dropout)."""
@@ -105,7 +105,7 @@ class TorchGPT(nn.Module):
         # with the kernels' own messages
         check = kernel("torch", "_validate").in_range
         check("embedding", "ids", idx, self.config.vocab_size, "V")
-        check("cross_entropy", "targets", targets.clamp(min=0), self.config.vocab_size, "V")
+        check(self.config.loss, "targets", targets.clamp(min=0), self.config.vocab_size, "V")
         try:
             return self._compiled_loss()(idx, targets)
         except Exception as e:

@@ -312,6 +312,40 @@ def test_a_row_max_that_carries_a_gradient_is_refused():
         derive([Assign(y, x - RowMax(x))], [x], [y])
 
 
+def test_a_row_constant_share_under_a_row_reduction_counts_every_column():
+    """y = Σ_j (x_ij² − m_i²) with m = mean_j x: m is read by each of the n columns, so
+    ∂y_i/∂x_ij = 2 x_ij − 2 m_i (m's share −2 m_i G_i summed over the n columns, then spread by
+    the mean's 1/n; taken once it would leave 2 x_ij − 2 m_i / n); proved against the
+    specification and checked numerically."""
+    m, out = Array("m", (rs, 1)), Array("out", (rs, 1))
+    op = Op(
+        name="row_constant_share",
+        module=__name__,
+        title="t",
+        inputs=[x],
+        outputs=[out],
+        spec=[Assign(m, A.RowMean(x)), Assign(out, RowSum(x * x - m**2))],
+    )
+    for claim in claims_for(op):
+        cert = claim.run()
+        assert cert.status == "proved-general", (claim.id, cert.residual)
+    rng = np.random.default_rng(1)
+    scalars = {rs: 3, ns: 5}
+    xv, g = rng.standard_normal((3, 5)), rng.standard_normal((3, 1))
+    got = backward_values(op, {x: xv}, {grad_of(out): g}, scalars)[grad_of(x)]
+    np.testing.assert_allclose(got, 2 * g * (xv - xv.mean(axis=1, keepdims=True)), rtol=1e-12)
+
+
+def test_a_row_max_whose_gradients_cancel_across_a_row_mean_is_a_shift():
+    """log Σ_j e^{x_j − m} − mean_j(x_j − m): the max's adjoint is −1 (the log-sum) + 1 (the mean
+    over n columns) = 0, so it is a shift the derivation may hold constant (label smoothing's
+    printed form); counting the mean's share once would leave (1 − n)/n and refuse it."""
+    out = Array("out", (rs, 1))
+    mx = RowMax(x)
+    d = derive([Assign(out, sp.log(RowSum(sp.exp(x - mx))) - A.RowMean(x - mx))], [x], [out])
+    assert d.backward and any("max" in lemma or "shift" in lemma for lemma in d.lemmas), d.lemmas
+
+
 def test_a_guarded_line_that_is_not_a_mask_is_refused():
     with pytest.raises(ArrayError, match="guarded"):
         derive([Assign(y, 2 * x), Assign(y, 3 * y, when="flag")], [x], [y])

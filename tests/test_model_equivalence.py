@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from qed.config import ConfigError, GPTConfig, ffn_choices, norm_choices
+from qed.config import ConfigError, GPTConfig, ffn_choices, loss_choices, norm_choices
 from qed.kernels import kernel, table_fn
 from qed.model_numpy import NumpyGPT
 from qed.model_torch import TorchGPT
@@ -186,6 +186,18 @@ def test_equivalence_every_norm_of_the_registry(norm, bias):
     check_equivalence(GPTConfig(**TINY, norm=norm, bias=bias))
 
 
+@pytest.mark.parametrize("loss", loss_choices())
+def test_equivalence_every_loss_of_the_registry(loss):
+    """Every op of the loss role (generated/model_ops.py's LOSSES) as the model's loss, against
+    the reference's PyTorch function for it (label smoothing: F.cross_entropy's label_smoothing)."""
+    check_equivalence(GPTConfig(**TINY, loss=loss))
+
+
+def test_the_registry_offers_a_loss_besides_cross_entropy():
+    assert {"cross_entropy", "label_smoothing"} <= set(loss_choices())
+    assert not {"softmax", "layernorm", "dropout"} & set(loss_choices())
+
+
 def test_the_registry_offers_the_forward_only_ops():
     assert {"softplus", "squared_relu", "softcap", "mish", "geglu"} <= set(ffn_choices())
     assert not {"softmax", "layernorm", "ffn_relu", "linear"} & set(ffn_choices())
@@ -228,6 +240,7 @@ STEP_CONFIGS = {
     "nobias-gelu_tanh-sinusoidal": dict(bias=False, ffn="gelu_tanh", pos="sinusoidal"),
     "qk_rmsnorm-rope": dict(qk_norm="rmsnorm", pos="rope"),
     "layerscale-qk_rmsnorm": dict(residual_scale="layerscale", qk_norm="rmsnorm"),
+    "label_smoothing-nobias": dict(loss="label_smoothing", bias=False),
 }
 
 
@@ -440,6 +453,7 @@ def test_model_input_errors():
         (dict(bias="yes"), r"bias='yes' must be True or False"),
         (dict(qk_norm="batchnorm"), r"qk_norm='batchnorm' is not a known option: '' \(none\) or a norm op"),
         (dict(residual_scale="rmsnorm"), r"residual_scale='rmsnorm' is not a known option: .*'layerscale'"),
+        (dict(loss="mse"), r"loss='mse' is not a known option: choose one of 'cross_entropy', 'label_smoothing'"),
     ],
     ids=[
         "heads",
@@ -456,6 +470,7 @@ def test_model_input_errors():
         "bias",
         "qk_norm",
         "residual_scale",
+        "loss",
     ],
 )
 def test_config_errors(kwargs, message):

@@ -111,5 +111,6 @@ def model_ops_context(ops) -> dict:
         "ffns": ffns,
         "norms": norms,
         "scales": scales,
+        "losses": [op.name for op in ops if model_role(op) == "loss"],
         "source": "derivations/registry.py",
     }

@@ -265,11 +265,30 @@ def elementwise_vjp(expr, G, batched, recognised=None, stable: set | None = None
             # seen as a sech² (derivations/language/stabilise.py), not as 1 − y² with y = tanh x
             d, lemmas = stabilise(d)
             stable |= lemmas
-        share = G * d
+        share = _widened(G * d, shape_of(expr), shape_of(leaf), batched)
         if recognised is not None:
             share = recognised(share)
         out.append((leaf, reduce_to(share, shape_of(leaf), batched, batched(leaf))))
     return out
+
+
+def _widened(share, full: tuple, leaf: tuple, batched):
+    """A share whose shape is narrower than the expression's because the adjoint arrived
+    broadcast (a rowsum's or row mean's (r, 1) adjoint G reaching x − m with m (r, 1)): each of
+    the c columns the expression has contributes G ⊙ ∂, so an (r, 1) operand receives c times
+    the share (Σ_{j<c} G_i ∂_i = c G_i ∂_i). Read off the shapes, never assumed: an implicit
+    broadcast over rows or leading axes is refused (no rule for it is proved here)."""
+    got = shape_of(share)
+    if not got or not full or not leaf:
+        return share
+    if got[1] == 1 and full[1] != 1 and leaf[1] == 1:
+        share = share * full[1]  # Σ over the c columns of a row-constant share
+    if got[0] == 1 and full[0] != 1 and leaf[0] == 1:
+        raise ArrayError(
+            f"an adjoint {share} broadcast over the rows of a ({full[0]}, {full[1]}) expression reaches an operand "
+            "of one row: sum the rows explicitly (ColSum) before the row-wise node"
+        )
+    return share
 
 
 # ---------------------------------------------------------------------------------------------

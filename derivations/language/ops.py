@@ -170,8 +170,9 @@ class Op:
     # where the model can use the op: "activation" (elementwise, between the MLP's two linear
     # maps), "ffn" (the whole MLP: x (r, d) and weights over d and the hidden width f, no
     # biases), "norm" (a row op with per-feature parameters), "residual_scale" (elementwise with
-    # per-feature parameters, on each residual branch) or "" (not in the model); None: inferred
-    # from the signature (`model_role`)
+    # per-feature parameters, on each residual branch), "loss" (logits (T, V), integer targets
+    # and a 0/1 mask (T, 1) -> a (1, 1) mean, as cross_entropy) or "" (not in the model); None:
+    # inferred from the signature (`model_role`)
     role: str | None = None
     # where its printed kernels stop giving the exact value at large inputs (`RangeLimit`); None:
     # finite and close at every magnitude the numerical-edge check tries
@@ -246,6 +247,8 @@ class Op:
                         if self.role == "ffn"
                         else "a row op x (r, n) -> y (r, n) with parameters (1, n) only"
                         if self.role == "norm"
+                        else "logits (T, V), integer targets (T, 1) and an integer mask (T, 1) -> loss (1, 1), no parameters"
+                        if self.role == "loss"
                         else "an elementwise x (r, n) -> y (r, n) with parameters (1, n) only, no row reduction"
                     )
                 )
@@ -336,7 +339,7 @@ class Op:
         return self.env(when)[target]
 
 
-ROLES = ("activation", "ffn", "norm", "residual_scale", "")
+ROLES = ("activation", "ffn", "norm", "residual_scale", "loss", "")
 
 
 def refuse_unprintable(op: str, where: str, target: str, expr) -> None:
@@ -396,7 +399,10 @@ def inferred_role(op: Op) -> str:
     """The role an op's signature fits in a GPT: "activation" (one elementwise input, an output
     of its shape, no parameters), "ffn" (x (r, d) -> y (r, d) through weight matrices over d and
     one hidden width f, no biases), "norm" (a row op x (r, n) -> y (r, n) with per-feature
-    parameters (1, n): gains and shifts), else ""."""
+    parameters (1, n): gains and shifts), "residual_scale" (an elementwise op with per-feature
+    parameters (1, n)), "loss" (the cross-entropy's signature, `_loss_signature`), else ""."""
+    if _loss_signature(op):
+        return "loss"
     if len(op.inputs) != 1 or len(op.outputs) != 1 or op.integer_inputs or op.constant_inputs:
         return ""
     (x,), (y,) = op.inputs, op.outputs
@@ -426,6 +432,24 @@ def inferred_role(op: Op) -> str:
     if sum(w.shape == (d, *hidden) for w in op.params) != 1:  # one output projection
         return ""
     return "ffn"
+
+
+def _loss_signature(op: Op) -> bool:
+    """The cross-entropy's signature: logits (T, V), integer targets (T, 1) and an integer 0/1
+    mask (T, 1) in that order -> one (1, 1) loss, no parameters; the model calls
+    `<name>_forward(logits, targets, mask)` (qed/config.py's `loss`)."""
+    if len(op.inputs) != 3 or len(op.outputs) != 1 or op.params or op.constant_inputs:
+        return False
+    z, t, w = op.inputs
+    return (
+        z not in op.integer_inputs
+        and t in op.integer_inputs
+        and w in op.integer_inputs
+        and len(op.integer_inputs) == 2
+        and len(z.shape) == 2
+        and t.shape == w.shape == (z.shape[0], 1)
+        and op.outputs[0].shape == (1, 1)
+    )
 
 
 def model_role(op: Op) -> str:

@@ -48,7 +48,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "split3": ("(q, k, v) = the three column blocks of x", "dx = concat(dq, dk, dv)"),
     "heads": ("(B, T, C) -> (B, h, T, C/h): column block i is head i", "dx = merge(dy)"),
     "merge": ("(B, h, T, d) -> (B, T, h·d): the inverse of heads", "dx = heads(dy)"),
-    "loss": ("the mean cross-entropy over the scored targets", "the cross_entropy op's backward"),
+    "loss": ("the loss op of the model (cross_entropy, …): its mean over the scored targets", "the loss op's backward"),
 }
 
 PARAMETERISED = {"embedding", "linear", "linear_nobias", "norm", "mlp", "scale"}

@@ -828,7 +828,7 @@ class Normaliser:
                 out.append(
                     sp.Sum(skeleton * parts[0], *limits)
                     if parts[0].free_symbols & {v for v, *_ in limits}
-                    else parts[0] * sp.Sum(skeleton, *limits)
+                    else parts[0] * self._sum(skeleton, limits)
                 )
                 continue
             table: dict = {}
@@ -844,8 +844,25 @@ class Normaliser:
                     self._summand = saved
                 if split:
                     continue
-                out.append(sp.Sum(skeleton * combined, *limits))
+                out.append(self._sum(skeleton * combined, limits))
         return sp.Add(*out)
+
+    def _sum(self, body, limits):
+        """Σ_limits body; over indices the body does not read (its summed factors cancelled,
+        e^{z_k}·e^{−z_k} = 1), the product of the ranges' lengths times the body, each length
+        hi − lo + 1 ≥ 0 a goal proved as in `_rename` (a range that depends on another summed
+        index, or a length not proved, keeps the sum)."""
+        bound = {v for v, *_ in limits}
+        if body.free_symbols & bound or any((a.free_symbols | b.free_symbols) & bound for _, a, b in limits):
+            return sp.Sum(body, *limits)
+        ctx = self._context(list(limits))
+        lengths = [b - a + 1 for _, a, b in limits]
+        for v, n in zip(bound, lengths):
+            if not self._goal(
+                f"{_show(n)} ≥ 0 (length of the range of {_show(v)})", self._nonneg(n, ctx, 0), show=False
+            ):
+                return sp.Sum(body, *limits)
+        return body * sp.Mul(*lengths)
 
     def _hide(self, e, table: dict):
         if isinstance(e, sp.Sum):

@@ -1446,6 +1446,7 @@ OP_PLAN: dict = {
     "default": dict(runs=2, cap=17, batch=2),
     "attention": dict(runs=2, cap=10, batch=2),
     "attention_lse": dict(runs=2, cap=10, batch=2),
+    "attention_dropout": dict(runs=2, cap=10, batch=2),
     "ffn_relu": dict(runs=2, cap=11, batch=2),
     "swiglu": dict(runs=2, cap=11, batch=2),
     "geglu": dict(runs=2, cap=11, batch=2),

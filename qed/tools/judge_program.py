@@ -25,8 +25,9 @@ a forward without noise (evaluation, sampling) and its backward must be the netw
 
 At 2 layers, 3 heads, T = 5, C = 6 (12 with rope), V = 7, B = 2, a target of −1 in each row,
 in the option combinations that cover every pair of option values (positions, pre/post norm, an
-activation or an MLP op, bias, tied weights, a norm with and without a shift, dropout or none;
-all 768 with every=True), and two of them at 1 and at 3 layers. A random-point comparison of polynomials is
+activation or an MLP op, bias, tied weights, a norm with and without a shift, dropout or none,
+cross-entropy or another loss op, each loss its own stand-in polynomial; all 1536 with
+every=True), and two of them at 1 and at 3 layers. A random-point comparison of polynomials is
 Schwartz–Zippel evidence, not a proof: the proofs are the op claims and the composition rule
 (gpt.chain, gpt.tied, gpt.slices, residual.*, mha.concat); this judge shows the printed text is
 that composition.
@@ -37,6 +38,7 @@ from __future__ import annotations
 import itertools
 import random
 import types
+import zlib
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -345,31 +347,32 @@ def _rope():
     return types.SimpleNamespace(rope_forward=rope_forward, rope_backward=rope_backward)
 
 
-def _cross_entropy():
-    """ℓ_t = ½ Σ_v z_tv² − z_t[target_t] over the scored t, L = Σ m_t ℓ_t / Σ m_t (shape (1,))."""
+def loss_standin(name: str):
+    """ℓ_t = ½ Σ_v z_tv² − c·z_t[target_t] over the scored t, L = Σ m_t ℓ_t / Σ m_t (shape (1,)),
+    with c = 1 + crc32(name) mod 7: each loss op its own polynomial, so a program that calls
+    another loss than the config's computes another value."""
+    c = 1 + zlib.crc32(name.encode()) % 7
 
-    def cross_entropy_forward(z, targets, mask):
+    def forward(z, targets, mask):
         targets, mask = _integers(targets, "targets"), _integers(mask, "mask")
         n = int(mask.sum())
         total = Zp(0)
         for idx in np.ndindex(*targets.shape):
             if mask[idx]:
-                total = (z[idx] * z[idx]).sum() / 2 - z[idx][targets[idx]] + total
+                total = (z[idx] * z[idx]).sum() / 2 - z[idx][targets[idx]] * c + total
         return _exact([total / n]), (z, targets, mask, n)
 
-    def cross_entropy_backward(dloss, cache):
+    def backward(dloss, cache):
         z, targets, mask, n = cache
         dz = z * 0
         for idx in np.ndindex(*targets.shape):
             if mask[idx]:
                 row = z[idx].copy()
-                row[targets[idx]] = row[targets[idx]] - 1
+                row[targets[idx]] = row[targets[idx]] - c
                 dz[idx] = row * dloss[0] / n
         return dz
 
-    return types.SimpleNamespace(
-        cross_entropy_forward=cross_entropy_forward, cross_entropy_backward=cross_entropy_backward
-    )
+    return types.SimpleNamespace(**{name + "_forward": forward, name + "_backward": backward})
 
 
 def _adamw():
@@ -443,7 +446,7 @@ def standins(config) -> dict:
         "embedding": _embedding(),
         "linear": _linear(),
         "linear_nobias": _linear_nobias(),
-        "cross_entropy": _cross_entropy(),
+        config.loss: loss_standin(config.loss),
         "rope": _rope(),
         "adamw": _adamw(),
         config.norm: norm_standin(config.norm),
@@ -556,7 +559,7 @@ def interpret(program, config, modules: dict, tables: Tables, P: dict, ids, targ
             elif k == "loss":
                 tg = np.asarray(a[1])
                 mask = (tg >= 0).astype(int)
-                out = modules["cross_entropy"].cross_entropy_forward(a[0], np.where(mask == 1, tg, 0), mask)[0]
+                out = getattr(modules[c.loss], c.loss + "_forward")(a[0], np.where(mask == 1, tg, 0), mask)[0]
             else:
                 raise ValueError(f"the interpreter has no rule for {k!r}")
             outs = out if s.kind == "split3" else (out,)
@@ -598,17 +601,22 @@ FACTORS = {
     "tie_weights": (True, False),
     "norm": ("layernorm", "rmsnorm"),  # with a shift and without
     "dropout": (0.0, 0.2),  # none, and the embedding's and the branches' dropout
+    "loss": None,  # cross_entropy and the registry's first other loss op
 }
 
 
 def _factors() -> dict:
     from generated import model_ops
 
-    return {k: (v if v is not None else ("gelu", sorted(model_ops.FFNS)[0])) for k, v in FACTORS.items()}
+    other = {
+        "ffn": ("gelu", sorted(model_ops.FFNS)[0]),
+        "loss": ("cross_entropy", *sorted(set(model_ops.LOSSES) - {"cross_entropy"})[:1]),
+    }
+    return {k: (v if v is not None else other[k]) for k, v in FACTORS.items()}
 
 
 def combinations(every: bool = True) -> list[dict]:
-    """The option combinations the printed program branches on: every one (3·2⁸ = 768), or a
+    """The option combinations the printed program branches on: every one (3·2⁹ = 1536), or a
     covering few in which every pair of two options' values occurs together (pairwise: the
     printed branches are guarded by one option each, so a pair covers every interaction of two
     branches). Rope needs an even head size (C = 12 with 3 heads)."""
@@ -897,7 +905,7 @@ def runs(every: bool = False) -> list[tuple[dict, int]]:
 
 
 def judge_program(backend: str = "numpy", every: bool = False) -> list[ProgramResult]:
-    """The pairwise-covering option combinations (with every=True, all 768), at the sizes above."""
+    """The pairwise-covering option combinations (with every=True, all 1536), at the sizes above."""
     gpt = load_program(backend)
     out = []
     for n, (options, n_layer) in enumerate(runs(every)):

@@ -164,7 +164,10 @@ _JUDGE = {"symbolic": _symbolic, "rational": _rational, "edges": _edges}
 
 # the units whose exact judgement takes the longest (attention's index forms at several sizes):
 # each is a task of its own, so that the pool's two workers finish together
-HEAVY = ("attention_tiled", "mha", "attention", "attention_lse")
+# the units that take longest to judge, longest first (measured: the printed GPT program and the
+# attention family take seconds each, every other unit a fraction of one): each is a task of its
+# own, started first, so that two workers finish together
+HEAVY = ("gpt", "attention_tiled", "attention", "attention_lse", "attention_dropout", "mha")
 
 
 def tasks(names, skip=frozenset()) -> list[tuple[str, str, tuple]]:
@@ -173,14 +176,21 @@ def tasks(names, skip=frozenset()) -> list[tuple[str, str, tuple]]:
     edge judge one task per backend. The (judge, backend, unit name) triples in `skip` (reused
     from the certificate cache) are left out."""
     names = tuple(names)
-    first, rest = [], []
+    first = [
+        (judge, backend, (n,))
+        for n in HEAVY
+        for judge in JUDGES
+        if judge != "edges"
+        for backend in BACKENDS
+        if n in names and (judge, backend, n) not in skip
+    ]
+    rest = []
     for judge in JUDGES:
         for backend in BACKENDS:
             todo = tuple(n for n in names if (judge, backend, n) not in skip)
             if judge == "edges":
                 rest += [(judge, backend, todo)] if todo else []
                 continue
-            first += [(judge, backend, (n,)) for n in HEAVY if n in todo]
             light = tuple(n for n in todo if n not in HEAVY)
             half = (len(light) + 1) // 2
             rest += [(judge, backend, part) for part in (light[:half], light[half:]) if part]

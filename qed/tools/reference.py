@@ -22,7 +22,8 @@ Conventions shared with qed (see qed/config.py):
 * norms use eps = 1e-5; with bias=False a LayerNorm has no bias (β = 0); QK-norm (`qk_norm`)
   normalises each head's q and k over its features with the named norm op, before RoPE; a
   residual scale (`residual_scale`, LayerScale) multiplies each branch before its add;
-* targets equal to -1 are ignored by the loss (mean over the other tokens).
+* targets equal to -1 are ignored by the loss (mean over the other tokens); a loss op other than
+  cross-entropy (`loss`: label smoothing, …) is its op's PyTorch function over the same mask.
 """
 
 from __future__ import annotations
@@ -204,7 +205,12 @@ class ReferenceGPT(nn.Module):
         logits = F.linear(x, w)
         loss = None
         if targets is not None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-1)
+            if self.cfg.loss == "cross_entropy":
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-1)
+            else:  # another loss op: its PyTorch function over the scored targets (mask = target ≠ −1)
+                flat = targets.reshape(-1, 1)
+                mask = (flat >= 0).long()
+                loss = op_function(self.cfg.loss)(logits.reshape(-1, logits.shape[-1]), flat * mask, mask).reshape(())
         return logits, loss
 
     def load_numpy_params(self, params: dict) -> None:

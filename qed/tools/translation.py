@@ -185,6 +185,7 @@ SIZES: dict[str, dict[str, int]] = {
     # pairwise distinct, so that an axis read from the wrong argument (√n for √d_k) shows
     "attention": {"m": 2, "n": 3, "d_k": 5, "d_v": 4},
     "attention_lse": {"m": 2, "n": 3, "d_k": 5, "d_v": 4},
+    "attention_dropout": {"m": 2, "n": 3, "d_k": 5, "d_v": 4},
 }
 TABLE_SIZES: dict[str, dict[str, int]] = {
     "rope_tables": {"T": 3, "d": 4},
