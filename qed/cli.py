@@ -163,7 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--sort-length", type=int, default=None, help="sort task: digits per input (default 6)")
     g.add_argument("--sort-digits", type=int, default=None, help="sort task: digits 0..N-1 (default 10)")
     g.add_argument("--backend", choices=("numpy", "torch"), default=None, help="default numpy")
-    g.add_argument("--dtype", choices=("float32", "float64"), default=None, help="default float32")
+    g.add_argument(
+        "--dtype",
+        choices=("float32", "float64", "bfloat16"),
+        default=None,
+        help="default float32; bfloat16 (--backend torch): float32 weights, the matrix products in bfloat16 "
+        "(mixed precision, as nanoGPT's autocast)",
+    )
     g.add_argument(
         "--numpy-parallel",
         choices=("processes", "threads"),

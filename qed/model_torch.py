@@ -15,6 +15,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from .autocast import low_precision
 from .config import GPTConfig, check_idx
 from .cpu import tune_malloc
 from .dropout import DropoutMasks, Noise
@@ -32,11 +33,21 @@ class _Node(nn.Module):
 class TorchGPT(nn.Module):
     backend = "torch"
 
-    def __init__(self, config: GPTConfig, dtype=torch.float32, seed: int = 0, compile: bool = False, device=None):
+    def __init__(
+        self,
+        config: GPTConfig,
+        dtype: torch.dtype = torch.float32,
+        seed: int = 0,
+        compile: bool = False,
+        device: object = None,
+        autocast: torch.dtype | None = None,
+    ):
         """`compile=True`: the loss path (forward with targets, and the backward of what it
         computes) runs as one graph compiled by torch.compile — the same generated forward and
         backward expressions, fused by inductor into loops (see `_compiled_loss`). `device`: where
-        the parameters live ("cpu", "cuda", "cuda:1"; None: the CPU)."""
+        the parameters live ("cpu", "cuda", "cuda:1"; None: the CPU). `autocast`
+        (torch.bfloat16): the matrix products in that dtype, the rest and the weights in
+        `dtype` (float32): qed/autocast.py."""
         super().__init__()
         config.validate()
         if compile and config.dropout > 0:  # the masks are drawn on the host, row by row
@@ -61,9 +72,15 @@ class TorchGPT(nn.Module):
             node.register_parameter(leaf, nn.Parameter(views[name]))
         # the printed program (generated/torch/gpt.py) and the kernels it calls, by role
         self._program = kernel("torch", "gpt")
+        modules = load_kernels("torch", config)
+        if autocast is not None:
+            if dtype != torch.float32:
+                raise ValueError(f"autocast={autocast} keeps float32 weights, not {dtype}")
+            modules = low_precision(modules, config, autocast)
+        self.autocast = autocast
         self._ops = self._program.Kernels(
             config,
-            load_kernels("torch", config),
+            modules,
             PositionTables("torch", config),
             NORM_EPS,
             DropoutMasks(config.dropout) if config.dropout > 0 else None,

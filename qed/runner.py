@@ -33,6 +33,7 @@ import sys
 
 import numpy as np
 
+from .autocast import LOW_DTYPES
 from .config import GPTConfig
 from .dropout import Noise
 from .errors import QedError
@@ -74,7 +75,19 @@ def build_model(
     device: object = None,
 ) -> object:
     """A NumpyGPT ("numpy") or TorchGPT ("torch"); dtype defaults to float32, and may be given
-    as a NumPy dtype, a torch dtype or a name ("float32", "float64")."""
+    as a NumPy dtype, a torch dtype or a name ("float32", "float64"); "bfloat16" (torch only):
+    float32 weights with the matrix products in bfloat16 (qed/autocast.py)."""
+    if dtype in LOW_DTYPES:
+        if backend != "torch":
+            raise QedError(
+                f"--dtype {dtype}: NumPy has no {dtype}; mixed precision runs on --backend torch "
+                "(float32 weights, the matrix products in bfloat16)"
+            )
+        import torch
+
+        from .model_torch import TorchGPT
+
+        return TorchGPT(config, seed=seed, compile=compile, device=device, autocast=getattr(torch, dtype))
     if backend == "numpy":
         from .model_numpy import NumpyGPT
 

@@ -31,6 +31,7 @@ from generated.numpy.softmax import softmax_forward
 
 from . import checkpoint as ckpt
 from . import run_dir as rundir
+from .autocast import LOW_DTYPES, weight_dtype
 from .config import GPTConfig
 from .data import IGNORE, SortTask, TextTask, task_from_info
 from .distributed import PeerLost, World
@@ -41,7 +42,7 @@ from .params import check_params
 from .run_dir import read_metrics
 from .runner import build_runner
 
-DTYPES = ("float32", "float64")
+DTYPES = ("float32", "float64", "bfloat16")  # bfloat16: float32 weights, products in bfloat16 (torch)
 BACKENDS = ("numpy", "torch")
 
 # Per-task defaults.  The sorting task (6 digits 0-9: a million inputs, a quarter held out) reached
@@ -130,6 +131,11 @@ class TrainSettings:
             raise QedError(f"--numpy-parallel must be 'processes' or 'threads', got {self.numpy_parallel!r}")
         if self.backend not in BACKENDS:
             raise QedError(f"--backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.dtype in LOW_DTYPES and self.backend != "torch":
+            raise QedError(
+                f"--dtype {self.dtype} runs on --backend torch (mixed precision: float32 weights, the matrix "
+                "products in bfloat16); NumPy has no bfloat16"
+            )
         if self.torch_compile and self.backend != "torch":
             raise QedError("--compile applies to --backend torch (torch.compile); the numpy backend has no compiler")
         b1, b2 = self.betas
@@ -389,7 +395,7 @@ def check_memory(config: GPTConfig, settings: TrainSettings, task: SortTask | Te
         config,
         batch_size=settings.batch_size,
         seq_len=_seq_len(task, config),
-        itemsize=np.dtype(settings.dtype).itemsize,
+        itemsize=np.dtype(weight_dtype(settings.dtype)).itemsize,
         backend=settings.backend,
     )
 
@@ -442,9 +448,10 @@ def verified_run(c: ckpt.Checkpoint) -> tuple[GPTConfig, TrainSettings, dict]:
                 f"{c.path}: block_size {config.block_size} is below the sort task's {task.block_size}"
             )
     dtypes = {str(a.dtype) for a in c.params.values()}
-    if dtypes != {settings.dtype}:
+    if dtypes != {weight_dtype(settings.dtype)}:
         raise CheckpointError(
             f"{c.path}: the weights are {', '.join(sorted(dtypes))} but the run's dtype is {settings.dtype}"
+            + (f" (weights in {weight_dtype(settings.dtype)})" if settings.dtype in LOW_DTYPES else "")
         )
     from .params import param_shapes
 
@@ -954,11 +961,13 @@ def load_for_inference(
     config, settings, _ = verified_run(c)
     backend = backend or settings.backend
     dtype = dtype or settings.dtype
+    if backend != "torch":  # a mixed-precision run's float32 weights, read by NumPy as they are
+        dtype = weight_dtype(dtype)
     check_fits(
         config,
         batch_size=batch_size,
         seq_len=config.block_size,
-        itemsize=np.dtype(dtype).itemsize,
+        itemsize=np.dtype(weight_dtype(dtype)).itemsize,
         backend=backend,
         training=False,
         what="--num-samples",

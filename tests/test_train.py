@@ -30,18 +30,26 @@ def _strip(records):
 
 
 @pytest.mark.parametrize(
-    "backend,interrupt_at,dropout", [("numpy", 3, 0.0), ("numpy", 4, 0.2), ("torch", 3, 0.0), ("torch", 3, 0.2)]
+    "backend,interrupt_at,dropout,dtype",
+    [
+        ("numpy", 3, 0.0, "float64"),
+        ("numpy", 4, 0.2, "float64"),
+        ("torch", 3, 0.0, "float64"),
+        ("torch", 3, 0.2, "float64"),
+        ("torch", 4, 0.2, "bfloat16"),
+    ],
 )
-def test_resume_gives_identical_losses(tmp_path, backend, interrupt_at, dropout):
-    """With dropout too: step k draws its masks from (seed, k, row, site) alone (qed/dropout.py)."""
-    s = settings(backend=backend)
+def test_resume_gives_identical_losses(tmp_path, backend, interrupt_at, dropout, dtype):
+    """With dropout too: step k draws its masks from (seed, k, row, site) alone (qed/dropout.py);
+    and in mixed precision, whose float32 weights and AdamW state are what the checkpoint keeps."""
+    s = settings(backend=backend, dtype=dtype)
     a = Trainer.new(tiny_config(dropout=dropout), s, TASK, out=str(tmp_path / "a"), progress=False)
     assert a.run() == 0
     assert sorted(a.losses) == [1, 2, 3, 4, 5, 6]
 
     b = Trainer.new(
         tiny_config(dropout=dropout),
-        settings(backend=backend),
+        settings(backend=backend, dtype=dtype),
         TASK,
         out=str(tmp_path / "b"),
         progress=False,
