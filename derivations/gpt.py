@@ -53,11 +53,13 @@ OPTIONS = {
     "qk_norm": ("off", "on"),
     "residual_scale": ("off", "on"),
     "dropout": ("off", "on"),
+    "score_transform": ("off", "on"),
 }
 QK = {"qk_norm": "on"}
 LS, NO_LS = {"residual_scale": "on"}, {"residual_scale": "off"}
 PRE, POST = {"norm_position": "pre"}, {"norm_position": "post"}
 DROP, NO_DROP = {"dropout": "on"}, {"dropout": "off"}
+ST, NO_ST = {"score_transform": "on"}, {"score_transform": "off"}
 
 EMBED = Section(
     "embed",
@@ -101,7 +103,7 @@ BLOCK = Section(
             "qr",
             "kr",
             "vh",
-            when=NO_DROP,
+            when={**NO_DROP, **NO_ST},
             note="head_i = softmax(Q_i K_iᵀ/√d + M) V_i  (causal)",
         ),
         stmt(
@@ -110,9 +112,13 @@ BLOCK = Section(
             "qr",
             "kr",
             "vh",
-            when=DROP,
+            when={**DROP, **NO_ST},
             note="head_i = (softmax(Q_i K_iᵀ/√d + M) ⊙ D/(1 − p)) V_i  (causal)",
         ),
+        # a score transform acts inside the softmax: attention in its two halves, the op between
+        stmt("scores", "sc", "qr", "kr", when=ST, note="S_i = Q_i K_iᵀ/√d"),
+        stmt("score_transform", "sc_t", "sc", when=ST, note="S_i ← f(S_i)  (the score transform: soft-capping, …)"),
+        stmt("attend", "att_h", "sc_t", "vh", when=ST, note="head_i = softmax(f(S_i) + M) V_i  (causal)"),
         stmt("merge", "om", "att_h", note="Concat(head_1, …, head_h)"),
         stmt("linear", "att", "om", scope="attn.c_proj", note="MultiHead = Concat(…) W_Oᵀ + b"),
         stmt("dropout", "att_d", "att", when=DROP, note="dropout(MultiHead(…))  (nanoGPT's attn.resid_dropout)"),
@@ -398,6 +404,7 @@ _QKNORM = sp.Function("QKNorm")  # the qk_norm op (may differ from the model's n
 _SCALE = sp.Function("Scale")  # the residual scale op (LayerScale)
 _DROP = sp.Function("Drop")  # dropout: a fresh keep mask at every call (its site is its argument)
 _ATTN_DROP = sp.Function("AttnDrop")  # attention with dropout on its weights
+_SCORES, _SCORE_T, _ATTEND = (sp.Function(n) for n in ("Scores", "ScoreT", "Attend"))  # attention's halves
 _PE, _IDS, _POS, _TARGETS = sp.symbols("PE ids pos targets")
 
 
@@ -419,6 +426,9 @@ _TERM = {
     "dropout": lambda a, w: _DROP(a[0]),
     "attention": lambda a, w: _ATTN(*a),
     "attention_dropout": lambda a, w: _ATTN_DROP(*a),
+    "scores": lambda a, w: _SCORES(*a),
+    "score_transform": lambda a, w: _SCORE_T(a[0]),
+    "attend": lambda a, w: _ATTEND(*a),
     "rope": lambda a, w: _ROPE(a[0]),
     "add": lambda a, w: a[0] + a[1],
     "add_table": lambda a, w: a[0] + _PE,
@@ -476,7 +486,10 @@ def flow(options: dict, x: sp.Expr, l: str = "h.l."):
             q, k = _QKNORM(q, _W(l + "attn.q_norm")), _QKNORM(k, _W(l + "attn.k_norm"))
         if rope:
             q, k = _ROPE(q), _ROPE(k)
-        heads = _ATTN_DROP(q, k, v) if options["dropout"] == "on" else _ATTN(q, k, v)  # attn_dropout on A
+        if options["score_transform"] == "on":  # softmax(f(Q Kᵀ/√d) + M) V: f inside the softmax
+            heads = _ATTEND(_SCORE_T(_SCORES(q, k)), v)
+        else:
+            heads = _ATTN_DROP(q, k, v) if options["dropout"] == "on" else _ATTN(q, k, v)  # attn_dropout on A
         out = drop(_LIN(_MERGE(heads), _W(l + "attn.c_proj")))
         return _SCALE(out, _W(l + "ls_1")) if scaled else out  # LayerScale: γ_1 ⊙ MultiHead
 
@@ -604,6 +617,16 @@ flow_claim = Claim(
             "dropout-after-scale",
             "the MLP branch's dropout applied to the residual stream x1 instead of FFN(…)",
             lambda: _flow_mutant("block", _find("block", "m_d", DROP), args=("x1",)),
+        ),
+        Mutant(
+            "score-transform-skipped",
+            "with a score transform, the softmax read the untransformed scores",
+            lambda: _flow_mutant("block", _find("block", "att_h", ST), args=("sc", "vh")),
+        ),
+        Mutant(
+            "scores-crossed",
+            "the scores formed as K Qᵀ: queries and keys crossed in attention's first half",
+            lambda: _flow_mutant("block", _find("block", "sc", ST), args=("kr", "qr")),
         ),
     ],
 )

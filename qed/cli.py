@@ -277,6 +277,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="scale each residual branch before its add with this op (layerscale); default: none",
     )
     m.add_argument(
+        "--score-transform",
+        default=None,
+        metavar="OP",
+        help="apply this elementwise op to every head's attention scores before the softmax (softcap: "
+        "Gemma 2's soft-capping; any activation of the registry); default: none",
+    )
+    m.add_argument(
         "--loss",
         default=None,
         metavar="OP",

@@ -26,6 +26,7 @@ MODEL_KEYS = (
     "residual_scale",
     "dropout",
     "loss",
+    "score_transform",
 )
 
 # `qed bench`

@@ -22,6 +22,10 @@ Every choice names the generated kernels it needs:
     loss           "cross_entropy" | any loss op of the registry (`loss_choices()`: label_smoothing,
                    ...): the mean over the scored targets that training minimises and evaluation
                    reports -> generated/<backend>/<loss>.py
+    score_transform "" (none) | an elementwise op of the registry (the activations': softcap, …)
+                   applied to every head's scores before the softmax, softmax(f(q kᵀ/√d) + M) v
+                   (Gemma 2's attention soft-capping): attention then runs as its two halves,
+                   attention_scores.py and attention_softmax.py, with the op between them
     qk_norm        "" (none) | a norm op of the registry applied to q and k of every head, per
                    head's features (QK-norm), before the rotation of rope
     norm_position  "pre"  (GPT-2: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)); final ln_f)
@@ -43,7 +47,7 @@ ATTENTIONS = ("attention", "attention_lse", "attention_tiled")
 
 # keys added after runs were saved without them, each with the value that leaves such a run's model
 # as it was: a checkpoint that lacks one resumes and samples unchanged
-LATER_KEYS = {"qk_norm": "", "residual_scale": "", "dropout": 0.0, "loss": "cross_entropy"}
+LATER_KEYS = {"qk_norm": "", "residual_scale": "", "dropout": 0.0, "loss": "cross_entropy", "score_transform": ""}
 
 
 class ConfigError(QedError):
@@ -69,6 +73,13 @@ def residual_scale_choices() -> tuple[str, ...]:
     from generated import model_ops
 
     return tuple(sorted(getattr(model_ops, "RESIDUAL_SCALES", {})))
+
+
+def score_transform_choices() -> tuple[str, ...]:
+    """Every `score_transform`: the registry's elementwise ops without parameters (its activations)."""
+    from generated import model_ops
+
+    return tuple(sorted(model_ops.ACTIVATIONS))
 
 
 def loss_choices() -> tuple[str, ...]:
@@ -134,6 +145,7 @@ class GPTConfig:
     attention: str = "attention"
     qk_norm: str = ""  # "" (none) or a norm op applied to q and k of every head (QK-norm)
     residual_scale: str = ""  # "" (none) or an op scaling each residual branch (LayerScale)
+    score_transform: str = ""  # "" (none) or an elementwise op on the attention scores (softcap)
     loss: str = "cross_entropy"  # the loss op: cross_entropy or another of the loss role
     dropout: float = 0.0  # drop rate of the embedding's, the attention weights' and each branch's dropout
 
@@ -183,6 +195,16 @@ class GPTConfig:
             raise ConfigError(
                 f"residual_scale={self.residual_scale!r} is not a known option: '' (none) or one of "
                 + ", ".join(repr(a) for a in residual_scale_choices())
+            )
+        if self.score_transform not in ("",) + score_transform_choices():
+            raise ConfigError(
+                f"score_transform={self.score_transform!r} is not a known option: '' (none) or an elementwise op: "
+                + ", ".join(repr(a) for a in score_transform_choices())
+            )
+        if self.score_transform and self.attention != "attention":
+            raise ConfigError(
+                f"score_transform={self.score_transform!r} transforms the T×T scores, which attention="
+                f"{self.attention!r} never forms whole: use attention='attention' with a score transform"
             )
         p = self.dropout
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:

@@ -73,6 +73,8 @@ def kernels_for(config: GPTConfig) -> tuple[list[str], list[tuple[str, str]]]:
         "linear_nobias",
     ]
     names.append(c.ffn)  # an activation or a whole MLP op (generated/model_ops.py)
+    if c.score_transform:  # attention's two halves and the transform between them
+        names += ["attention_scores", c.score_transform, "attention_softmax"]
     if c.dropout > 0:
         names += ["dropout", "attention_dropout"]  # the embedding's, the branches' and the weights' dropout
     names.append("adamw")  # the printed program's step (generated/<backend>/gpt.py's `step`)

@@ -104,7 +104,7 @@ def test_the_pairwise_combinations_cover_every_pair_of_option_values():
             for va in factors[names[a]]:
                 for vb in factors[names[b]]:
                     assert any(c[names[a]] == va and c[names[b]] == vb for c in combos), (names[a], va, names[b], vb)
-    assert len(jp.combinations(True)) == 1536
+    assert len(jp.combinations(True)) == 3072
 
 
 @pytest.mark.slow

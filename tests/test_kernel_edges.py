@@ -48,15 +48,16 @@ def _ids(units):
 # the builders are the edge judge's (qed/tools/judge_edges.py), which `qed prove` runs
 
 
-def run_numpy(op, args, opts=None, seed=1):
-    """Outputs and gradients of the NumPy kernels for upstream gradients drawn from `seed`."""
+def run_numpy(op, args, opts=None, seed=1, upstream=None):
+    """Outputs and gradients of the NumPy kernels for upstream gradients drawn from `seed` (or
+    the given `upstream`)."""
     m = importlib.import_module(f"generated.numpy.{op.name}")
     with warnings.catch_warnings(), np.errstate(all="raise", under="ignore"):
         warnings.simplefilter("error")
         outs, cache = getattr(m, f"{op.name}_forward")(*args, **(opts or {}))
         outs = as_tuple(outs)
         rng = np.random.default_rng(seed)
-        ups = [rng.standard_normal(np.shape(o)) for o in outs]
+        ups = upstream if upstream is not None else [rng.standard_normal(np.shape(o)) for o in outs]
         grads = as_tuple(getattr(m, f"{op.name}_backward")(*ups, cache))
     return outs, ups, grads
 
@@ -325,7 +326,11 @@ def test_all_zero_count_is_refused(op, backend):
 
 
 # ------------------------------------------------------------------------------ attention
-CAUSAL = [o for o in OPS if any(opt.name == "causal" for opt in o.options)]
+CAUSAL = [
+    o
+    for o in OPS
+    if any(opt.name == "causal" for opt in o.options) and [a.name for a in o.inputs][:3] == ["q", "k", "v"]
+]
 
 
 def _dropped(op, q, k, rng):
@@ -362,6 +367,25 @@ def test_causal_rectangular_is_top_left(op, m, n):
     close(outs[0], ref.detach().numpy(), f"{op.name}: causal {m}x{n} output")
     for g, want in zip(grads, torch.autograd.grad(ref, (tq, tk, tv), torch.tensor(ups[0]))):
         close(g, want.numpy(), f"{op.name}: causal {m}x{n} gradient")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("m,n", [(1, 4), (5, 2), (3, 3)])
+def test_attention_halves_compose_to_torchs_attention(m, n, causal):
+    """attention_scores then attention_softmax (the program's halves around a score transform)
+    is F.scaled_dot_product_attention, forward and the three gradients, both backends, with a
+    broadcast leading axis."""
+    scores, soft = (next(o for o in OPS if o.name == name) for name in ("attention_scores", "attention_softmax"))
+    rng = np.random.default_rng(m * 10 + n)
+    q, k, v = rng.standard_normal((2, m, 4)), rng.standard_normal((1, n, 4)), rng.standard_normal((2, n, 3))
+    (s,), _, _ = run_numpy(scores, [q, k])
+    outs, ups, (ds, dv) = both(soft, [s, v], {"causal": causal})
+    _, _, (dq, dk) = run_numpy(scores, [q, k], seed=None, upstream=[ds])
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    ref = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+    close(outs[0], ref.detach().numpy(), f"halves {m}x{n}: output")
+    for g, want in zip((dq, dk, dv), torch.autograd.grad(ref, (tq, tk, tv), torch.tensor(ups[0]))):
+        close(g, want.numpy(), f"halves {m}x{n}: gradient")
 
 
 BROADCAST = [o for o in OPS if o.broadcast]

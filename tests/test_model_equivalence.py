@@ -49,6 +49,11 @@ VARIANTS = {
     "qk_layernorm-rmsnorm-swiglu": dict(qk_norm="layernorm", norm="rmsnorm", ffn="swiglu"),
     "layerscale": dict(residual_scale="layerscale"),
     "layerscale-post-rope-nobias": dict(residual_scale="layerscale", norm_position="post", pos="rope", bias=False),
+    "softcap_scores": dict(score_transform="softcap"),
+    # a transform far from the identity at these scores, with rope, post-norm and QK-norm
+    "gelu_scores-rope-post-qk_rmsnorm": dict(
+        score_transform="gelu", pos="rope", norm_position="post", qk_norm="rmsnorm"
+    ),
 }
 
 
@@ -241,6 +246,7 @@ STEP_CONFIGS = {
     "qk_rmsnorm-rope": dict(qk_norm="rmsnorm", pos="rope"),
     "layerscale-qk_rmsnorm": dict(residual_scale="layerscale", qk_norm="rmsnorm"),
     "label_smoothing-nobias": dict(loss="label_smoothing", bias=False),
+    "softcap_scores-swiglu": dict(score_transform="softcap", ffn="swiglu"),
 }
 
 
@@ -454,6 +460,8 @@ def test_model_input_errors():
         (dict(qk_norm="batchnorm"), r"qk_norm='batchnorm' is not a known option: '' \(none\) or a norm op"),
         (dict(residual_scale="rmsnorm"), r"residual_scale='rmsnorm' is not a known option: .*'layerscale'"),
         (dict(loss="mse"), r"loss='mse' is not a known option: choose one of 'cross_entropy', 'label_smoothing'"),
+        (dict(score_transform="layernorm"), r"score_transform='layernorm' is not a known option: .*'softcap'"),
+        (dict(score_transform="softcap", attention="attention_tiled"), r"never forms whole: use attention='attention'"),
     ],
     ids=[
         "heads",
@@ -471,6 +479,8 @@ def test_model_input_errors():
         "qk_norm",
         "residual_scale",
         "loss",
+        "score_transform",
+        "score_transform-tiled",
     ],
 )
 def test_config_errors(kwargs, message):

@@ -33,20 +33,13 @@ from qed.tools import edges
 # Known failures: each op or step declares where its printed kernels stop giving the exact value
 # (`range_limit`: {dtype: the smallest failing magnitude}, the backends, the reason). Every
 # magnitude from that one up fails (on the backends named), every one below it passes.
-KNOWN = {
-    unit.name: (unit.range_limit.backends, unit.range_limit.first, unit.range_limit.reason)
-    for unit in [*ops(), *steps()]
-    if unit.range_limit is not None
-}
+KNOWN = {unit.name: unit.range_limit for unit in [*ops(), *steps()] if unit.range_limit is not None}
 
 
 def known(unit: str, backend: str, dtype: str, magnitude: float) -> str | None:
-    entry_ = KNOWN.get(unit)
-    if entry_ is None:
-        return None
-    backends, first, reason = entry_
-    if backend in backends and dtype in first and magnitude >= first[dtype]:
-        return reason
+    limit = KNOWN.get(unit)
+    if limit is not None and backend in limit.backends and limit.fails(dtype, magnitude):
+        return limit.reason
     return None
 
 
@@ -73,8 +66,9 @@ def test_every_op_and_step_is_covered():
     names = {u.name for u in edges.units()}
     assert names == {o.name for o in ops()} | {s.name for s in steps()}
     assert set(KNOWN) <= names, f"stale KNOWN entries: {sorted(set(KNOWN) - names)}"
-    for unit, (backends, first, _) in KNOWN.items():
-        assert set(backends) <= set(edges.BACKENDS) and set(first) <= set(edges.DTYPES), unit
+    for unit, limit in KNOWN.items():
+        assert set(limit.backends) <= set(edges.BACKENDS) and set(limit.first) <= set(edges.DTYPES), unit
+        assert set(limit.last) <= set(limit.first), unit
 
 
 @pytest.mark.parametrize("unit", [u.name for u in edges.units()])

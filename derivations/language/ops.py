@@ -84,6 +84,13 @@ class RangeLimit:
     first: dict  # dtype ("float32", "float64") -> the smallest magnitude that fails
     reason: str
     backends: tuple = ("numpy", "torch")
+    # dtype -> the largest magnitude that fails, where above it the exact value is itself out of
+    # range (nothing finite is required there); absent: every magnitude from `first` up fails
+    last: dict = field(default_factory=dict)
+
+    def fails(self, dtype: str, magnitude: float) -> bool:
+        """Whether the kernels are declared to fail at this magnitude in this dtype."""
+        return dtype in self.first and self.first[dtype] <= magnitude <= self.last.get(dtype, float("inf"))
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,12 @@ KINDS: dict[str, tuple[str, str]] = {
         "the model's attention without one)",
         "the attention_dropout op's backward (the attention op's without a mask)",
     ),
+    "scores": ("s = q kᵀ/√d, per head (attention's first half)", "the attention_scores op's backward"),
+    "score_transform": ("s ← f(s), the model's score transform (soft-capping, …)", "the transform op's backward"),
+    "attend": (
+        "o = softmax(s + causal mask) v, per head (attention's second half)",
+        "the attention_softmax op's backward",
+    ),
     "rope": ("y = x rotated by the position's angle (constant tables)", "the rope op's backward"),
     "add": ("y = a + b (a residual)", "da += dy, db += dy (fan-out)"),
     "add_table": ("y = a + PE[:T] (a constant table)", "da += dy"),

@@ -501,7 +501,16 @@ class Normaliser:
             return self._terms(sp.exp(e.args[0]) - 1)
         if isinstance(e, sp.exp):
             arg = self.canon(e.args[0])
-            return [([sp.exp(part) for part in sp.Add.make_args(arg)], [])]
+            parts = sp.Add.make_args(arg)
+            masked = [p for p in parts if isinstance(p, sp.Piecewise) and _two_branch(p) and p.args[1][0] == -sp.oo]
+            if masked:
+                # e^{a + Piecewise((y, c), (−∞, …))} = e^{a}·[c]·e^{y}, exactly (e^{−∞} = 0): a score a
+                # causal mask removes weighs 0, also where its indices are free (no range to split)
+                rest = [([sp.exp(p) for p in parts if p not in masked], [])]
+                return self._product(
+                    [rest] + [self._terms(Indicator(p.args[0][1]) * sp.exp(p.args[0][0])) for p in masked]
+                )
+            return [([sp.exp(part) for part in parts], [])]
         if isinstance(e, sp.log):
             return self._log_terms(e)
         if isinstance(e, sp.Heaviside):

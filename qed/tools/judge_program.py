@@ -26,8 +26,8 @@ a forward without noise (evaluation, sampling) and its backward must be the netw
 At 2 layers, 3 heads, T = 5, C = 6 (12 with rope), V = 7, B = 2, a target of −1 in each row,
 in the option combinations that cover every pair of option values (positions, pre/post norm, an
 activation or an MLP op, bias, tied weights, a norm with and without a shift, dropout or none,
-cross-entropy or another loss op, each loss its own stand-in polynomial; all 1536 with
-every=True), and two of them at 1 and at 3 layers. A random-point comparison of polynomials is
+cross-entropy or another loss op, each loss its own stand-in polynomial, a score transform
+between attention's two halves or none; all 3072 with every=True), and two of them at 1 and at 3 layers. A random-point comparison of polynomials is
 Schwartz–Zippel evidence, not a proof: the proofs are the op claims and the composition rule
 (gpt.chain, gpt.tied, gpt.slices, residual.*, mha.concat); this judge shows the printed text is
 that composition.
@@ -316,6 +316,35 @@ def attention_standin(name: str):
     return types.SimpleNamespace(**{name + "_forward": forward, name + "_backward": backward})
 
 
+def _attention_halves() -> dict:
+    """Attention's two halves (a score transform between them): s = q kᵀ/3, and
+    o = ½ (M ⊙ s) v with M the causal mask; each backward its exact transpose."""
+
+    def attention_scores_forward(q, k):
+        return q @ np.swapaxes(k, -1, -2) / 3, (q, k)
+
+    def attention_scores_backward(ds, cache):
+        q, k = cache
+        return ds @ k / 3, np.swapaxes(ds, -1, -2) @ q / 3
+
+    def attention_softmax_forward(s, v, causal=False):
+        tri = _exact(np.tri(s.shape[-2], s.shape[-1], dtype=int)) if causal else 1
+        return (s * tri) @ v / 2, (s * tri, v, tri)
+
+    def attention_softmax_backward(do, cache):
+        w, v, tri = cache
+        return (do @ np.swapaxes(v, -1, -2)) * tri / 2, np.swapaxes(w, -1, -2) @ do / 2
+
+    return {
+        "attention_scores": types.SimpleNamespace(
+            attention_scores_forward=attention_scores_forward, attention_scores_backward=attention_scores_backward
+        ),
+        "attention_softmax": types.SimpleNamespace(
+            attention_softmax_forward=attention_softmax_forward, attention_softmax_backward=attention_softmax_backward
+        ),
+    }
+
+
 def attention_dropout_standin():
     """o = ½ (M ⊙ q kᵀ ⊙ D/(1 − p)) v: the causal stand-in with its weights dropped by D."""
 
@@ -454,6 +483,11 @@ def standins(config) -> dict:
         **({config.residual_scale: scale_standin(config.residual_scale)} if config.residual_scale else {}),
         **({"dropout": _dropout(), "attention_dropout": attention_dropout_standin()} if config.dropout > 0 else {}),
         config.attention: attention_standin(config.attention),
+        **(
+            {**_attention_halves(), config.score_transform: activation_standin(config.score_transform)}
+            if config.score_transform
+            else {}
+        ),
     }
     if config.ffn in model_ops.FFNS:
         out[config.ffn] = mlp_standin(config.ffn, tuple(ax for _, ax in model_ops.FFNS[config.ffn]))
@@ -480,6 +514,7 @@ def interpret(program, config, modules: dict, tables: Tables, P: dict, ids, targ
         "qk_norm": "on" if c.qk_norm else "off",
         "residual_scale": "on" if c.residual_scale else "off",
         "dropout": "on" if c.dropout > 0 else "off",
+        "score_transform": "on" if c.score_transform else "off",
     }
     mlp_names = [n for n, _ in model_ops.FFNS.get(c.ffn, ())]
 
@@ -531,6 +566,12 @@ def interpret(program, config, modules: dict, tables: Tables, P: dict, ids, targ
                 )[0]
             elif k == "attention":
                 out = getattr(modules[c.attention], c.attention + "_forward")(*a, causal=True)[0]
+            elif k == "scores":
+                out = modules["attention_scores"].attention_scores_forward(*a)[0]
+            elif k == "score_transform":
+                out = getattr(modules[c.score_transform], c.score_transform + "_forward")(a[0])[0]
+            elif k == "attend":
+                out = modules["attention_softmax"].attention_softmax_forward(*a, causal=True)[0]
             elif k == "attention_dropout":  # the weights (…, T_q, T_k) dropped; the plain attention in eval
                 if noise is None:
                     out = getattr(modules[c.attention], c.attention + "_forward")(*a, causal=True)[0]
@@ -602,6 +643,7 @@ FACTORS = {
     "norm": ("layernorm", "rmsnorm"),  # with a shift and without
     "dropout": (0.0, 0.2),  # none, and the embedding's and the branches' dropout
     "loss": None,  # cross_entropy and the registry's first other loss op
+    "score_transform": ("", "softcap"),  # none, and soft-capping between attention's halves
 }
 
 
@@ -616,7 +658,7 @@ def _factors() -> dict:
 
 
 def combinations(every: bool = True) -> list[dict]:
-    """The option combinations the printed program branches on: every one (3·2⁹ = 1536), or a
+    """The option combinations the printed program branches on: every one (3·2¹⁰ = 3072), or a
     covering few in which every pair of two options' values occurs together (pairwise: the
     printed branches are guarded by one option each, so a pair covers every interaction of two
     branches). Rope needs an even head size (C = 12 with 3 heads)."""
@@ -905,7 +947,7 @@ def runs(every: bool = False) -> list[tuple[dict, int]]:
 
 
 def judge_program(backend: str = "numpy", every: bool = False) -> list[ProgramResult]:
-    """The pairwise-covering option combinations (with every=True, all 1536), at the sizes above."""
+    """The pairwise-covering option combinations (with every=True, all 3072), at the sizes above."""
     gpt = load_program(backend)
     out = []
     for n, (options, n_layer) in enumerate(runs(every)):

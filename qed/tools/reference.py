@@ -21,12 +21,16 @@ Conventions shared with qed (see qed/config.py):
   none, its specification evaluated with torch operations (`spec_function`), autograd deriving it;
 * norms use eps = 1e-5; with bias=False a LayerNorm has no bias (β = 0); QK-norm (`qk_norm`)
   normalises each head's q and k over its features with the named norm op, before RoPE; a
-  residual scale (`residual_scale`, LayerScale) multiplies each branch before its add;
+  residual scale (`residual_scale`, LayerScale) multiplies each branch before its add; a score
+  transform (`score_transform`, soft-capping) is applied to each head's scores before the mask
+  and the softmax;
 * targets equal to -1 are ignored by the loss (mean over the other tokens); a loss op other than
   cross-entropy (`loss`: label smoothing, …) is its op's PyTorch function over the same mask.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
@@ -101,7 +105,12 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         if self.cfg.pos == "rope":
             q, k = rope_rotate(q), rope_rotate(k)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if self.cfg.score_transform:  # f on the scores inside the softmax (soft-capping)
+            s = op_function(self.cfg.score_transform)(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]))
+            s = s.masked_fill(~torch.ones(T, T, dtype=torch.bool, device=s.device).tril(), -math.inf)
+            y = F.softmax(s, dim=-1) @ v
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
 
 
