@@ -56,15 +56,29 @@ ATTENTION_SPEC = [
 ]
 _unmasked = MatMul(q, T(k)) / sp.sqrt(d_k)
 
+# the flag every attention op takes, and where each one's scores leave the floating-point range
+CAUSAL = Option(
+    None,
+    "causal",
+    False,
+    "mask keys after the query position: query i sees keys j ≤ i (top-left aligned when m ≠ n, as torch's is_causal)",
+)
+
+
+def score_overflow(name: str) -> RangeLimit:
+    """An attention op's range limit: its scores s = q kᵀ/√d_k overflow at |q|, |k| ~ M with M² past
+    the largest float, and s − rowmax(s) is then inf − inf = NaN where the exact attention is
+    one-hot and its output finite."""
+    return RangeLimit(
+        {"float32": 1e20, "float64": 1e300},
+        f"{name}: s = q kᵀ/√d_k overflows (|s| ~ M² with q, k ~ M) → inf − inf = NaN "
+        "in s − rowmax(s); the exact attention is one-hot and o finite",
+    )
+
+
 ATTENTION = Op(
     name="attention",
-    range_limit=RangeLimit(
-        {"float32": 1e20, "float64": 1e300},
-        (
-            "attention: s = q kᵀ/√d_k overflows (|s| ~ M² with q, k ~ M) → inf − inf = NaN "
-            "in s − rowmax(s); the exact attention is one-hot and o finite"
-        ),
-    ),
+    range_limit=score_overflow("attention"),
     module=__name__,
     title="Scaled dot-product attention",
     spec=ATTENTION_SPEC,
@@ -109,14 +123,7 @@ ATTENTION = Op(
         "attention.dK",
     ],
     inputs=[q, k, v],
-    options=[
-        Option(
-            None,
-            "causal",
-            False,
-            "mask keys after the query position: query i sees keys j ≤ i (top-left aligned when m ≠ n, as torch's is_causal)",
-        )
-    ],
+    options=[CAUSAL],
     sizes={d_k: (q, 1)},
     forward=[
         Assign(s, MatMul(q, T(k)) / sp.sqrt(d_k)),  # scores, scaled by 1/√d_k

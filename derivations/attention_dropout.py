@@ -23,9 +23,29 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .attention import ATTENTION_SPEC, A_spec, att, d_k, d_v, datt, dk, do, dq, dv, k, m, n, o, q, s, v
+from .attention import (
+    ATTENTION_SPEC,
+    CAUSAL,
+    A_spec,
+    att,
+    d_k,
+    d_v,
+    datt,
+    dk,
+    do,
+    dq,
+    dv,
+    k,
+    m,
+    n,
+    o,
+    q,
+    s,
+    score_overflow,
+    v,
+)
 from .language.arrays import Array, Assign, CausalMask, MatMul, RowSum, T, entry, index
-from .language.ops import Op, Option, RangeLimit, grad_of
+from .language.ops import Op, Option, grad_of
 from .proof.core import Setting, index_claim
 from .softmax import softmax_stable
 
@@ -45,13 +65,7 @@ SPEC = ATTENTION_SPEC[:-1] + [
 
 ATTENTION_DROPOUT = Op(
     name="attention_dropout",
-    range_limit=RangeLimit(
-        {"float32": 1e20, "float64": 1e300},
-        (
-            "attention_dropout: s = q kᵀ/√d_k overflows (|s| ~ M² with q, k ~ M) → inf − inf = NaN "
-            "in s − rowmax(s); the exact attention is one-hot and o finite"
-        ),
-    ),
+    range_limit=score_overflow("attention_dropout"),
     module=__name__,
     title="Scaled dot-product attention with dropout on the weights",
     spec=SPEC,
@@ -73,12 +87,7 @@ ATTENTION_DROPOUT = Op(
     inputs=[q, k, v, mask],
     constant_inputs=[mask],  # drawn by the caller: no gradient
     options=[
-        Option(
-            None,
-            "causal",
-            False,
-            "mask keys after the query position: query i sees keys j ≤ i (top-left aligned when m ≠ n, as torch's is_causal)",
-        ),
+        CAUSAL,
         Option(p, "p", 0.0, "the drop rate p of the weights: 0 ≤ p < 1", domain=sp.Interval.Ropen(0, 1)),
     ],
     sizes={d_k: (q, 1)},

@@ -27,9 +27,18 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .attention import BACKWARD_FROM_WEIGHTS, causal_parts, later, past, past_setting, refute_causal
+from .attention import (
+    BACKWARD_FROM_WEIGHTS,
+    CAUSAL,
+    causal_parts,
+    later,
+    past,
+    past_setting,
+    refute_causal,
+    score_overflow,
+)
 from .language.arrays import Array, Assign, CausalMask, MatMul, RowMax, RowSum, T, entry, index, size
-from .language.ops import Op, Option, RangeLimit, grad_of
+from .language.ops import Op, grad_of
 from .proof.core import Claim, Mutant, Proof, Setting, index_claim
 from .softmax import softmax_math, softmax_stable
 
@@ -64,10 +73,7 @@ ATTENTION_LSE_SPEC = [
 
 ATTENTION_LSE = Op(
     name="attention_lse",
-    range_limit=RangeLimit(
-        {"float32": 1e20, "float64": 1e300},
-        ("attention_lse: as attention — s = q kᵀ/√d_k overflows (|s| ~ M²) → inf − inf = NaN in s − rowmax(s)"),
-    ),
+    range_limit=score_overflow("attention_lse"),
     module=__name__,
     title="Scaled dot-product attention, weights recomputed from the log-sum-exp",
     spec=ATTENTION_LSE_SPEC,
@@ -141,14 +147,7 @@ ATTENTION_LSE = Op(
         "attention.delta",
     ],
     inputs=[q, k, v],
-    options=[
-        Option(
-            None,
-            "causal",
-            False,
-            "mask keys after the query position: query i sees keys j ≤ i (top-left aligned when m ≠ n, as torch's is_causal)",
-        )
-    ],
+    options=[CAUSAL],
     sizes={d_k: (q, 1)},
     forward=[
         Assign(s, SCORES),  # scores, scaled by 1/√d_k

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .attention import ATTENTION, A_spec, att, d_k, d_v, datt, dk, do, dq, dv, k, m, n, o, q, s, v
+from .attention import CAUSAL, A_spec, att, d_k, d_v, datt, dk, do, dq, dv, k, m, n, o, q, s, v
 from .language.arrays import Array, Assign, CausalMask, MatMul, RowSum, T
 from .language.ops import Op, RangeLimit, grad_of
 from .softmax import softmax_math, softmax_stable
@@ -28,9 +28,6 @@ ds_scaled = Array("ds_scaled", (m, n))
 delta = Array("delta", (m, 1))
 s_in = Array("s", (m, n), latex="S")  # the (transformed) scores, an input of the second half
 sm = Array("s_masked", (m, n), latex=r"\tilde{S}")  # S + M: the causal mask on the scores
-
-CAUSAL = ATTENTION.options[0]  # attention's own flag: query i sees keys j ≤ i (top-left)
-
 
 ATTENTION_SCORES = Op(
     name="attention_scores",

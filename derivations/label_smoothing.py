@@ -22,13 +22,30 @@ import sympy as sp
 
 from .language.arrays import Array, Assign, ColSum, OneHot, RowMean, RowSum, Take
 from .language.ops import Op, Option
-from .loss import CROSS_ENTROPY, EXPS, LOSS, MASK, MX, PROBS, SUMEXP, TGT, ZT, V, Z, dLOSS, dZ, mean_over_mask
+from .loss import (
+    CROSS_ENTROPY,
+    CROSS_ENTROPY_SPEC,
+    EXPS,
+    LOSS,
+    LOSS_SIGNATURE,
+    MASK,
+    MX,
+    PROBS,
+    SUMEXP,
+    TGT,
+    ZT,
+    V,
+    Z,
+    dLOSS,
+    dZ,
+    masked_mean_reference,
+    mean_over_mask,
+)
 
 eps = sp.Symbol("eps", nonnegative=True)  # ε ∈ [0, 1): the mass spread over every class
 
 T = Z.shape[0]
-P = Array("p", (T, V), latex="p")
-ELL = Array("ell", (T, 1), latex=r"\ell")
+P, ELL = CROSS_ENTROPY_SPEC[0].target, CROSS_ENTROPY_SPEC[1].target  # p and ℓ, cross-entropy's
 ZM = Array("mean_shifted", (T, 1))  # mean_j (z_j − m)
 LOSSES = Array("losses", (T, 1))
 # cross_entropy's printed lines up to z_t − m: the row max m, e^{z − m}, its row sum, p, z_t − m
@@ -40,14 +57,12 @@ LABEL_SMOOTHING = Op(
     name="label_smoothing",
     title="Cross-entropy with label smoothing (mean over a mask)",
     source="Szegedy et al. 2016 (Inception v3), §7",
-    inputs=[Z, TGT, MASK],
-    integer_inputs=[TGT, MASK],
-    outputs=[LOSS],
+    **LOSS_SIGNATURE,
     spec=[
-        Assign(P, sp.exp(Z) / RowSum(sp.exp(Z))),  # p_ij = e^{z_ij} / Σ_k e^{z_ik}
+        CROSS_ENTROPY_SPEC[0],  # p_ij = e^{z_ij} / Σ_k e^{z_ik}
         # ℓ_i = −(1 − ε) log p_{i, t_i} − (ε/V) Σ_j log p_ij
         Assign(ELL, -(1 - eps) * sp.log(Take(P, TGT)) - eps / V * RowSum(sp.log(P))),
-        Assign(LOSS, ColSum(MASK * ELL) / ColSum(MASK)),  # L = Σ_i w_i ℓ_i / Σ_i w_i
+        CROSS_ENTROPY_SPEC[-1],  # L = Σ_i w_i ℓ_i / Σ_i w_i
     ],
     forward=[
         *SHIFTED,
@@ -69,20 +84,12 @@ LABEL_SMOOTHING = Op(
             domain=sp.Interval.Ropen(0, 1),
         )
     ],
-    optional_axes=1,  # logits (V,) with 0-D targets and mask: one row
-    check={"sizes": {"T": 3, "V": 4}, "integers": {"targets": (0, 3), "mask": (0, 1)}},
-    role="loss",
     cache_doc="probs (softmax of the logits), targets, mask (as cross_entropy's: the runtime "
     "builds mask = (targets != ignore_index) and replaces ignored targets by 0); Σ mask must be > 0.",
-    reference=lambda torch, z, t, w, eps=0.1: (
-        (
-            torch.nn.functional.cross_entropy(
-                z.reshape(-1, z.shape[-1]), t.long().reshape(-1), reduction="none", label_smoothing=eps
-            )
-            * w.reshape(-1).to(z.dtype)
-        ).sum()
-        / w.reshape(-1).to(z.dtype).sum()
-    ).reshape(1),
+    # F.cross_entropy's own label smoothing, per row
+    reference=masked_mean_reference(
+        lambda torch, z, t, eps=0.1: torch.nn.functional.cross_entropy(z, t, reduction="none", label_smoothing=eps)
+    ),
 )
 
 OPS = [LABEL_SMOOTHING]

@@ -63,6 +63,32 @@ CROSS_ENTROPY_SPEC = [
     Assign(LOSS, ColSum(W_S * ELL_S) / ColSum(W_S)),  # L = Σ_i w_i ℓ_i / Σ_i w_i
 ]
 
+# The loss role's signature, shared by the registry's other losses (label_smoothing, z_loss):
+# logits (T, V), integer targets and a 0/1 mask (T, 1) -> the (1, 1) mean over the mask; the
+# specification's softmax line and masked mean are CROSS_ENTROPY_SPEC's first and last
+LOSS_SIGNATURE = dict(
+    inputs=[Z, TGT, MASK],
+    integer_inputs=[TGT, MASK],
+    outputs=[LOSS],
+    optional_axes=1,  # logits (V,) with 0-D targets and mask: one row
+    # V = 4 classes, targets over all of them, masks drawn 0/1 (a point with Σ w = 0 is skipped)
+    check={"sizes": {"T": 3, "V": 4}, "integers": {"targets": (0, 3), "mask": (0, 1)}},
+    role="loss",
+)
+
+
+def masked_mean_reference(per_row):
+    """A loss op's PyTorch reference from its per-row losses `per_row(torch, z (N, V), t (N,),
+    **options)`: their mean over the mask, shape (1,), as the op's kernel returns it."""
+
+    def reference(torch, z, t, w, **options):
+        weights = w.reshape(-1).to(z.dtype)
+        rows = per_row(torch, z.reshape(-1, z.shape[-1]), t.long().reshape(-1), **options)
+        return ((rows * weights).sum() / weights.sum()).reshape(1)
+
+    return reference
+
+
 CROSS_ENTROPY = Op(
     name="cross_entropy",
     module=__name__,
@@ -116,8 +142,6 @@ CROSS_ENTROPY = Op(
             dLOSS * (PROBS - OneHot(TGT, V)) / ColSum(MASK),
         ),
     },
-    # V = 4 classes, targets over all of them, masks drawn 0/1 (a point with Σ w = 0 is skipped)
-    check={"sizes": {"T": 3, "V": 4}, "integers": {"targets": (0, 3), "mask": (0, 1)}},
     claims=[
         "cross_entropy.forward",
         "cross_entropy.onehot",
@@ -126,8 +150,7 @@ CROSS_ENTROPY = Op(
         "cross_entropy.nonnegative",
         "cross_entropy.vjp",
     ],
-    inputs=[Z, TGT, MASK],
-    integer_inputs=[TGT, MASK],
+    **LOSS_SIGNATURE,
     forward=[
         Assign(MX, RowMax(Z), note="each row shifted by its max: exp(z − m) ≤ 1 never overflows"),
         Assign(EXPS, sp.exp(Z - MX)),
@@ -139,11 +162,9 @@ CROSS_ENTROPY = Op(
         Assign(LOSSES, sp.log(SUMEXP) - ZT),
         Assign(LOSS, mean_over_mask(LOSSES, MASK)),
     ],
-    outputs=[LOSS],
     saved=[PROBS, TGT, MASK],
     backward=[Assign(dZ, cross_entropy_vjp(dLOSS, PROBS, TGT, MASK, V))],
     grads=[dZ],
-    optional_axes=1,  # logits (V,) with 0-D targets and mask: one row
     cache_doc="probs (softmax of the logits), targets, mask. The runtime builds mask = "
     "(targets != ignore_index) as 0/1 and replaces ignored targets by 0 (any valid id: "
     "their rows are multiplied by 0); Σ mask must be > 0.",
