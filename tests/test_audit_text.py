@@ -207,3 +207,83 @@ def test_a_mutant_is_judged_by_the_units_that_execute_its_statement():
     assert at.relevant(prof, "rational", ["dear", "cheap"], range(3, 5)) == ["cheap"]
     assert at.relevant(prof, "rational", ["dear", "cheap"], range(1, 8)) == ["cheap", "dear"]
     assert at.relevant(None, "rational", ["dear", "cheap"], None) == ["dear", "cheap"]  # no profile: all
+
+
+def test_a_profile_is_read_from_the_certificate_cache(tmp_path, monkeypatch):
+    """The lines each unit executes come from what `qed prove` stored for the same printed files:
+    the second profile runs no judge, and gives the same lines."""
+    from qed.tools import judges
+    from qed.tools.prove_cache import Cache
+
+    path = _file("generated/numpy/relu.py")
+    chosen = at.units_of_file(path)
+    cache = Cache(tmp_path)
+    first = at.profile(path, chosen, cache)
+    assert all(rows and rows[0][1] for rows in first.values())  # every judge ran relu's lines
+
+    def no_run(*a, **k):
+        raise AssertionError("a judge ran although the cache holds its unit")
+
+    monkeypatch.setattr(judges, "run_task", no_run)
+    again = at.profile(path, chosen, Cache(tmp_path))
+    assert {j: [(u.name, hit) for u, hit, _ in rows] for j, rows in again.items()} == {
+        j: [(u.name, hit) for u, hit, _ in rows] for j, rows in first.items()
+    }
+
+
+def test_a_recorded_file_is_matched_by_backend_and_name():
+    path = _file("generated/torch/_support.py")
+    assert at._same_file("/elsewhere/checkout/generated/torch/_support.py", path)
+    assert not at._same_file("/elsewhere/checkout/generated/numpy/_support.py", path)
+    assert not at._same_file(str(path.with_name("_validate.py")), path)
+
+
+def test_the_cheaper_judge_goes_first(monkeypatch):
+    """With a profile, the exact judges and the edge judge run in the order of what the units
+    that execute the edited statement cost; the stability judge only when neither refutes."""
+    calls = []
+
+    def phase(name, verdict):
+        def run(*args):
+            calls.append(name)
+            return verdict
+
+        return run
+
+    monkeypatch.setattr(at, "_exact_phase", phase("exact", ("", "")))
+    monkeypatch.setattr(at, "_edges_phase", phase("edges", ("edges", "probe")))
+    monkeypatch.setattr(at, "_stability_phase", phase("stability", ("", "")))
+    path = _file("generated/numpy/_validate.py")
+    dear = {"rational": [("u", frozenset({5}), 30.0)], "symbolic": [], "edges": [("u", frozenset({5}), 0.1)]}
+    assert at.judge_mutant(path, "", ["u"], dear, range(5, 6)) == ("edges", "probe")
+    assert calls == ["edges"]
+    calls.clear()
+    cheap = {"rational": [("u", frozenset({5}), 0.01)], "symbolic": [], "edges": [("u", frozenset({5}), 0.1)]}
+    assert at.judge_mutant(path, "", ["u"], cheap, range(5, 6)) == ("edges", "probe")
+    assert calls == ["exact", "edges"]
+    calls.clear()
+    monkeypatch.setattr(at, "_edges_phase", phase("edges", ("", "")))
+    assert at.judge_mutant(path, "", ["u"], cheap, range(5, 6)) == ("", "")
+    assert calls == ["exact", "edges", "stability"]
+
+
+def test_the_unedited_helper_is_accepted_by_the_units_that_run_each_statement():
+    """No judge refutes the printed text itself, with the profile's routing (a harness that
+    failed to run would refute every mutant)."""
+    import ast
+
+    path = _file("generated/numpy/_support.py")
+    text = path.read_text()
+    chosen = [u for u in at.units_of_file(path) if u.name in ("relu", "layernorm", "softmax", "colsum", "rmsnorm")]
+    assert len(chosen) >= 3
+    prof = at.profile(path, chosen)
+    checked = []
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef) and any(
+            node.lineno in hit for rows in prof.values() for _, hit, _ in rows
+        ):
+            assert at.judge_mutant(path, text, chosen, prof, range(node.lineno, node.end_lineno + 1)) == ("", ""), (
+                node.name
+            )
+            checked.append(node.name)
+    assert "rowsum" in checked and len(checked) >= 3, checked

@@ -287,24 +287,46 @@ def _real_modules(backend: str, path: Path, text: str):
         vars(package).update(saved_attrs)
 
 
-def profile(path: Path, chosen) -> dict:
-    """{judge: [(unit, the lines of `path` it executes, seconds)]}, cheapest first: each judge
-    run once over the units of a shared file (a helper) on the printed text. A unit that never
-    executes the statement an edit is on cannot see the edit, so a mutant is judged by the units
-    that execute it alone (`relevant`): the audit of `_validate` and `_support` then costs what
-    their callers' lines cost, not every unit per mutant."""
+def profile(path: Path, chosen, cache=None) -> dict:
+    """{judge: [(unit, the lines of `path` it executes, seconds)]}, cheapest first: each judge's
+    run of each unit of a shared file (a helper) on the printed text. A unit that never executes
+    the statement an edit is on cannot see the edit, so a mutant is judged by the units that
+    execute it alone (`relevant`): the audit of `_validate` and `_support` then costs what their
+    callers' lines cost, not every unit per mutant.
+
+    A unit's lines and seconds are what `qed prove` keeps in its certificate cache for the same
+    printed files (read from there when present; run, and stored, when not). The cache only
+    routes mutants here: lines missing from a damaged entry leave a mutant unjudged, and an
+    unjudged mutant survives, which fails the audit (it cannot make one pass)."""
     from . import judges
+    from .prove_cache import Cache, Keys
 
     backend = path.parent.name
+    cache = cache if cache is not None else Cache(warn=lambda line: None)
+    keys = Keys()
     out = {}
     for judge in ("rational", "symbolic", "edges"):
         rows = []
         for unit in chosen:
-            part = judges.run_task(judge, backend, (unit.name,))["units"][unit.name]
-            lines = {int(n) for f, ns in part["hits"].items() if Path(f).resolve() == path.resolve() for n in ns}
+            modules, files = judges.depends_on(unit, backend)
+            key = keys.judge(judge, backend, unit.kind, unit.name, files, modules)
+            what = f"judge {judge} {backend} {unit.name}"
+            part = cache.load(key, what)
+            if part is None:
+                part = judges.run_task(judge, backend, (unit.name,))["units"][unit.name]
+                if all(r["ok"] for r in part["results"]):
+                    cache.store(key, what, {k: part[k] for k in ("results", "hits", "seconds")})
+            lines = {int(n) for f, ns in part["hits"].items() if _same_file(f, path) for n in ns}
             rows.append((unit, frozenset(lines), part["seconds"]))
         out[judge] = sorted(rows, key=lambda r: r[2])
     return out
+
+
+def _same_file(recorded: str, path: Path) -> bool:
+    """A traced file names `path` (compared as generated/<backend>/<file>: a cache may have been
+    written by a checkout at another place)."""
+    f = Path(recorded)
+    return f.name == path.name and f.parent.name == path.parent.name
 
 
 def statement_lines(text: str, line: int, before: str) -> range:
@@ -330,16 +352,43 @@ def relevant(prof: dict | None, judge: str, chosen, lines: range | None):
     return [unit for unit, hit, _ in prof[judge] if hit & wanted]
 
 
+# the cost of importing the generated package afresh around an edited module (the edge judge's
+# and the stability judge's real modules), in seconds: what an edge run costs beyond its units
+REIMPORT_SECONDS = 0.3
+
+
 def judge_mutant(path: Path, text: str, chosen=None, prof=None, lines=None) -> tuple[str, str]:
     """(the judge that refutes `text` as the content of `path`, its first report), or ("", "").
     With a `profile` and the edited statement's `lines`, each judge runs only the units that
-    execute that statement."""
-    from . import judges
-    from .translation import edited
-
+    execute that statement, and the exact judges (rational, then symbolic) and the edge judge
+    go in the order of what their units cost: an edit on a refusal path of a helper that every
+    unit calls is found by the edge judge's probes in a second, not after every exact run. The
+    stability judge (numeric) is the last resort."""
     backend = path.parent.name
     chosen = units_of_file(path) if chosen is None else chosen
-    with edited(path, text):
+    phases = [_exact_phase, _edges_phase]
+    if prof is not None and lines is not None:
+
+        def cost(phase):
+            judges_of = ("rational", "symbolic") if phase is _exact_phase else ("edges",)
+            wanted = set(lines)
+            units = sum(s for j in judges_of for _, hit, s in prof[j] if hit & wanted)
+            return units + (REIMPORT_SECONDS if phase is _edges_phase else 0.0)
+
+        phases.sort(key=cost)
+    for phase in phases:
+        found = phase(path, text, backend, chosen, prof, lines)
+        if found[0]:
+            return found
+    return _stability_phase(path, text, backend, chosen, prof, lines)
+
+
+def _exact_phase(path, text, backend, chosen, prof, lines) -> tuple[str, str]:
+    from . import judges
+    from .field_judge import first_failure
+    from .translation import edited
+
+    with edited(path, text), first_failure():
         for judge in ("rational", "symbolic"):
             for unit in relevant(prof, judge, chosen, lines):
                 try:
@@ -349,19 +398,38 @@ def judge_mutant(path: Path, text: str, chosen=None, prof=None, lines=None) -> t
                 bad = [r for r in results if not r.ok]
                 if bad:
                     return judge, str(bad[0])[:300]
-    floats = chosen if prof is None else [u for u in chosen if any(u in relevant(prof, j, chosen, lines) for j in prof)]
-    reference = {u.name: _float_outputs(u, backend) for u in floats if u.kind == "op"}
+    return "", ""
+
+
+def _edges_phase(path, text, backend, chosen, prof, lines) -> tuple[str, str]:
+    from . import judges
+
+    todo = relevant(prof, "edges", chosen, lines)
+    if not todo:
+        return "", ""
     try:
         with _real_modules(backend, path, text):
-            for unit in relevant(prof, "edges", chosen, lines):
+            for unit in todo:
                 bad = [r for r in judges._JUDGE["edges"](unit, backend) if not r.ok]
                 if bad:
                     return "edges", str(bad[0])[:300]
+    except Exception as exc:  # noqa: BLE001 - the edited module failing to import refutes it
+        return "edges", f"could not run: {type(exc).__name__}: {str(exc)[:200]}"
+    return "", ""
+
+
+def _stability_phase(path, text, backend, chosen, prof, lines) -> tuple[str, str]:
+    ran = {u for j in prof for u in relevant(prof, j, chosen, lines)} if prof is not None else set(chosen)
+    floats = [u for u in chosen if u in ran and u.kind == "op"]
+    if not floats:
+        return "", ""
+    reference = {u.name: _float_outputs(u, backend) for u in floats}
+    try:
+        with _real_modules(backend, path, text):
             for unit in floats:
-                if unit.name in reference:
-                    found = _unstable(reference[unit.name], _float_outputs(unit, backend))
-                    if found:
-                        return "stability", f"{unit.name}: {found}"
+                found = _unstable(reference[unit.name], _float_outputs(unit, backend))
+                if found:
+                    return "stability", f"{unit.name}: {found}"
     except Exception as exc:  # noqa: BLE001
         return "edges", f"could not run: {type(exc).__name__}: {str(exc)[:200]}"
     return "", ""
@@ -443,9 +511,8 @@ def audit_file(path: Path, limit: int | None) -> list[Outcome]:
     rel = path.relative_to(ROOT).as_posix()
     text = path.read_text()
     todo = sample(mutants(text), limit)
-    # a shared file (more units than its own) and more edits than a sample: each mutant judged by
-    # the units that run its line (the profile costs one run of every unit)
-    prof = profile(path, chosen) if len(chosen) > 3 and len(todo) > DEFAULT_LIMIT else None
+    # a shared file (more units than its own): each mutant judged by the units that run its line
+    prof = profile(path, chosen) if len(chosen) > 1 else None
     for m in todo:
         same = equivalent_of(path, text, m)
         if same is not None:
@@ -471,6 +538,17 @@ def _audit_file_task(path: str, limit: int | None) -> list[dict]:
         return [asdict(o) for o in audit_file(Path(path), limit)]
 
 
+def _cost_rank(path: Path) -> int:
+    """The order files are handed to the pool, longest first, so that the workers finish
+    together: the shared helpers (their edits are judged by their callers), then the units that
+    take longest to judge, then the rest."""
+    from .judges import HEAVY
+
+    if path.stem.startswith("_"):
+        return 0
+    return 1 if path.stem in HEAVY else 2
+
+
 def run(
     selectors: list[str] | None = None, limit: int | None = DEFAULT_LIMIT, workers: int | None = None, progress=None
 ) -> list[dict]:
@@ -489,7 +567,7 @@ def run(
                 progress(p, done[p])
     else:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            futures = {pool.submit(_audit_file_task, str(p), limit): p for p in todo}
+            futures = {pool.submit(_audit_file_task, str(p), limit): p for p in sorted(todo, key=_cost_rank)}
             for fut in as_completed(futures):
                 done[futures[fut]] = fut.result()
                 if progress:

@@ -146,6 +146,28 @@ __all__ = [
 ]
 
 # F_P with P = 2P' + 1, P' prime: exp maps a rational a to g^(a mod P') in the subgroup of order P'
+# `first_failure()`: the judges stop at the first mismatch (what `qed audit --text` needs: one
+# report refutes a wrong edit; `qed prove` runs every point)
+_STOP_AT_FIRST = False
+
+
+@contextlib.contextmanager
+def first_failure():
+    """Inside this block judge_op, judge_tiled, judge_mha and the program judge return as soon as
+    one result is not ok."""
+    global _STOP_AT_FIRST
+    saved, _STOP_AT_FIRST = _STOP_AT_FIRST, True
+    try:
+        yield
+    finally:
+        _STOP_AT_FIRST = saved
+
+
+def stopped(out) -> bool:
+    """A failure is in `out` and the caller asked for the first one only."""
+    return _STOP_AT_FIRST and any(not r.ok for r in out)
+
+
 P = 207643559321822423
 P_SUB = 103821779660911211
 
@@ -1522,12 +1544,16 @@ def judge_op(
         for when in flag_sets(op) if flags is None else flags:
             with be.run():
                 out += _judge_run(op, mod, be, assigned, when, seed * 1000 + run, plan["batch"], mode)
+            if stopped(out):
+                return out
     if sizes is None:
         for k, s in enumerate(sorted(size_syms, key=lambda x: x.name)):
             assigned = {**draw.sizes(size_syms, cap=plan["cap"]), s: 0}
             for when in flag_sets(op) if flags is None else flags:
                 with be.run():
                     out += judge_zero(op, mod, be, assigned, when, seed * 1000 + 500 + k, plan["batch"])
+                if stopped(out):
+                    return out
     return out
 
 
@@ -2123,6 +2149,8 @@ def judge_tiled(
                 break
             except ZeroDenominator:
                 continue
+        if stopped(out):
+            return out
     return out
 
 
@@ -2252,6 +2280,8 @@ def judge_mha(
                 _compare(res, g, w)
                 out.append(res)
             break
+        if stopped(out):
+            return out
     return out
 
 

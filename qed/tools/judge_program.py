@@ -948,8 +948,12 @@ def runs(every: bool = False) -> list[tuple[dict, int]]:
 
 def judge_program(backend: str = "numpy", every: bool = False) -> list[ProgramResult]:
     """The pairwise-covering option combinations (with every=True, all 3072), at the sizes above."""
+    from .field_judge import stopped
+
     gpt = load_program(backend)
     out = []
     for n, (options, n_layer) in enumerate(runs(every)):
         out += judge_options(options, seed=n, module=gpt, backend=backend, n_layer=n_layer)
+        if stopped(out):
+            return out
     return out
