@@ -377,6 +377,17 @@ FFN_RELU = Op(
     title="Position-wise feed-forward network with ReLU",
     spec=FFN_RELU_SPEC,
     source="seed A §4, seed B §11",
+    # the sources multiply x W₁ with W₁ of d_model × d_ff; the op stores w1 out × in (w1 = W₁ᵀ)
+    quotes=tuple(
+        Quote(where, "FFN", latex, params=(("w1", "W_1^T"), ("b1", "b_1"), ("w2", "W_2^T"), ("b2", "b_2")))
+        for where, latex in (
+            (
+                "seed A §4",
+                r"\mathrm{FFN}(\mathbf{x}) = \max(0, \mathbf{x}\mathbf{W}_1 + \mathbf{b}_1)\mathbf{W}_2 + \mathbf{b}_2",
+            ),
+            ("seed B §11", r"FFN(x) = ReLU(xW_1+b_1)W_2+b_2"),
+        )
+    ),
     mistakes={
         "no-b1": ("b₁ forgotten: z = x W₁ᵀ", "forward", "z", MatMul(FX, T(W1))),
         "relu-on-output": (

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sympy as sp
 
 from .language.arrays import Array, Assign, CausalMask, ColSum, MatMul, RowMax, RowSum, T, entry, index, size
-from .language.ops import Op, Option, RangeLimit, grad_of
+from .language.ops import Op, Option, Quote, RangeLimit, grad_of
 from .proof.core import Claim, Mutant, Proof, Setting, counterexample, decide, index_claim
 from .softmax import softmax_math, softmax_stable
 
@@ -83,6 +83,16 @@ ATTENTION = Op(
     title="Scaled dot-product attention",
     spec=ATTENTION_SPEC,
     source="seed A §1 and §6, seed B §3 and §5",
+    # the sources' formula, without the causal mask (the op with causal=False)
+    quotes=(
+        Quote(
+            "seed A §1",
+            "Attention",
+            r"\mathrm{Attention}(\mathbf{Q}, \mathbf{K}, \mathbf{V}) = "
+            r"\mathrm{softmax}\left(\frac{\mathbf{Q}\mathbf{K}^T}{\sqrt{d_k}}\right)\mathbf{V}",
+        ),
+        Quote("seed B §3", "Attention", r"Attention(Q,K,V) = softmax \left( \frac{QK^T}{\sqrt{d_k}} \right)V"),
+    ),
     check={"sizes": {"m": 3, "n": 3}},  # causal: every row sees a different count of keys
     mistakes={
         "no-scale": ("the 1/√d_k scale dropped (softmax of Q Kᵀ)", "forward", "att", softmax_stable(s * sp.sqrt(d_k))),

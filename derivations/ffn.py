@@ -17,7 +17,7 @@ import sympy as sp
 
 from .activations import silu, silu_grad
 from .language.arrays import Array, Assign, Contract, MatMul, Sigmoid, T, document_form, entry, index, size
-from .language.ops import Op, RangeLimit, grad_of
+from .language.ops import Op, Quote, RangeLimit, grad_of
 from .proof.core import Claim, Setting, index_claim
 
 r, n, hid = size("r"), size("n"), size("n_hidden")
@@ -59,6 +59,15 @@ SWIGLU = Op(
     ),
     spec=SWIGLU_SPEC,
     source="seed B §13-14",
+    # the sources' SwiGLU and the FFN around it; the op stores each weight out × in (W_gᵀ, …)
+    quotes=(
+        Quote(
+            "seed B §14",
+            "FFN",
+            "SwiGLU(x) = SiLU(xW_g) \\odot (xW_u)\nFFN(x) = SwiGLU(x)W_d",
+            params=(("w_gate", "W_g^T"), ("w_up", "W_u^T"), ("w_down", "W_d^T")),
+        ),
+    ),
     mistakes={
         "swapped-gate": ("SiLU applied to the up projection instead of the gate", "forward", "h", silu(u) * g),
         "sigmoid-gate": ("σ(g) ⊙ u (GLU) instead of SiLU(g) ⊙ u", "forward", "h", Sigmoid(g) * u),

@@ -450,3 +450,30 @@ def test_formulas_one_a_line_and_equations_run_together():
     assert v.verdict == "not understood" and "separate lines" in v.reason
     (v,) = check_text(r"q \cdot k = 1")  # k is not declared here: never read as an index
     assert v.verdict == "not understood"
+
+
+@pytest.mark.parametrize(
+    "restated,verdict",
+    [
+        ("V", "definition"),  # softmax over one key is 1: equal on one row, not on n
+        (r"softmax \left( \frac{QK^T}{d_k} \right)V", "definition"),  # 1/d_k, also equal on one row
+        (r"softmax \left( \frac{QK^T}{\sqrt{d_k}} \right)V", "proved"),
+    ],
+)
+def test_a_function_of_matrices_is_restated_on_matrices_not_on_one_row(restated, verdict):
+    """A restatement of a function of arrays is decided on arguments with rows of their own: on
+    row vectors alone, softmax(QKᵀ/√d_k)V is V (one key), and F(Q,K,V) = V would be proved."""
+    text = "F(Q,K,V) = softmax \\left( \\frac{QK^T}{\\sqrt{d_k}} \\right)V\n" + f"F(Q,K,V) = {restated}"
+    first, second = check_text(text)
+    assert first.verdict == "definition"
+    assert second.verdict == verdict, second.reason
+    if verdict == "definition":
+        assert second.reason.startswith("redefines F: differs"), second.reason
+        assert second.counterexample, second.reason
+
+
+def test_a_row_function_written_with_one_index_is_still_restated_on_its_row():
+    """A body that reads its argument as a vector (x_i) is that vector's function: its
+    restatement is decided on the row, where it is understood."""
+    text = "G(x) = \\frac{x}{\\sqrt{x x^T}}\nG(x) = \\frac{x}{\\sqrt{\\sum_i x_i^2}}"
+    assert [v.verdict for v in check_text(text)] == ["definition", "proved"]

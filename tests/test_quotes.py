@@ -18,7 +18,7 @@ QUOTED = [o.name for o in registry.ops() if o.quotes]
 
 
 def test_the_quoted_ops_are_the_sources_activations():
-    assert set(QUOTED) >= {"gelu", "gelu_tanh", "silu"}
+    assert set(QUOTED) >= {"gelu", "gelu_tanh", "silu", "attention", "ffn_relu", "swiglu"}
 
 
 @pytest.mark.parametrize("name", QUOTED)
@@ -71,3 +71,43 @@ def test_a_quote_that_is_not_in_its_document_is_found(tmp_path):
         text = (seeds / name).read_text().replace(r"x\Phi(x)", r"x \Phi(x)")
         (tmp_path / name).write_text(text)
     assert any(m.startswith("gelu:") for m in quotes.verbatim(tmp_path, docs.SEEDS))
+
+
+def _replaced(op, target: str, expr):
+    """op's spec with the line that assigns `target` given `expr` instead."""
+    return [Assign(a.target, expr) if a.target.name == target else a for a in op.spec]
+
+
+def test_wrong_layouts_and_wirings_of_the_multi_input_ops_are_not_proved():
+    """The quotes that bind several inputs (Q, K, V) or parameters written in the sources' layout
+    (x W₁, the op's w1 = W₁ᵀ): the classic slips are caught against the quoted formula."""
+    from derivations import attention as att
+    from derivations import ffn
+    from derivations.activations import FFN_RELU, FX, W1
+    from derivations.language.arrays import MatMul, T
+
+    op = registry.op("attention")
+    s = next(a for a in op.spec if a.target.name == "s")
+    q, k, _ = op.inputs
+    (d_k,) = [sym for sym in s.expr.free_symbols if sym.name == "d_k"]
+    wrong = {
+        "1/d_k, not 1/√d_k": _replaced(op, "s", MatMul(q, T(k)) / d_k),
+        "√d_k multiplied, not divided": _replaced(op, "s", MatMul(q, T(k)) * sp.sqrt(d_k)),
+    }
+    for why, spec in wrong.items():
+        assert not any(r.ok for r in quotes.check_op(op, spec=spec)), why
+    sw = registry.op("swiglu")
+    gate_swapped = _replaced(sw, "h", ffn.u_s / (1 + sp.exp(-ffn.u_s)) * ffn.g_s)  # SiLU(u) ⊙ g
+    assert not any(r.ok for r in quotes.check_op(sw, spec=gate_swapped))
+    no_b1 = _replaced(FFN_RELU, "z", MatMul(FX, T(W1)))
+    assert not any(r.ok for r in quotes.check_op(FFN_RELU, spec=no_b1))
+    assert att.ATTENTION is op
+
+
+def test_a_quote_must_write_every_parameter():
+    import dataclasses
+
+    op = registry.op("ffn_relu")
+    short = dataclasses.replace(op.quotes[-1], params=op.quotes[-1].params[:-1])
+    results = quotes.check_op(dataclasses.replace(op, quotes=(short,)))
+    assert results and not results[0].ok and "writes no b2" in results[0].error, [str(r) for r in results]

@@ -101,6 +101,10 @@ class Quote:
     where: str
     name: str
     latex: str
+    # the op's parameters as the sources write them, when the op has any: (parameter, LaTeX in
+    # the sources' names), e.g. ("w1", "W_1^T") where the sources multiply x W₁ and the op
+    # stores the weight out × in
+    params: tuple = ()
 
 
 @dataclass

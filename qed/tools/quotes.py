@@ -55,48 +55,80 @@ class QuoteResult:
 _SOURCE_NAMES = {"gamma": "γ", "beta": "β", "eps": "ε"}
 
 
-def _spec_function(op, name: str, spec=None):
+def _spec_function(op, name: str, spec=None, params=()):
     """The op's specification as a function of its one input, for `qed check`'s elaborator:
     entry by entry for a scalar argument (an elementwise op); for an array argument, the spec
-    with the input replaced by the argument, its column size by the argument's, and each
-    parameter and option by the context's value of the same meaning (γ, β, ε)."""
+    with the input replaced by the argument, its sizes by the argument's, and each parameter by
+    the quote's reading of it in the sources' names (`params`: W₁ᵀ for a weight stored out × in),
+    else each parameter and option by the context's value of the same meaning (γ, β, ε)."""
     from derivations.language.arrays import entry, index, shape_of
     from derivations.proof.obligations import close
 
     from .check.builtins import _epsilon, _row_parameter
+    from .check.elaborate import Val
     from .check.grammar import NotUnderstood
+    from .check.parser import parse
 
-    if len(op.inputs) != 1 or len(op.outputs) != 1:
-        raise ValueError(f"{op.name}: a quote binds a function of one input")
-    (x,), (y,) = op.inputs, op.outputs
+    if len(op.outputs) != 1:
+        raise ValueError(f"{op.name}: a quote binds a function of one output")
+    x, (y,) = op.inputs[0], op.outputs
     value = sp.sympify(close(op.spec if spec is None else spec)[y])
-    elementwise = not op.params and not op.options and shape_of(value) == shape_of(x)
+    elementwise = len(op.inputs) == 1 and not op.params and not op.options and shape_of(value) == shape_of(x)
     i, j = index("i"), index("j")
     scalar_form, x_ij = entry(value, (i, j)), entry(x, (i, j))
     cols = shape_of(x)[1]
+    written = dict(params)
+    unknown = [p.name for p in op.params if written and p.name not in written]
+    if unknown:
+        raise ValueError(f"{op.name}: the quote writes no {', '.join(unknown)}")
 
     def apply(elab, vals, nodes):
-        (v,) = vals
-        if v.is_scalar:
+        v = vals[0]
+        if v.is_scalar and len(vals) == 1:
             if not elementwise:
                 raise NotUnderstood(f"{name} of a scalar (the {op.name} op acts on each row)")
             return v.with_expr(scalar_form.xreplace({x_ij: v.expr}))
+        if any(a.is_scalar for a in vals):
+            raise NotUnderstood(f"{name} of a scalar (the {op.name} op reads arrays)")
         n = elab.shape(v)[1]
-        sub = {x: v.expr, cols: n}
+        sub, sizes = {}, {cols: n}
+
+        def unify(arr, shape, what):  # the op's size symbols read off the sources' shapes
+            if len(shape_of(arr)) != len(shape):
+                raise NotUnderstood(
+                    f"{what}: {len(shape)} axes where the {op.name} op's {arr.name} has {len(shape_of(arr))}"
+                )
+            for s, t in zip(shape_of(arr), shape):
+                if isinstance(s, sp.Symbol):
+                    sizes[s] = elab.same(sizes[s], t, what) if s in sizes else t
+                else:
+                    elab.same(s, t, what)
+
+        for arr, a in zip(op.inputs, vals):  # the arguments in the op's order (Q, K, V)
+            unify(arr, elab.shape(a), name)
+            sub[arr] = a.expr
         for p in op.params:
-            sub[p] = _row_parameter(elab, _SOURCE_NAMES.get(p.name, p.name), n, name)
+            if written:
+                w = elab.value(parse(written[p.name]))
+                unify(p, elab.shape(w), f"{name}'s {written[p.name]}")
+                sub[p] = w.expr
+            else:
+                sub[p] = _row_parameter(elab, _SOURCE_NAMES.get(p.name, p.name), n, name)
         for o in op.options:
             if o.symbol is not None:
                 if _SOURCE_NAMES.get(o.name) != "ε":
                     raise NotUnderstood(f"{name}: the {op.name} op's option {o.name} has no name in the sources")
                 sub[o.symbol] = _epsilon(elab, name)
-        return v.with_expr(value.xreplace(sub))
+        # the result has the op's output shape in the arguments' sizes (Attention(Q, K, V): n × d_v)
+        out_shape = tuple(elab.resolve(sp.sympify(t).xreplace(sizes)) for t in shape_of(y))
+        return Val(value.xreplace(sub).xreplace(sizes), out_shape)
 
     return apply
 
 
-def bound_context(op, name: str, spec=None):
-    """`qed check`'s default context with `name` bound to `op`'s specification (or `spec`)."""
+def bound_context(op, name: str, spec=None, params=()):
+    """`qed check`'s default context with `name` bound to `op`'s specification (or `spec`), its
+    parameters read as the quote writes them (`params`)."""
     from .check.builtins import default_context
     from .check.context import FunctionSpec
 
@@ -104,8 +136,8 @@ def bound_context(op, name: str, spec=None):
     ctx.functions[name] = FunctionSpec(
         name,
         "builtin",
-        1,
-        _spec_function(op, name, spec),
+        len(op.inputs),
+        _spec_function(op, name, spec, params),
         scalar=not op.params and not op.options,
         meaning=f"the {op.name} op's specification",
     )
@@ -121,7 +153,7 @@ def check_op(op, spec=None) -> list[QuoteResult]:
     for q in op.quotes:
         res = QuoteResult(op.name, q.where, q.latex)
         try:
-            verdicts = check_text(q.latex, bound_context(op, q.name, spec))
+            verdicts = check_text(q.latex, bound_context(op, q.name, spec, q.params))
             res.verdicts = [(v.verdict, v.reason) for v in verdicts]
         except Exception as exc:  # noqa: BLE001 - a quote that cannot be read is a failure
             res.error = f"{type(exc).__name__}: {exc}"

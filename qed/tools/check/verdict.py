@@ -1057,10 +1057,11 @@ class Checker:
             new.counterexample = v.counterexample
         return new
 
-    def _function_scope(self, spec: FunctionSpec, params: list, rhs) -> dict:
+    def _function_scope(self, spec: FunctionSpec, params: list, rhs, rows: bool = False) -> dict:
         """The parameters of `f(x) = …` restating a function: a scalar for an elementwise f; else
         the document's x where the right side reads a name computed from it, an array of its own
-        otherwise."""
+        otherwise: a row vector (1, n), or with `rows` a matrix of a row count of its own (an f
+        that mixes rows, softmax(QKᵀ)V, is the same as V on one row)."""
         scope = {}
         for p in params:
             if spec.scalar:
@@ -1071,13 +1072,23 @@ class Checker:
                     # f(x) = … x̂ …, x̂ computed from the document's x: x is that x
                     scope[p] = Val(b.array(), b.shape)
                 else:  # an array of its own (never the document's array of that name)
-                    shape = (sp.Integer(1), unknown_size(f"{spec.name}.{p}"))
+                    if rows and b is not None and b.kind == "array" and len(b.shape) == 2:
+                        shape = tuple(b.shape)  # the shape declared for the name (Q: n × d_k: d_k is its width)
+                    else:
+                        height = unknown_size(f"{spec.name}.{p}.rows") if rows else sp.Integer(1)
+                        shape = (height, unknown_size(f"{spec.name}.{p}"))
                     scope[p] = Val(Array(f"{spec.name}.{p}", shape, latex=name_latex(p)), shape)
         return scope
 
     def _restate_function(self, spec: FunctionSpec, params: list, lhs, rhs, step: str, where: str) -> Verdict:
-        scope = self._function_scope(spec, params, rhs)
-        v = self._claim(lhs, rhs, step, {}, scope=scope)
+        v = self._claim(lhs, rhs, step, {}, scope=self._function_scope(spec, params, rhs))
+        if not spec.scalar and v.verdict != "refuted":
+            # agreement on one row is not agreement: the restatement is decided on arguments
+            # with rows of their own too; only a body that reads its argument as a vector (x_i)
+            # is not understood there, and then the row vector is the document's meaning
+            general = self._claim(lhs, rhs, step, {}, scope=self._function_scope(spec, params, rhs, rows=True))
+            if general.verdict in ("proved", "refuted") or general.reason.startswith("undecided"):
+                v = general
         if v.verdict in ("proved",) or spec.kind == "builtin" and v.verdict == "not understood":
             if v.verdict == "proved":
                 v.reason = (
