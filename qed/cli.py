@@ -378,6 +378,9 @@ def _train(args, world) -> int:
         raise
     if world.is_main:
         print(header, flush=True)
+    from .interrupt import ignore_after_stop
+
+    ignore_after_stop()  # a Ctrl-C after the save must not turn exit 130 into death by SIGINT
     rc = trainer.run()
     rec = trainer.last_record if world.is_main else None
     if rc == 0 and rec is not None:

@@ -5,12 +5,26 @@ Every further signal while that is under way is counted and answered with a line
 is in progress; it never cuts the save short (a second and a third Ctrl-C in quick succession used
 to lose the interval since the last checkpoint).  SIGQUIT (Ctrl-\\) or SIGKILL still stop at once;
 the checkpoint files are written atomically, so even then `latest` names a whole checkpoint.
+
+A process that exits once a stop is done (`qed train`) calls `ignore_after_stop()`: a signal that
+arrives after the save, while the process prints its last line and exits, is then ignored too,
+where Python's own handler would kill it with SIGINT instead of the exit status 130.  A caller
+that goes on (a notebook) gets its handlers back as they were.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+
+_IGNORE_AFTER_STOP = False
+
+
+def ignore_after_stop() -> None:
+    """Once a stop was requested and handled, leave SIGINT/SIGTERM ignored: this process exits."""
+    global _IGNORE_AFTER_STOP
+    _IGNORE_AFTER_STOP = True
+
 
 SIGNALS = tuple(s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None)) if s is not None)
 
@@ -50,6 +64,6 @@ class StopRequest:
 
     def __exit__(self, *exc):
         for sig, old in self._old.items():
-            signal.signal(sig, old)
+            signal.signal(sig, signal.SIG_IGN if self.requested and _IGNORE_AFTER_STOP else old)
         self._old = {}
         return False
