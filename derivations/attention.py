@@ -76,6 +76,27 @@ def score_overflow(name: str) -> RangeLimit:
     )
 
 
+# the sources' formula: without the causal mask (the op with causal=False), and seed B §5's
+# mask M added to the scores (causal=True), stated as a value of Q, K and V
+QUOTES = (
+    Quote(
+        "seed A §1",
+        "Attention",
+        r"\mathrm{Attention}(\mathbf{Q}, \mathbf{K}, \mathbf{V}) = "
+        r"\mathrm{softmax}\left(\frac{\mathbf{Q}\mathbf{K}^T}{\sqrt{d_k}}\right)\mathbf{V}",
+    ),
+    Quote("seed B §3", "Attention", r"Attention(Q,K,V) = softmax \left( \frac{QK^T}{\sqrt{d_k}} \right)V"),
+    Quote(
+        "seed B §5",
+        "Attention",
+        r"M_{ij} = \begin{cases} 0 & j \leq i \\ -\infty & j > i \end{cases}"
+        "\n"
+        r"Attention = softmax \left( \frac{QK^T}{\sqrt{d_k}} + M \right)V",
+        args=("Q", "K", "V"),
+        when="causal",
+    ),
+)
+
 ATTENTION = Op(
     name="attention",
     range_limit=score_overflow("attention"),
@@ -83,16 +104,7 @@ ATTENTION = Op(
     title="Scaled dot-product attention",
     spec=ATTENTION_SPEC,
     source="seed A §1 and §6, seed B §3 and §5",
-    # the sources' formula, without the causal mask (the op with causal=False)
-    quotes=(
-        Quote(
-            "seed A §1",
-            "Attention",
-            r"\mathrm{Attention}(\mathbf{Q}, \mathbf{K}, \mathbf{V}) = "
-            r"\mathrm{softmax}\left(\frac{\mathbf{Q}\mathbf{K}^T}{\sqrt{d_k}}\right)\mathbf{V}",
-        ),
-        Quote("seed B §3", "Attention", r"Attention(Q,K,V) = softmax \left( \frac{QK^T}{\sqrt{d_k}} \right)V"),
-    ),
+    quotes=QUOTES,
     check={"sizes": {"m": 3, "n": 3}},  # causal: every row sees a different count of keys
     mistakes={
         "no-scale": ("the 1/√d_k scale dropped (softmax of Q Kᵀ)", "forward", "att", softmax_stable(s * sp.sqrt(d_k))),

@@ -30,6 +30,7 @@ import sympy as sp
 from .attention import (
     BACKWARD_FROM_WEIGHTS,
     CAUSAL,
+    QUOTES,
     causal_parts,
     later,
     past,
@@ -78,6 +79,7 @@ ATTENTION_LSE = Op(
     title="Scaled dot-product attention, weights recomputed from the log-sum-exp",
     spec=ATTENTION_LSE_SPEC,
     source="seed A §1 and §6, seed B §3–§5; FlashAttention",
+    quotes=QUOTES,  # attention's: the same function of Q, K, V, with and without the mask
     check={"sizes": {"m": 3, "n": 3}},  # causal: every row sees a different count of keys
     mistakes={
         "no-scale": (

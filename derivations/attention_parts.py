@@ -20,7 +20,7 @@ import sympy as sp
 
 from .attention import CAUSAL, A_spec, att, d_k, d_v, datt, dk, do, dq, dv, k, m, n, o, q, s, v
 from .language.arrays import Array, Assign, CausalMask, MatMul, RowSum, T
-from .language.ops import Op, RangeLimit, grad_of
+from .language.ops import Op, Quote, RangeLimit, grad_of
 from .softmax import softmax_math, softmax_stable
 
 ds = grad_of(s)
@@ -36,6 +36,17 @@ ATTENTION_SCORES = Op(
     inputs=[q, k],
     outputs=[s],
     spec=[Assign(s, MatMul(q, T(k)) / sp.sqrt(d_k))],  # S = Q Kᵀ / √d_k
+    quotes=(
+        Quote(
+            "seed A §1",
+            r"\mathbf{S}",
+            r"\mathbf{S} = \frac{\mathbf{Q}\mathbf{K}^T}{\sqrt{d_k}}"
+            "\n"
+            r"S_{ij} = \frac{1}{\sqrt{d_k}} \sum_{m=1}^{d_k} Q_{im} K_{jm}",
+            args=(r"\mathbf{Q}", r"\mathbf{K}"),
+        ),
+        Quote("seed B §3", "S", r"S = \frac{QK^T}{\sqrt{d_k}}", args=("Q", "K")),
+    ),
     # q scaled before the product: no intermediate exceeds the result (Q Kᵀ may overflow where
     # Q Kᵀ/√d_k does not)
     forward=[Assign(s, MatMul(q / sp.sqrt(d_k), T(k)))],
@@ -71,6 +82,18 @@ ATTENTION_SOFTMAX = Op(
         Assign(A_spec, softmax_math(sm)),  # A = e^{S} / rowsum(e^{S})
         Assign(o, MatMul(A_spec, v)),  # O = A V
     ],
+    quotes=(
+        Quote(
+            "seed A §1",
+            r"\mathbf{O}",
+            r"A_{ij} = \frac{\exp(S_{ij})}{\sum_{p=1}^{n} \exp(S_{ip})}"
+            "\n"
+            r"\mathbf{O} = \mathbf{A}\mathbf{V}"
+            "\n"
+            r"O_{ij} = \sum_{q=1}^{n} A_{iq} V_{qj}",
+            args=(r"\mathbf{S}", r"\mathbf{V}"),
+        ),
+    ),
     forward=[
         Assign(sm, s_in),
         Assign(sm, CausalMask(sm), when="causal"),  # M_ij = −∞ for j > i

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sympy as sp
 
 from .language.arrays import Array, Assign, ColSum, Contract, MatMul, T, entry, index, size
-from .language.ops import Op, grad_of
+from .language.ops import Op, Quote, grad_of
 from .proof.core import Claim, Setting, index_claim
 
 r, n_in, n_out = size("r"), size("n_in"), size("n_out")
@@ -52,6 +52,17 @@ LINEAR = Op(
     title="Linear layer with bias",
     spec=LINEAR_SPEC,
     source="seed B §2, §16",
+    # the logits of seed B §16: H times the vocabulary projection, plus b (the stored weight is
+    # out × in: the sources' W_{vocab} is its transpose)
+    quotes=(
+        Quote(
+            "seed B §16",
+            "Logits",
+            "Logits = HW_{vocab}+b",
+            args=("H",),
+            params=(("weight", "W_{vocab}^T"), ("bias", "b")),
+        ),
+    ),
     mistakes={
         "no-bias": ("bias forgotten", "forward", "y", MatMul(x, T(weight))),
         **_mistakes_x_w,
@@ -74,6 +85,14 @@ LINEAR_NOBIAS = Op(
     title="Linear layer without bias",
     spec=LINEAR_NOBIAS_SPEC,
     source="seed B §2",
+    # seed B §2's projections and §6's output projection, each the stored weight transposed
+    quotes=(
+        Quote("seed B §2", "Q", "Q = XW_Q", args=("X",), params=(("weight", "W_Q^T"),)),
+        Quote("seed B §2", "K", "K = XW_K", args=("X",), params=(("weight", "W_K^T"),)),
+        Quote(
+            "seed B §6", "MultiHeadAttention", "MultiHeadAttention = HW_O", args=("H",), params=(("weight", "W_O^T"),)
+        ),
+    ),
     mistakes=dict(_mistakes_x_w),
     claims=["linear_nobias.forward"],  # its own generated claims (linear.dX, linear.dW read linear)
     inputs=[x],

@@ -111,3 +111,55 @@ def test_a_quote_must_write_every_parameter():
     short = dataclasses.replace(op.quotes[-1], params=op.quotes[-1].params[:-1])
     results = quotes.check_op(dataclasses.replace(op, quotes=(short,)))
     assert results and not results[0].ok and "writes no b2" in results[0].error, [str(r) for r in results]
+
+
+def test_the_sources_values_are_quoted_too():
+    """Formulas the sources state as a value (Logits = HW_{vocab}+b, Attention = softmax(… + M)V)
+    tie their ops as well: the value's lines, then Spec(arguments) = the value."""
+    assert {"attention_scores", "attention_softmax", "attention_lse", "linear", "linear_nobias"} <= set(QUOTED)
+    causal = [q for q in registry.op("attention").quotes if q.when == "causal"]
+    assert causal and causal[0].args == ("Q", "K", "V") and "M_{ij}" in causal[0].latex
+
+
+def test_the_causal_quote_refutes_a_spec_without_its_mask_or_with_the_mask_flipped():
+    import dataclasses
+
+    from derivations.language.arrays import CausalMask, T
+
+    for name in ("attention", "attention_lse"):
+        op = registry.op(name)
+        (quote,) = [q for q in op.quotes if q.when == "causal"]
+        one = dataclasses.replace(op, quotes=(quote,))
+        assert all(r.ok for r in quotes.check_op(one)), name
+        # the quote read against the op with causal=False: the mask is missing
+        assert not any(
+            r.ok for r in quotes.check_op(dataclasses.replace(one, quotes=(dataclasses.replace(quote, when=""),)))
+        )
+        # keys before the query masked instead of those after it
+        flipped = [
+            Assign(a.target, T(CausalMask(T(a.expr.args[0]))), when=a.when) if isinstance(a.expr, CausalMask) else a
+            for a in op.spec
+        ]
+        assert any(isinstance(a.expr, sp.Basic) and a.when == "causal" for a in flipped)
+        assert not any(r.ok for r in quotes.check_op(one, spec=flipped)), name
+
+
+def test_a_value_quote_binds_its_arguments_in_order_and_its_parameters_as_written():
+    import dataclasses
+
+    scores = registry.op("attention_scores")
+    swapped = dataclasses.replace(scores.quotes[-1], args=("K", "Q"))  # Spec(K, Q) = K Qᵀ/√d_k ≠ S
+    assert not quotes.check_op(dataclasses.replace(scores, quotes=(swapped,)))[0].ok
+    q, k = scores.inputs
+    (d_k,) = [sym for sym in scores.spec[0].expr.free_symbols if sym.name == "d_k"]
+    from derivations.language.arrays import MatMul
+    from derivations.language.arrays import T as tr
+
+    assert not any(r.ok for r in quotes.check_op(scores, spec=[Assign(scores.spec[0].target, MatMul(q, tr(k)) / d_k)]))
+    linear = registry.op("linear")
+    w_doc, y = linear.spec
+    no_bias = [w_doc, Assign(y.target, y.expr - linear.params[1])]
+    assert not quotes.check_op(linear, spec=no_bias)[0].ok
+    # the stored weight read as the sources' W_{vocab} itself, not its transpose: a shape error
+    untransposed = dataclasses.replace(linear.quotes[0], params=(("weight", "W_{vocab}"), ("bias", "b")))
+    assert not quotes.check_op(dataclasses.replace(linear, quotes=(untransposed,)))[0].ok

@@ -96,7 +96,12 @@ class RangeLimit:
 @dataclass(frozen=True)
 class Quote:
     """A formula of the sources, verbatim: `where` (document and section), `name` the function
-    it defines as the document writes it (`GELU`), `latex` the formula's lines as printed there."""
+    it defines as the document writes it (`GELU`), `latex` the formula's lines as printed there.
+
+    Where the sources state the op as a value rather than a function (`Logits = HW_{vocab}+b`,
+    `Attention = softmax(QK^T/\\sqrt{d_k} + M)V`), `name` is that value's name and `args` the
+    arrays it is computed from, in the sources' names and the op's input order (("H",),
+    ("Q", "K", "V")); `when` names the op's flag the formula states (the causal mask)."""
 
     where: str
     name: str
@@ -105,6 +110,8 @@ class Quote:
     # the sources' names), e.g. ("w1", "W_1^T") where the sources multiply x W₁ and the op
     # stores the weight out × in
     params: tuple = ()
+    args: tuple = ()
+    when: str = ""
 
 
 @dataclass

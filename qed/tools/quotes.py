@@ -11,9 +11,17 @@ bound to the op's specification, and nothing else of the catalogue's meaning for
 
 The step is then one identity of the back end (the index normaliser, symbolic sizes): proved
 means the sources' right-hand side is the op's specification; anything else (refuted with a
-counterexample, not understood) fails `qed prove`. So a specification that is not the sources'
-formula (squared ReLU halved, soft-capping without its inner 1/c) cannot stay proved unless the
-op quotes no formula: `unquoted()` lists those ops, and docs/trusted.md names them.
+counterexample, not understood) fails `qed prove`.  Where the sources state the op as a value
+(`Logits = HW_{vocab}+b`), the quote names the arrays it is computed from (`Quote.args`), its
+lines are read as the document's definitions, and one statement is added after them:
+
+    Logits = HW_{vocab}+b        (the sources' line: defines Logits)
+    \\mathrm{Spec}(H) = Logits    Spec := the linear op's spec, weight read as W_{vocab}^T, bias as b
+
+which is decided like any other step; the sources' lines are never edited.  So a specification
+that is not the sources' formula (squared ReLU halved, soft-capping without its inner 1/c, a
+causal mask that hides the keys before the query) cannot stay proved unless the op quotes no
+formula: `unquoted()` lists those ops, and docs/trusted.md names them.
 
 Where the seed documents are at hand (`docs.find_seeds`), each quote must occur in its document
 verbatim (`verbatim`), so a quote cannot drift from its source either.
@@ -55,7 +63,10 @@ class QuoteResult:
 _SOURCE_NAMES = {"gamma": "γ", "beta": "β", "eps": "ε"}
 
 
-def _spec_function(op, name: str, spec=None, params=()):
+SPEC = "Spec"  # the op's specification, as a function, beside a quote that states a value
+
+
+def _spec_function(op, name: str, spec=None, params=(), when: str = ""):
     """The op's specification as a function of its one input, for `qed check`'s elaborator:
     entry by entry for a scalar argument (an elementwise op); for an array argument, the spec
     with the input replaced by the argument, its sizes by the argument's, and each parameter by
@@ -72,8 +83,8 @@ def _spec_function(op, name: str, spec=None, params=()):
     if len(op.outputs) != 1:
         raise ValueError(f"{op.name}: a quote binds a function of one output")
     x, (y,) = op.inputs[0], op.outputs
-    value = sp.sympify(close(op.spec if spec is None else spec)[y])
-    elementwise = len(op.inputs) == 1 and not op.params and not op.options and shape_of(value) == shape_of(x)
+    value = sp.sympify(close(op.spec if spec is None else spec, when=frozenset({when} - {""}))[y])
+    elementwise = _elementwise(op) and shape_of(value) == shape_of(x)
     i, j = index("i"), index("j")
     scalar_form, x_ij = entry(value, (i, j)), entry(x, (i, j))
     cols = shape_of(x)[1]
@@ -126,9 +137,15 @@ def _spec_function(op, name: str, spec=None, params=()):
     return apply
 
 
-def bound_context(op, name: str, spec=None, params=()):
-    """`qed check`'s default context with `name` bound to `op`'s specification (or `spec`), its
-    parameters read as the quote writes them (`params`)."""
+def _elementwise(op) -> bool:
+    """An op of one input, no parameters and no options acts entry by entry (a scalar's function
+    to the check); any other reads arrays (attention_scores(Q, K) of two matrices)."""
+    return len(op.inputs) == 1 and not op.params and not op.options
+
+
+def bound_context(op, name: str, spec=None, params=(), when: str = ""):
+    """`qed check`'s default context with `name` bound to `op`'s specification (or `spec`; with
+    the flag `when` on), its parameters read as the quote writes them (`params`)."""
     from .check.builtins import default_context
     from .check.context import FunctionSpec
 
@@ -137,8 +154,8 @@ def bound_context(op, name: str, spec=None, params=()):
         name,
         "builtin",
         len(op.inputs),
-        _spec_function(op, name, spec, params),
-        scalar=not op.params and not op.options,
+        _spec_function(op, name, spec, params, when),
+        scalar=_elementwise(op),
         meaning=f"the {op.name} op's specification",
     )
     return ctx
@@ -153,12 +170,21 @@ def check_op(op, spec=None) -> list[QuoteResult]:
     for q in op.quotes:
         res = QuoteResult(op.name, q.where, q.latex)
         try:
-            verdicts = check_text(q.latex, bound_context(op, q.name, spec, q.params))
+            verdicts = check_text(_document(q), bound_context(op, SPEC if q.args else q.name, spec, q.params, q.when))
             res.verdicts = [(v.verdict, v.reason) for v in verdicts]
         except Exception as exc:  # noqa: BLE001 - a quote that cannot be read is a failure
             res.error = f"{type(exc).__name__}: {exc}"
         out.append(res)
     return out
+
+
+def _document(q) -> str:
+    """The quote as a document, one display a line; after a value's lines, the statement that the
+    op's specification of the arguments is that value."""
+    lines = [ln for ln in q.latex.splitlines() if ln.strip()]
+    if q.args:
+        lines.append(f"\\mathrm{{{SPEC}}}({', '.join(q.args)}) = {q.name}")
+    return "\n\n".join(f"$${ln}$$" for ln in lines)
 
 
 def check_all(names=None) -> list[QuoteResult]:
