@@ -9,7 +9,7 @@ from __future__ import annotations
 import sympy as sp
 
 from .language.arrays import Array, Assign, ColSum, Contract, Gather, MatMul, OneHot, T, entry, index, size
-from .language.ops import Op, grad_of
+from .language.ops import Op, Quote, grad_of
 from .proof.core import Claim, Setting, index_claim
 
 t, V, d = size("T"), size("V"), size("d")
@@ -33,6 +33,8 @@ EMBEDDING = Op(
     title="Token embedding lookup",
     spec=EMBEDDING_SPEC,
     source="seed B §1",
+    # the ids are the sources' token ids, the table their E (V × d_model, as stored)
+    quotes=(Quote("seed B §1", "X", r"X = E[token\_ids]", args=(r"token\_ids",), params=(("weight", "E"),)),),
     mistakes={
         "off-by-one": ("row ids + 1 looked up", "forward", "x", Gather(weight, ids + 1)),
         "averaged": (

@@ -163,3 +163,15 @@ def test_a_value_quote_binds_its_arguments_in_order_and_its_parameters_as_writte
     # the stored weight read as the sources' W_{vocab} itself, not its transpose: a shape error
     untransposed = dataclasses.replace(linear.quotes[0], params=(("weight", "W_{vocab}"), ("bias", "b")))
     assert not quotes.check_op(dataclasses.replace(linear, quotes=(untransposed,)))[0].ok
+
+
+def test_the_embedding_quote_reads_the_token_ids_as_its_ids():
+    """X = E[token_ids]: Spec(token_ids) passes the ids as the lookup reads them; a spec that looks
+    up the next row is not proved."""
+    op = registry.op("embedding")
+    assert op.quotes and op.quotes[0].args == (r"token\_ids",)
+    (x,) = op.spec
+    table, ids = x.expr.args
+    assert all(r.ok for r in quotes.check_op(op))
+    shifted = [Assign(x.target, type(x.expr)(table, ids + 1))]
+    assert not any(r.ok for r in quotes.check_op(op, spec=shifted))

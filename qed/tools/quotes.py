@@ -156,6 +156,7 @@ def bound_context(op, name: str, spec=None, params=(), when: str = ""):
         len(op.inputs),
         _spec_function(op, name, spec, params, when),
         scalar=_elementwise(op),
+        reads_ids=bool(op.integer_inputs),
         meaning=f"the {op.name} op's specification",
     )
     return ctx

@@ -105,6 +105,7 @@ class FunctionSpec:
     origin: str = "convention"
     meaning: str = ""
     table: str = ""  # family: the vector whose entry i is its value at the i-th member
+    reads_ids: bool = False  # builtin: an argument that names token ids is passed as the ids (a lookup's)
 
 
 # the kinds of definition that `expand` unfolds (the others are kept opaque)

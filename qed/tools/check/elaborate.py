@@ -657,6 +657,16 @@ class Elaborator:
             k += 1
         return self._product(vals, "a product")
 
+    def ids_value(self, node) -> Val:
+        """An argument of a function that reads token ids (an op's ids input, bound by a quote):
+        a name of ids is those ids, as a lookup reads them; anything else is its value."""
+        name = doc_name(node)
+        b = self.ctx.value(name) if name is not None and name not in self.scope else None
+        if b is None or b.kind != "ids":
+            return self.value(node)
+        self.uses.add(b.label)
+        return Val(Array(b.label, tuple(b.shape), integer=True), tuple(b.shape))
+
     def _lookup_rows(self, table, paren):
         """E[token_ids]: the rows of a matrix picked by integer ids (`Gather`). None where
         `paren` is no brackets right after a name; brackets after a name around anything but a
@@ -709,7 +719,7 @@ class Elaborator:
             if not base.is_scalar and 1 in self.shape(base):
                 whole = fn.apply(self, [base], [args[0].base])
                 return self.entry_of(whole, args[0].sub, f"{fn.name}(…)")
-        vals = [self.value(a) for a in args]
+        vals = [self.ids_value(a) if fn.reads_ids else self.value(a) for a in args]
         if fn.kind == "builtin":
             return fn.apply(self, vals, args)
         return self.call_document_function(fn, vals)

@@ -1068,7 +1068,10 @@ class Checker:
                 scope[p] = Val(sp.Symbol(p, real=True), ())
             else:
                 b = self.ctx.value(p)
-                if b is not None and b.kind == "array" and b.label in self._upstream_of_names(rhs):
+                if b is not None and b.kind == "ids" and spec.reads_ids:
+                    # f(token_ids) = …: any ids, the lookup's (a proof holds for every value of them)
+                    scope[p] = Val(Array(b.label, tuple(b.shape), integer=True), tuple(b.shape))
+                elif b is not None and b.kind == "array" and b.label in self._upstream_of_names(rhs):
                     # f(x) = … x̂ …, x̂ computed from the document's x: x is that x
                     scope[p] = Val(b.array(), b.shape)
                 else:  # an array of its own (never the document's array of that name)
