@@ -266,9 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--norm-position", default=None, help="pre | post")
     m.add_argument(
         "--qk-norm",
+        "--qk-transform",
         default=None,
-        metavar="NORM",
-        help="normalise each head's q and k with this norm op (QK-norm; e.g. rmsnorm); default: none",
+        metavar="OP",
+        help="apply this op to each head's q and k before the scores (QK-norm): any norm op (rmsnorm, "
+        "layernorm) or any op of the q/k transform role (qk_l2norm) of the registry (generated/model_ops.py's "
+        "QK_TRANSFORMS); default: none",
     )
     m.add_argument(
         "--residual-scale",

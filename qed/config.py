@@ -26,7 +26,8 @@ Every choice names the generated kernels it needs:
                    applied to every head's scores before the softmax, softmax(f(q kᵀ/√d) + M) v
                    (Gemma 2's attention soft-capping): attention then runs as its two halves,
                    attention_scores.py and attention_softmax.py, with the op between them
-    qk_norm        "" (none) | a norm op of the registry applied to q and k of every head, per
+    qk_norm        "" (none) | a norm or q/k transform op of the registry (`qk_transform_choices()`:
+                   rmsnorm, layernorm, qk_l2norm, ...) applied to q and k of every head, per
                    head's features (QK-norm), before the rotation of rope
     norm_position  "pre"  (GPT-2: x = x + attn(ln_1(x)); x = x + mlp(ln_2(x)); final ln_f)
                    | "post" (the source document / original Transformer:
@@ -68,6 +69,20 @@ def norm_choices() -> tuple[str, ...]:
     return tuple(sorted(model_ops.NORMS))
 
 
+def qk_transform_choices() -> tuple[str, ...]:
+    """Every `qk_norm` a GPT can take: the registry's norms and q/k transforms (generated/model_ops.py)."""
+    from generated import model_ops
+
+    return tuple(sorted(model_ops.QK_TRANSFORMS))
+
+
+def _row_op(name: str) -> tuple:
+    """(parameters, options) of a norm or q/k transform op, as generated/model_ops.py lists them."""
+    from generated import model_ops
+
+    return model_ops.NORMS[name] if name in model_ops.NORMS else model_ops.QK_TRANSFORMS[name]
+
+
 def residual_scale_choices() -> tuple[str, ...]:
     """Every `residual_scale` a GPT can take: the registry's ops of that role (generated/model_ops.py)."""
     from generated import model_ops
@@ -93,9 +108,7 @@ def norm_params(config: GPTConfig, norm: str | None = None) -> tuple:
     """The parameters the model keeps of its norm (or of the norm op `norm`): ((module name,
     "ones" | "zeros"), ...) in the order the kernel takes them; a shift ("zeros") only with
     bias=True (else the kernel gets 0)."""
-    from generated import model_ops
-
-    params, _ = model_ops.NORMS[norm or config.norm]
+    params, _ = _row_op(norm or config.norm)
     return tuple(p for p in params if config.bias or p[1] != "zeros")
 
 
@@ -109,9 +122,7 @@ def residual_scale_params(config: GPTConfig) -> tuple:
 def norm_call(norm: str, eps: float) -> tuple[tuple, dict]:
     """(every parameter of the norm op, in its kernel's order, as (module name, init); the keyword
     options the model passes: eps where the op takes one)."""
-    from generated import model_ops
-
-    params, options = model_ops.NORMS[norm]
+    params, options = _row_op(norm)
     return params, ({"eps": eps} if "eps" in options else {})
 
 
@@ -186,10 +197,10 @@ class GPTConfig:
                 raise ConfigError(
                     f"{name}={v!r} is not a known option: choose one of " + ", ".join(repr(a) for a in allowed)
                 )
-        if self.qk_norm not in ("",) + norm_choices():
+        if self.qk_norm not in ("",) + qk_transform_choices():
             raise ConfigError(
-                f"qk_norm={self.qk_norm!r} is not a known option: '' (none) or a norm op: "
-                + ", ".join(repr(a) for a in norm_choices())
+                f"qk_norm={self.qk_norm!r} is not a known option: '' (none) or a norm or q/k transform op: "
+                + ", ".join(repr(a) for a in qk_transform_choices())
             )
         if self.residual_scale not in ("",) + residual_scale_choices():
             raise ConfigError(

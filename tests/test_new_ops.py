@@ -248,3 +248,55 @@ def test_a_specification_may_call_a_registered_op():
         rms.call(x)
     with pytest.raises(Exception, match="no option 'beta'"):
         rms.call(x, Array("gamma", (1, n)), beta=1)
+
+
+def test_the_qk_transform_role_takes_a_row_op_or_a_scale_and_nothing_else():
+    """`role="qk_transform"`: an op on each head's q and k (QK-L2-norm), offered by `--qk-norm`
+    beside every norm, never as the model's norm; an activation's signature is refused."""
+    from derivations.language.arrays import ArrayError, RowSum
+    from generated import model_ops
+
+    r, n = size("r"), size("n")
+    x, y, g = Array("x", (r, n)), Array("y", (r, n)), Array("g", (1, n))
+    unit = Op(
+        name="qk_unit",
+        title="q/k to unit length",
+        claims=[],
+        inputs=[x],
+        params=[g],
+        outputs=[y],
+        spec=[Assign(y, g * x / sp.sqrt(RowSum(x**2) + 1))],
+        source="here",
+        optional_axes=1,
+        role="qk_transform",
+    )
+    scale = Op(
+        name="qk_gain",
+        title="a gain on q/k",
+        claims=[],
+        inputs=[x],
+        params=[g],
+        outputs=[y],
+        spec=[Assign(y, g * x)],
+        source="here",
+        optional_axes=1,
+        role="qk_transform",
+    )
+    assert model_role(unit) == model_role(scale) == "qk_transform"
+    with pytest.raises(
+        ArrayError, match=r"role 'qk_transform' needs its signature: x \(r, n\) -> y \(r, n\) with parameters"
+    ):
+        Op(
+            name="qk_act",
+            title="not one",
+            claims=[],
+            inputs=[x],
+            outputs=[y],
+            spec=[Assign(y, sp.tanh(x))],
+            source="here",
+            optional_axes=2,
+            role="qk_transform",
+        )
+    assert set(model_ops.NORMS) < set(model_ops.QK_TRANSFORMS) and "qk_l2norm" in model_ops.QK_TRANSFORMS
+    assert "qk_l2norm" not in model_ops.NORMS
+    assert model_ops.QK_TRANSFORMS["qk_l2norm"] == ((("weight", "ones"),), ("eps",))

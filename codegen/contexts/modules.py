@@ -91,16 +91,17 @@ def model_ops_context(ops) -> dict:
             ffns.append(
                 (op.name, [(w.name, tuple("model" if dim == d else "hidden" for dim in w.shape)) for w in op.params])
             )
-    norms = []
-    for op in ops:
-        if model_role(op) == "norm":  # each parameter by its module name, initialised ones or zeros
-            norms.append(
-                (
-                    op.name,
-                    [(op.module_params.get(w.name, w.name), op.param_init.get(w.name, "zeros")) for w in op.params],
-                    [o.name for o in op.options],
-                )
-            )
+
+    def row_op(op):  # each parameter by its module name, initialised ones or zeros; the options
+        return (
+            op.name,
+            [(op.module_params.get(w.name, w.name), op.param_init.get(w.name, "zeros")) for w in op.params],
+            [o.name for o in op.options],
+        )
+
+    norms = [row_op(op) for op in ops if model_role(op) == "norm"]
+    # every norm is a q/k transform too (QK-norm); an op of that role only is one of nothing else
+    qk_transforms = [row_op(op) for op in ops if model_role(op) in ("norm", "qk_transform")]
     scales = [
         (op.name, [(op.module_params.get(w.name, w.name), op.param_init.get(w.name, "ones")) for w in op.params])
         for op in ops
@@ -110,6 +111,7 @@ def model_ops_context(ops) -> dict:
         "activations": [op.name for op in ops if model_role(op) == "activation"],
         "ffns": ffns,
         "norms": norms,
+        "qk_transforms": qk_transforms,
         "scales": scales,
         "losses": [op.name for op in ops if model_role(op) == "loss"],
         "source": "derivations/registry.py",

@@ -255,7 +255,7 @@ class Op:
         if self.role is not None:
             if self.role not in ROLES:
                 raise ArrayError(f"op {self.name}: role {self.role!r} is not one of {ROLES}")
-            if self.role and inferred_role(self) != self.role:
+            if self.role and inferred_role(self) not in SIGNATURES.get(self.role, (self.role,)):
                 raise ArrayError(
                     f"op {self.name}: role {self.role!r} needs its signature: "
                     + (
@@ -267,6 +267,8 @@ class Op:
                         if self.role == "norm"
                         else "logits (T, V), integer targets (T, 1) and an integer mask (T, 1) -> loss (1, 1), no parameters"
                         if self.role == "loss"
+                        else "x (r, n) -> y (r, n) with parameters (1, n) only: a row op or an elementwise one"
+                        if self.role == "qk_transform"
                         else "an elementwise x (r, n) -> y (r, n) with parameters (1, n) only, no row reduction"
                     )
                 )
@@ -357,7 +359,10 @@ class Op:
         return self.env(when)[target]
 
 
-ROLES = ("activation", "ffn", "norm", "residual_scale", "loss", "")
+ROLES = ("activation", "ffn", "norm", "residual_scale", "qk_transform", "loss", "")
+# the signatures a declared role accepts (`inferred_role`): a q/k transform acts on each head's q
+# and k, a row op (a norm) or an elementwise one with per-feature parameters
+SIGNATURES = {"qk_transform": ("norm", "residual_scale")}
 
 
 def refuse_unprintable(op: str, where: str, target: str, expr) -> None:

@@ -122,7 +122,15 @@ from derivations.language.arrays import (
     shape_of,
 )
 from derivations.language.ops import Op, grad_of
-from derivations.proof.obligations import backward_scope, flag_sets, forward_scope, setting_for
+from derivations.proof.obligations import (
+    arrays_in,
+    backward_scope,
+    cache_values,
+    close,
+    flag_sets,
+    forward_scope,
+    setting_for,
+)
 
 from . import ROOT
 from .translation import _Backend as _TranslationBackend
@@ -1745,7 +1753,8 @@ def _judge_point(op, mod, be, size_map, when, seed, batch, mode="same", empty_ok
         raise
     except Exception as exc:  # noqa: BLE001
         grads = exc
-    fwd, bwd = forward_scope(op, when), backward_scope(op, when)
+    fwd = forward_scope(op, when)
+    bwd = _backward_of_cache(op, when, fwd, arrays, shape, scalars, size_map, B, per_slice)
     targets = [("forward", o, fwd[o], g, B if B > 1 and shape(o) != (1, 1) else 0) for o, g in zip(op.outputs, got)]
     if isinstance(grads, Exception):
         results.append(Result(fname, "backward", flags_on, sizes_named, seed, error=f"{type(grads).__name__}: {grads}"))
@@ -1779,6 +1788,29 @@ def _judge_point(op, mod, be, size_map, when, seed, batch, mode="same", empty_ok
             op, mod, be, args, kwargs, ups, wants, (fname, flags_on, dict(sizes_named, batch=B), seed)
         )
     return results
+
+
+def _backward_of_cache(op, when, fwd, arrays, shape, scalars, size_map, B, per_slice) -> dict:
+    """Every backward target in the arrays it reads: the saved arrays that the forward computes
+    are evaluated once, from their forward definitions, and bound in `arrays` as values, as the
+    printed backward reads its cache. Substituting them instead (`backward_scope`) would let
+    SymPy merge powers across the cache, (1/√u)² into 1/u, an identity of √ that the exact
+    model's uninterpreted √ does not have, while the printed code multiplies rnorm·rnorm."""
+    bound = {}
+    try:
+        for c, expr in cache_values(op, when).items():
+            if c.name in arrays:
+                continue
+            # per slice (broadcast ops): one value per slice, never their sum; rows folded (row
+            # ops): with the leading axis where the definition reads one
+            reads = [arrays[a.name][2] for a in arrays_in(expr) if a.name in arrays]
+            lead = B if B > 1 and (per_slice or any(reads)) else 0
+            values = _expected(op, expr, shape(c), {**arrays, **bound}, scalars, size_map, B, per_slice, lead)
+            bound[c.name] = (shape(c), values, lead)
+    except ZeroDenominator:  # a cache entry the backward never reads (a size 0): substituted, as before
+        return backward_scope(op, when)
+    arrays.update(bound)
+    return close(op.backward, when=when)
 
 
 def _options_at(op, when, setting, draw) -> tuple[dict, dict]:

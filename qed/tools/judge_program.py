@@ -545,7 +545,7 @@ def interpret(program, config, modules: dict, tables: Tables, P: dict, ids, targ
                 width = a[0].shape[-1]
                 ps = [
                     param(f"{scope}.{n}") if (c.bias or init != "zeros") else _exact([Zp(0)] * width)
-                    for n, init in model_ops.NORMS[op][0]
+                    for n, init in (model_ops.QK_TRANSFORMS if s.which == "qk_norm" else model_ops.NORMS)[op][0]
                 ]
                 out = getattr(modules[op], op + "_forward")(a[0], *ps)[0]
             elif k == "scale":
