@@ -62,6 +62,10 @@ class Equivalent:
     after: str
     reason: str
     backends: tuple = ("numpy", "torch")
+    # where the argument holds only for some files (a general pattern): a check on the real
+    # library, (path of the printed file, its text) -> None where the edit is equivalent there,
+    # else why not; then the edit is judged like any other
+    checked: object = None
 
     def matches(self, path: Path, text_line: str, mutant) -> bool:
         return (
@@ -209,18 +213,80 @@ EQUIVALENT = (
             "helpers' documented (..., r, c) layout only: every printed line that reads it broadcasts it "
             "against the promoted arrays of the cache or folds the leading axes (matmul_rows, contract, "
             "colsum, rowsum, the ids' scatter), and sum_to restores each gradient's shape, so the values "
-            "are the same without it; tests/test_audit_text.py runs every printed file without the line "
-            "on floats at the absent-axis shapes and requires bitwise the same outputs and gradients",
+            "are the same without it; checked in each file on floats at the absent-axis shapes "
+            "(`promotion_drop_differs`: bitwise the same outputs and gradients), and judged like any edit "
+            "where it is not (an in-place update of dy ⊙ γ by a promoted array: qk_l2norm's backward)",
+            checked=lambda path, text, g=g: promotion_drop_differs(path, text, g),
         )
         for g in ("dy", "dx")  # the upstream gradients' names (embedding's output is x)
     ),
 )
 
 
+_PROMOTION_CHECKED: dict = {}
+
+
+def promotion_drop_differs(path: Path, text: str, g: str = "dy") -> str | None:
+    """Run the printed file `path` (text `text`) with and without its line `g =
+    _v.promoted_like(g, layout)` on floats, at the shapes where the promotion acts (x given as
+    (n,), the rows axis absent), forward and backward: None where every output and gradient is
+    bitwise the same, else what differs (an in-place update of an array made from the
+    unpromoted gradient alone, `dx = dy*gamma` then `dx -= rnorm*…`, raises without it)."""
+    import hashlib
+
+    key = (str(path), hashlib.sha256(text.encode()).hexdigest(), g)
+    if key not in _PROMOTION_CHECKED:
+        _PROMOTION_CHECKED[key] = _promotion_drop_differs(path, text, g)
+    return _PROMOTION_CHECKED[key]
+
+
+def _promotion_drop_differs(path: Path, text: str, g: str) -> str | None:
+    import numpy as np
+
+    from derivations import registry
+
+    from . import judge_edges as je
+
+    backend = path.parent.name
+    line = f"{g} = _v.promoted_like({g}, layout)"
+    lines = [ln for ln in text.splitlines() if ln.strip() == line]
+    if not lines:
+        return f"no line {line!r}"
+    edited = text
+    for ln in lines:
+        edited = edited.replace(ln + "\n", ln[: len(ln) - len(ln.lstrip())] + "pass\n")
+    try:
+        op = registry.op(path.stem)
+        printed = types.ModuleType(f"generated.{backend}.{path.stem}_printed")
+        unpromoted = types.ModuleType(f"generated.{backend}.{path.stem}_unpromoted")
+        for mod, src in ((printed, text), (unpromoted, edited)):
+            mod.__package__ = f"generated.{backend}"
+            exec(compile(src, str(path), "exec"), mod.__dict__)
+        raw = je.build(op, je.sizes_of(op), lead=(), drop=1, seed=4)
+        args = [je._convert(backend, a) for a in raw]
+        results = []
+        for mod in (printed, unpromoted):
+            outs, cache = getattr(mod, f"{op.name}_forward")(*args)
+            outs = je.as_tuple(outs)
+            rng = np.random.default_rng(5)
+            ups = [je._convert(backend, rng.standard_normal(tuple(o.shape))) for o in outs]
+            grads = je.as_tuple(getattr(mod, f"{op.name}_backward")(*ups, cache))
+            results.append([je._numpy(x) for x in outs + grads])
+    except Exception as exc:  # noqa: BLE001 - the edited file failing is the difference
+        return f"{type(exc).__name__}: {exc}"
+    for want, got in zip(*results):
+        if want.shape != got.shape or not np.array_equal(want, got):
+            return f"an output or gradient differs ({want.shape} against {got.shape})"
+    return None
+
+
 def equivalent_of(path: Path, text: str, mutant) -> Equivalent | None:
     """The declared equivalence that `mutant` of `path` (printed text `text`) is, or None."""
     line = text.splitlines()[mutant.line - 1] if 0 < mutant.line <= len(text.splitlines()) else ""
-    return next((e for e in EQUIVALENT if e.matches(path, line, mutant)), None)
+    e = next((e for e in EQUIVALENT if e.matches(path, line, mutant)), None)
+    if e is not None and e.checked is not None and e.checked(path, text) is not None:
+        return None  # not equivalent in this file: judged like any other edit
+    return e
 
 
 @dataclass
