@@ -258,45 +258,28 @@ def test_the_qk_transform_role_takes_a_row_op_or_a_scale_and_nothing_else():
 
     r, n = size("r"), size("n")
     x, y, g = Array("x", (r, n)), Array("y", (r, n)), Array("g", (1, n))
-    unit = Op(
-        name="qk_unit",
-        title="q/k to unit length",
-        claims=[],
-        inputs=[x],
-        params=[g],
-        outputs=[y],
-        spec=[Assign(y, g * x / sp.sqrt(RowSum(x**2) + 1))],
-        source="here",
-        optional_axes=1,
-        role="qk_transform",
-    )
-    scale = Op(
-        name="qk_gain",
-        title="a gain on q/k",
-        claims=[],
-        inputs=[x],
-        params=[g],
-        outputs=[y],
-        spec=[Assign(y, g * x)],
-        source="here",
-        optional_axes=1,
-        role="qk_transform",
-    )
+
+    def qk_op(name, expr, params=(g,), optional_axes=1):
+        return Op(
+            name=name,
+            title=name,
+            claims=[],
+            inputs=[x],
+            params=list(params),
+            outputs=[y],
+            spec=[Assign(y, expr)],
+            source="here",
+            optional_axes=optional_axes,
+            role="qk_transform",
+        )
+
+    unit = qk_op("qk_unit", g * x / sp.sqrt(RowSum(x**2) + 1))  # a row op
+    scale = qk_op("qk_gain", g * x)  # a per-feature scale
     assert model_role(unit) == model_role(scale) == "qk_transform"
     with pytest.raises(
         ArrayError, match=r"role 'qk_transform' needs its signature: x \(r, n\) -> y \(r, n\) with parameters"
     ):
-        Op(
-            name="qk_act",
-            title="not one",
-            claims=[],
-            inputs=[x],
-            outputs=[y],
-            spec=[Assign(y, sp.tanh(x))],
-            source="here",
-            optional_axes=2,
-            role="qk_transform",
-        )
+        qk_op("qk_act", sp.tanh(x), params=(), optional_axes=2)  # an activation's signature
     assert set(model_ops.NORMS) < set(model_ops.QK_TRANSFORMS) and "qk_l2norm" in model_ops.QK_TRANSFORMS
     assert "qk_l2norm" not in model_ops.NORMS
     assert model_ops.QK_TRANSFORMS["qk_l2norm"] == ((("weight", "ones"),), ("eps",))
