@@ -275,3 +275,53 @@ def test_the_unedited_helper_is_accepted_by_the_units_that_run_each_statement():
             )
             checked.append(node.name)
     assert "rowsum" in checked and len(checked) >= 3, checked
+
+
+def test_a_judge_run_past_its_budget_decides_nothing():
+    """`budget` interrupts a run (a BaseException: a judge's own `except Exception`, which turns a
+    failing edit into a refutation, cannot swallow it), and leaves no timer behind."""
+    import signal
+    import time
+
+    with pytest.raises(at.OutOfTime):
+        with at.budget(0.2):
+            try:
+                while True:
+                    time.sleep(0.01)
+            except Exception:  # noqa: BLE001 - what a judge does with an edit that fails
+                pytest.fail("the budget's interruption was caught as an edit's failure")
+    with at.budget(5):
+        pass
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_a_mutant_left_undecided_survives_and_says_which_run_ran_out(monkeypatch):
+    def out_of_time(path, text, backend, chosen, prof, lines, undecided):
+        undecided.append(at._out_of_time("symbolic", "attention"))
+        return "", ""
+
+    def accepts(*args):
+        return "", ""
+
+    monkeypatch.setattr(at, "_exact_phase", out_of_time)
+    monkeypatch.setattr(at, "_edges_phase", accepts)
+    monkeypatch.setattr(at, "_stability_phase", accepts)
+    judge, detail = at.judge_mutant(_file("generated/numpy/attention.py"), "", ["u"])
+    assert judge == ""
+    assert detail.startswith("undecided: the symbolic judge's run of attention ran past"), detail
+    assert at._why({"detail": detail}).startswith(" (undecided")
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the overflow the stability judge reports
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_an_exact_judge_that_runs_long_does_not_stop_the_audit(monkeypatch, backend):
+    """A softmax without its row max is the same exact function: the rational judge accepts it,
+    and the symbolic judge simplifies its exponentials for minutes. Past the budget that run
+    decides nothing and the stability judge refutes the edit (e^{1e4} overflows)."""
+    monkeypatch.setattr(at, "BUDGET_S", 3.0)
+    path = _file(f"generated/{backend}/attention.py")
+    text = path.read_text()
+    drops = [m for m in mutants(text) if m.operator == "drop" and "max" in m.before and "-=" in m.before]
+    assert drops, [m.before for m in mutants(text) if "max" in m.before]
+    judge, detail = at.judge_mutant(path, drops[0].text)
+    assert judge == "stability", detail

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import sympy as sp
 
+from derivations import registry
 from derivations.language import functions
 from qed.tools import field_judge as fj
 from qed.tools.field_judge import Exact, FieldError, ZeroDenominator, evaluate, same
@@ -318,6 +319,19 @@ def test_an_absent_rows_axis_not_restored_is_caught():
     results = fj.judge_op("layernorm", source=src, sizes=SMALL["layernorm"], modes=["same", "absent"])
     bad = _caught(results)
     assert {r.sizes.get("axes") for r in bad} == {"absent"}
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_the_step_of_an_inner_value_is_judged_on_its_kink(backend):
+    """ReLU's FFN: dz = dh ⊙ H(z) with z = x W₁ᵀ + b₁, H(0) = 0 as the claims state it. At random
+    rationals z is never exactly 0, so `z >= 0` for `z > 0` passes there; the lattice run (inputs
+    in {−1, 0, 1}) puts many entries of z on 0 and refutes it."""
+    assert fj.has_kink(registry.op("ffn_relu")) and not fj.has_kink(registry.op("gelu"))
+    src = edited(backend, "ffn_relu", "(z > 0)", "(z >= 0)")
+    assert all(r.ok for r in fj.judge_op("ffn_relu", backend, source=src, modes=["same"]))
+    bad = _caught(fj.judge_op("ffn_relu", backend, source=src, modes=["same", "lattice"]))
+    assert {r.sizes.get("axes") for r in bad} == {"lattice"}
+    assert {r.what for r in bad} >= {"backward dx"}
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])

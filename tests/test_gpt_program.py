@@ -198,6 +198,20 @@ EDITS = [
         "sinusoid(x.shape[1], x.dtype)",
         "sinusoid(x.shape[2], x.dtype)",
     ),
+    # the stand-ins of attention and attention with dropout keep caches of one shape: each
+    # backward takes only its own kernel's (judge_program.KernelCache)
+    (
+        "numpy",
+        "attention's backward given the dropout kernel's cache",
+        'kernel == "attention"',
+        'kernel != "attention"',
+    ),
+    (
+        "torch",
+        "attention's backward given the dropout kernel's cache",
+        'kernel == "attention"',
+        'kernel != "attention"',
+    ),
     (
         "numpy",
         "backward's default weight not 1",
@@ -241,3 +255,18 @@ def test_a_wrong_edit_of_the_printed_program_is_refuted(backend, what, right, wr
     except Exception:  # an edit that crashes the printed program is refuted too
         refuted = True
     assert refuted, f"{what}: still judged right"
+
+
+def test_a_stand_in_backward_takes_only_its_own_kernels_cache():
+    import numpy as np
+
+    config = jp._config(jp.combinations(False)[0])
+    mods = jp.standins(config)
+    x = np.arange(6).reshape(2, 3) * jp.Zp(1)
+    y, cache = mods["linear_nobias"].linear_nobias_forward(x, x)
+    assert isinstance(cache, jp.KernelCache) and cache.kernel == "linear_nobias"
+    mods["linear_nobias"].linear_nobias_backward(y, cache)  # its own: accepted
+    with pytest.raises(TypeError, match="linear_backward was given the cache of linear_nobias"):
+        mods["linear"].linear_backward(y, cache)
+    with pytest.raises(TypeError, match="given the cache of tuple"):
+        mods["linear_nobias"].linear_nobias_backward(y, cache.value)

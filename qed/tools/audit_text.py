@@ -11,7 +11,14 @@ the units that execute it, and the first one that reports a mismatch refutes the
                `qed prove`, a fourth, numeric one: the edited kernel beside the printed one at
                float32 inputs of magnitude 1e4 and 1e30 (`stability`): an edit that computes the
                same exact function but loses it in floating point (a row max not subtracted)
-    survived   every judge accepts the edited text
+    survived   every judge accepts the edited text, or none could decide in its budget
+
+Each judge's run of one unit on one mutant has a budget (`BUDGET_S`). An exact judge can take
+far longer on an edit than on the printed text: the symbolic judge, asked whether an edited
+softmax without its row max equals the specification, simplifies exponentials of sums for
+minutes. A run that exceeds its budget decides nothing (it is not counted as a refutation, and
+the mutant goes on to the next judge: the stability judge refutes that edit in a second); a
+mutant that no judge refutes and one left undecided survives, with the run that ran out named.
 
     equivalent an edit that computes the same thing on every input, listed in `EQUIVALENT` below
                with the reason: not judged, counted apart, and the audit fails if a listed
@@ -41,6 +48,8 @@ __all__ = [
     "relevant",
     "statement_lines",
     "judge_mutant",
+    "budget",
+    "OutOfTime",
     "run",
     "main",
     "DEFAULT_LIMIT",
@@ -115,6 +124,14 @@ EQUIVALENT = (
         "1 - (P - R)",
         "1 + (P - R)",
         "under the causal flag R = min(P, m) and the loop stops at R = m, so P − R = 0 wherever the mask is applied",
+    ),
+    Equivalent(
+        "gpt",
+        "(*q.shape[:-1], k.shape[-2]), q)",
+        "-2",
+        "2",
+        "the program calls attention with dropout on its heads only, (B, h, T, d) from `_heads`: a "
+        "4-axis k, whose axis −2 is its axis 2",
     ),
     Equivalent(
         "_special",
@@ -418,13 +435,47 @@ def relevant(prof: dict | None, judge: str, chosen, lines: range | None):
     return [unit for unit, hit, _ in prof[judge] if hit & wanted]
 
 
+# the longest one judge may run one unit on one mutant, in seconds (the printed files' slowest
+# unit takes under 10 s in every judge): past it the run decides nothing
+BUDGET_S = 40.0
+
+
+class OutOfTime(BaseException):
+    """A judge's run of a mutant past its budget (a BaseException: the judges' own `except
+    Exception`, which turns an edit that fails to run into a refutation, must not catch it)."""
+
+
+@contextlib.contextmanager
+def budget(seconds: float):
+    """Raise OutOfTime in the block after `seconds` of wall time (the process's main thread only:
+    elsewhere, unbounded). Not re-entrant."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or seconds <= 0:
+        yield
+        return
+
+    def expire(signum, frame):
+        raise OutOfTime(seconds)
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 # the cost of importing the generated package afresh around an edited module (the edge judge's
 # and the stability judge's real modules), in seconds: what an edge run costs beyond its units
 REIMPORT_SECONDS = 0.3
 
 
 def judge_mutant(path: Path, text: str, chosen=None, prof=None, lines=None) -> tuple[str, str]:
-    """(the judge that refutes `text` as the content of `path`, its first report), or ("", "").
+    """(the judge that refutes `text` as the content of `path`, its first report), or ("", "")
+    when none does (("", "undecided: …") when a judge's run ran out of its budget).
     With a `profile` and the edited statement's `lines`, each judge runs only the units that
     execute that statement, and the exact judges (rational, then symbolic) and the edge judge
     go in the order of what their units cost: an edit on a refusal path of a helper that every
@@ -442,14 +493,19 @@ def judge_mutant(path: Path, text: str, chosen=None, prof=None, lines=None) -> t
             return units + (REIMPORT_SECONDS if phase is _edges_phase else 0.0)
 
         phases.sort(key=cost)
-    for phase in phases:
-        found = phase(path, text, backend, chosen, prof, lines)
+    undecided: list[str] = []
+    for phase in (*phases, _stability_phase):
+        found = phase(path, text, backend, chosen, prof, lines, undecided)
         if found[0]:
             return found
-    return _stability_phase(path, text, backend, chosen, prof, lines)
+    return ("", "undecided: " + "; ".join(undecided)) if undecided else ("", "")
 
 
-def _exact_phase(path, text, backend, chosen, prof, lines) -> tuple[str, str]:
+def _out_of_time(judge: str, unit) -> str:
+    return f"the {judge} judge's run of {getattr(unit, 'name', unit)} ran past {BUDGET_S:.0f} s"
+
+
+def _exact_phase(path, text, backend, chosen, prof, lines, undecided) -> tuple[str, str]:
     from . import judges
     from .field_judge import first_failure
     from .translation import edited
@@ -458,7 +514,11 @@ def _exact_phase(path, text, backend, chosen, prof, lines) -> tuple[str, str]:
         for judge in ("rational", "symbolic"):
             for unit in relevant(prof, judge, chosen, lines):
                 try:
-                    results = judges._JUDGE[judge](unit, backend)
+                    with budget(BUDGET_S):
+                        results = judges._JUDGE[judge](unit, backend)
+                except OutOfTime:
+                    undecided.append(_out_of_time(judge, unit))
+                    continue
                 except Exception as exc:  # noqa: BLE001 - the edited code failing to run refutes it
                     return judge, f"{unit.name}: could not run: {type(exc).__name__}: {str(exc)[:200]}"
                 bad = [r for r in results if not r.ok]
@@ -467,7 +527,7 @@ def _exact_phase(path, text, backend, chosen, prof, lines) -> tuple[str, str]:
     return "", ""
 
 
-def _edges_phase(path, text, backend, chosen, prof, lines) -> tuple[str, str]:
+def _edges_phase(path, text, backend, chosen, prof, lines, undecided) -> tuple[str, str]:
     from . import judges
 
     todo = relevant(prof, "edges", chosen, lines)
@@ -476,7 +536,13 @@ def _edges_phase(path, text, backend, chosen, prof, lines) -> tuple[str, str]:
     try:
         with _real_modules(backend, path, text):
             for unit in todo:
-                bad = [r for r in judges._JUDGE["edges"](unit, backend) if not r.ok]
+                try:
+                    with budget(BUDGET_S):
+                        results = judges._JUDGE["edges"](unit, backend)
+                except OutOfTime:
+                    undecided.append(_out_of_time("edges", unit))
+                    continue
+                bad = [r for r in results if not r.ok]
                 if bad:
                     return "edges", str(bad[0])[:300]
     except Exception as exc:  # noqa: BLE001 - the edited module failing to import refutes it
@@ -484,7 +550,7 @@ def _edges_phase(path, text, backend, chosen, prof, lines) -> tuple[str, str]:
     return "", ""
 
 
-def _stability_phase(path, text, backend, chosen, prof, lines) -> tuple[str, str]:
+def _stability_phase(path, text, backend, chosen, prof, lines, undecided) -> tuple[str, str]:
     ran = {u for j in prof for u in relevant(prof, j, chosen, lines)} if prof is not None else set(chosen)
     floats = [u for u in chosen if u in ran and u.kind == "op"]
     if not floats:
@@ -493,7 +559,12 @@ def _stability_phase(path, text, backend, chosen, prof, lines) -> tuple[str, str
     try:
         with _real_modules(backend, path, text):
             for unit in floats:
-                found = _unstable(reference[unit.name], _float_outputs(unit, backend))
+                try:
+                    with budget(BUDGET_S):
+                        found = _unstable(reference[unit.name], _float_outputs(unit, backend))
+                except OutOfTime:
+                    undecided.append(_out_of_time("stability", unit))
+                    continue
                 if found:
                     return "stability", f"{unit.name}: {found}"
     except Exception as exc:  # noqa: BLE001
@@ -667,7 +738,7 @@ def main(selectors: list[str] | None, as_json: bool, limit: int | None, workers:
                 f"{path.relative_to(ROOT).as_posix()}  {len(rows) - len(bad)}/{len(rows)} refuted", highlight=False
             )
             for r in bad:  # at once, not only in the final list: a long run shows its survivors as it goes
-                err.print(f"  survived: {r['mutant']}", highlight=False, markup=False)
+                err.print(f"  survived: {r['mutant']}{_why(r)}", highlight=False, markup=False)
 
     start = time.perf_counter()
     rows = run(selectors, limit, workers, tick)
@@ -708,10 +779,15 @@ def main(selectors: list[str] | None, as_json: bool, limit: int | None, workers:
             highlight=False,
         )
     for r in survived:
-        err.print(f"[red]SURVIVED[/red] {r['file']} {escape(r['mutant'])}", highlight=False)
+        err.print(f"[red]SURVIVED[/red] {r['file']} {escape(r['mutant'] + _why(r))}", highlight=False)
     for e in stale:
         err.print(f"[red]STALE[/red] a declared equivalent edit no longer printed: {e}", highlight=False)
     return 1 if survived or stale else 0
+
+
+def _why(row: dict) -> str:
+    """What a survivor's row says beyond its edit: the judges' runs that ran out of time."""
+    return f" ({row['detail']})" if row["detail"].startswith("undecided") else ""
 
 
 def stale_equivalents() -> list[str]:

@@ -70,7 +70,11 @@ each op also its printed `<Op>Function.forward`/`.backward` and functional form)
                                in-place sum starts from an array of the full broadcast shape);
                                for ops whose rows may be absent, the first
                                assignment once more with x (n,) for x (r, n); ids and targets over
-                               the whole vocabulary, a 0/1 mask with at least one 1
+                               the whole vocabulary, a 0/1 mask with at least one 1; for
+                               ops with a max, |·| or step, one more run with inputs in
+                               {−1, 0, 1}, where inner values (ReLU's x W₁ᵀ + b₁) are exactly 0
+                               at many entries: the printed backward's value on the kink is
+                               held to the claims' there
     attention_tiled            m ≠ n, a block that does not divide n, causal off and on, batch 2
                                (the same for q, k, v, and broadcast with each of them carrying
                                it in turn), against attention_lse's index form (o; dq, dk, dv
@@ -1433,6 +1437,14 @@ class _Draw:
         self.used.add(q)
         return Exact(_RAT, q)
 
+    def lattice_array(self, shape) -> _np.ndarray:
+        """Entries in {−1, 0, 1}: sums of their products are exactly 0 in many places, so a
+        max, |·| or step of an inner value (ReLU's z = x W₁ᵀ + b₁) is evaluated on its kink."""
+        out = _np.empty(shape, dtype=object)
+        for pos in _np.ndindex(*shape):
+            out[pos] = Exact(_RAT, Fraction(self.rng.choice((-1, 0, 1))))
+        return out
+
     def positive(self, lo: Fraction = Fraction(0), hi: Fraction | None = None) -> Exact:
         while True:
             q = Fraction(self.rng.randint(1, 999), self.rng.randint(1, 64))
@@ -1517,7 +1529,8 @@ def judge_op(
     claims' index form evaluated at the same point. `modes`, one per run: "same" (every batched
     input with the leading axis), "broadcast<c>" (the c-th batched input with it, the others with
     a leading axis of 1 or none, which broadcast: `_broadcast_lead`), "absent" (no leading axis,
-    the rows axis absent: x (n,) for x (r, n))."""
+    the rows axis absent: x (n,) for x (r, n)), "lattice" (inputs in {−1, 0, 1}, for an op with a
+    kink: `has_kink`)."""
     op = registry.op(op) if isinstance(op, str) else op
     plan = dict(OP_PLAN["default"], **OP_PLAN.get(op.name, {}))
     if batch is not None:
@@ -1539,6 +1552,7 @@ def judge_op(
         carriers = len(getattr(getattr(mod, "SIGNATURE", None), "batched", ())) if op.broadcast else 0
         broadcast = [f"broadcast{c}" for c in range(min(carriers, 3))] or ["same"]
         modes = ["same", *broadcast] + (["absent"] if op.optional_axes >= 1 else [])
+        modes += ["lattice"] if has_kink(op) else []
     modes = modes or ["same"] * len(runs)
     if op.optional_axes < 1 and "absent" in modes:
         raise ValueError(f"{op.name}: its rows axis may not be absent (optional_axes = 0)")
@@ -1563,6 +1577,17 @@ def judge_op(
                 if stopped(out):
                     return out
     return out
+
+
+def has_kink(op) -> bool:
+    """The op's forward has a max, min, |·|, sign, step or cases: a point where its argument is
+    exactly 0 is where the printed backward's choice there is seen (the "lattice" run)."""
+    from derivations.language.arrays import HalfStep
+
+    kinds = (sp.Max, sp.Min, sp.Abs, sp.sign, sp.Heaviside, sp.Piecewise, HalfStep)
+    return any(
+        isinstance(e, sp.Basic) and e.has(*kinds) for when in flag_sets(op) for e in forward_scope(op, when).values()
+    )
 
 
 def judge_zero(op, mod, be, size_map, when, seed, batch) -> list[Result]:
@@ -1721,6 +1746,8 @@ def _judge_point(op, mod, be, size_map, when, seed, batch, mode="same", empty_ok
             lo, hi = _id_range(setting, a, size_map)
             vals = _integer_values(draw, lo, hi, shp[0] * (lead[0] if lead else 1))
             arr = _np.array(vals, dtype=_np.int64).reshape(lead + (() if a.name in absent else (shp[0],)))
+        elif mode == "lattice":
+            arr = draw.lattice_array(lead + _stored(shp))
         else:
             arr = draw.array(lead + _stored(shp))
         arrays[a.name] = (shp, arr, lead[0] if lead else 0)

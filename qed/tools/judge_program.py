@@ -467,8 +467,51 @@ class Tables:
         return np.broadcast_to(np.arange(T), (B, T))
 
 
+@dataclass(frozen=True)
+class KernelCache:
+    """A stand-in's cache, marked with the kernel that made it. The stand-ins of two kernels may
+    keep caches of the same shape (attention's and attention with dropout both keep q, k, v,
+    the weights and a mask), so a program that hands one kernel's cache to the other's backward
+    would compute the same numbers; marked, the backward refuses a cache it did not make, as a
+    real kernel's backward cannot read another's."""
+
+    kernel: str
+    value: object
+
+
+def _marked(module) -> types.SimpleNamespace:
+    """`module` with every `<k>_forward` returning its cache as a KernelCache of k, and every
+    `<k>_backward` taking only a KernelCache of k (a TypeError otherwise: the judge reports it)."""
+    fns = dict(vars(module))
+    for name, f in vars(module).items():
+        if name.endswith("_forward"):
+            kernel = name.removesuffix("_forward")
+
+            def forward(*args, _f=f, _k=kernel, **kw):
+                out, cache = _f(*args, **kw)
+                return out, KernelCache(_k, cache)
+
+            fns[name] = forward
+        elif name.endswith("_backward"):
+            kernel = name.removesuffix("_backward")
+
+            def backward(dy, cache, *args, _f=f, _k=kernel, **kw):
+                if not (isinstance(cache, KernelCache) and cache.kernel == _k):
+                    made = cache.kernel if isinstance(cache, KernelCache) else type(cache).__name__
+                    raise TypeError(f"{_k}_backward was given the cache of {made}")
+                return _f(dy, cache.value, *args, **kw)
+
+            fns[name] = backward
+    return types.SimpleNamespace(**fns)
+
+
 def standins(config) -> dict:
-    """op name -> stand-in module, for every kernel a config calls (and adamw)."""
+    """op name -> stand-in module, for every kernel a config calls (and adamw); each forward's
+    cache marked with its kernel (`_marked`)."""
+    return {name: _marked(module) for name, module in _standins(config).items()}
+
+
+def _standins(config) -> dict:
     from generated import model_ops
 
     out = {
