@@ -26,7 +26,7 @@ import random
 import sympy as sp
 
 from .language.arrays import Array, Assign, MatMul, T, entry, index, size
-from .language.ops import Op, Option, Table, TableArray, grad_of
+from .language.ops import Op, Option, Quote, Table, TableArray, grad_of
 from .proof import numeric
 from .proof.core import Claim, Mutant, Proof, Setting, index_claim, prove_index_identity, refute_identity
 
@@ -115,12 +115,27 @@ ROPE_SPEC = [
     Assign(Y, COS * X + SIN * XPERP_S),  # x' = cos θ x + sin θ x^⊥ = R(θ) x per pair
 ]
 
+# Seed B §15 as printed: the pair (2i, 2i+1) of the row x turned by θ, and θ = pos·ω_i. `qed prove`
+# reads these lines with `qed check` (x' defined by its pairs, θ restated: the catalogue's θ_i =
+# pos·ω_i, ω_i = base^{−2i/d}, which seed B leaves open) and decides Spec(x) = x', Spec the op's
+# spec with its tables as rope_tables computes them, the row x at position pos
+ROPE_QUOTE = Quote(
+    "seed B §15",
+    "x'",
+    r"\begin{bmatrix} x'_{2i}\\ x'_{2i+1} \end{bmatrix} = \begin{bmatrix} \cos\theta & -\sin\theta\\ "
+    r"\sin\theta & \cos\theta \end{bmatrix} \begin{bmatrix} x_{2i}\\ x_{2i+1} \end{bmatrix}"
+    "\n"
+    r"\theta = pos \cdot \omega_i",
+    args=("x",),
+)
+
 ROPE = Op(
     name="rope",
     module=__name__,
     title="Rotary position embedding (interleaved pairs)",
     spec=ROPE_SPEC,
     source="seed B §15",
+    quotes=(ROPE_QUOTE,),
     mistakes={
         "tables-swapped": ("cos and sin swapped: x ⊙ S + (x R) ⊙ C", "forward", "y", X * SIN + MatMul(X, ROT) * COS),
         "forward-transposed": ("x Rᵀ instead of x R: rotates by −θ", "forward", "y", X * COS + MatMul(X, T(ROT)) * SIN),

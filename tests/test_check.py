@@ -142,6 +142,10 @@ def test_every_deliberate_mistake_is_refuted_with_a_counterexample(wrong):
             r" - \mathrm{rowsum}\left(\frac{\partial \mathcal{L}}{\partial \mathbf{O}} \odot \mathbf{O}\right)\mathbf{1}^T\right)",
         ),
         (r"\sum_{j=1}^{n} A_{ij} = n", r"\sum_{j} A_{ij} = 1"),
+        (  # the softmax Jacobian's symmetric form, and the same with one index moved
+            r"A_{ij}(\delta_{jk} - A_{ik}) = A_{ik}(\delta_{jk} - A_{ik})",
+            r"A_{ij}(\delta_{jk} - A_{ik}) = A_{ik}(\delta_{jk} - A_{ij})",
+        ),
     ],
 )
 def test_a_mutant_is_refuted_and_its_original_proved(wrong_step, right_step):
@@ -165,7 +169,7 @@ def test_a_shape_mismatch_between_the_sides_is_refuted():
     [
         (r"\sum_q A_{iq} = 1", "q is not a declared index"),  # an unbound summation index
         (r"y = softmax x", "without parentheses"),
-        (r"pos + 1 = 2", "unknown word 'pos'"),  # a word is never a product p·o·s
+        (r"pot + 1 = 2", "unknown word 'pot'"),  # a word is never a product p·o·t (pos is RoPE's position)
         (r"\mathbf{Q}\mathbf{K} = \mathbf{S}", "sizes d_k and n differ"),  # products are matrix products
         (r"\gamma \hat{x} = x", "unknown symbol x̂"),
         (r"x \gamma = x", "two row vectors side by side"),

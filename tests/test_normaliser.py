@@ -20,6 +20,18 @@ def test_delta_is_sifted_and_range_recorded():
     assert "i ∈ [0, n - 1]" in norm.assumptions
 
 
+def test_a_free_delta_gives_its_two_indices_one_name():
+    """δ(j, k)·f(j) = δ(j, k)·f(k) for free j, k: both sides 0 where j ≠ k, equal where j = k."""
+    f = sp.exp(sp.Sum(x[j, a] * y[a], (a, 0, d - 1)))
+    g = f.xreplace({j: k})
+    assert zero(sp.KroneckerDelta(j, k) * f, sp.KroneckerDelta(j, k) * g)
+    assert zero(sp.KroneckerDelta(j, k) * x[i, j] * y[k], sp.KroneckerDelta(j, k) * x[i, k] * y[j])
+    # without the delta, or with another one, the two differ
+    assert not zero(f, g)
+    assert not zero(sp.KroneckerDelta(j, k + 1) * x[j], sp.KroneckerDelta(j, k + 1) * x[k])
+    assert not zero(sp.KroneckerDelta(i, k) * x[j], sp.KroneckerDelta(i, k) * x[k])
+
+
 def test_bound_names_do_not_matter():
     assert zero(sp.Sum(x[i, k] * y[k], (k, 0, n - 1)), sp.Sum(x[i, j] * y[j], (j, 0, n - 1)))
 

@@ -175,3 +175,94 @@ def test_the_embedding_quote_reads_the_token_ids_as_its_ids():
     assert all(r.ok for r in quotes.check_op(op))
     shifted = [Assign(x.target, type(x.expr)(table, ids + 1))]
     assert not any(r.ok for r in quotes.check_op(op, spec=shifted))
+
+
+# ------------------------------------------------------------------------------ RoPE (seed B §15)
+def _rope_with(**changes):
+    import dataclasses
+
+    op = registry.op("rope")
+    return op, dataclasses.replace(op.quotes[0], **changes)
+
+
+def test_the_rope_quote_is_seed_bs_rotation_read_step_by_step():
+    """The bmatrix defines x' by its pairs, θ = pos·ω_i is the catalogue's angle, and Spec(x) = x'
+    (the op's spec with the tables rope_tables prints, the row x at position pos) is proved pair
+    by pair."""
+    op = registry.op("rope")
+    (quote,) = op.quotes
+    assert quote.where == "seed B §15" and quote.args == ("x",) and r"\omega_i" in quote.latex
+    (result,) = quotes.check_op(op)
+    assert result.ok, str(result)
+    assert [v for v, _ in result.verdicts] == ["definition", "proved", "proved"]
+    assert "at the even columns" in result.verdicts[-1][1]
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        (r"-\sin\theta\\ \sin\theta", r"\sin\theta\\ -\sin\theta"),  # the rotation by −θ
+        (r"\cos\theta & -\sin\theta\\ \sin\theta & \cos\theta", r"\sin\theta & -\cos\theta\\ \cos\theta & \sin\theta"),
+        (r"\omega_i", r"\omega_{i+1}"),  # the next pair's frequency
+        (r"x_{2i}\\ x_{2i+1}", r"x_{2i+1}\\ x_{2i}"),  # the column's rows swapped
+        (r"x'_{2i}\\ x'_{2i+1}", r"x'_{2i+1}\\ x'_{2i}"),  # the left column's rows swapped
+    ],
+    ids=["minus-theta", "cos-sin-swapped", "omega-i+1", "rows-swapped", "left-rows-swapped"],
+)
+def test_a_wrong_rotation_in_the_rope_quote_is_not_proved(old, new):
+    op, quote = _rope_with()
+    assert old in quote.latex
+    import dataclasses
+
+    (result,) = quotes.check_op(
+        dataclasses.replace(op, quotes=(dataclasses.replace(quote, latex=quote.latex.replace(old, new)),))
+    )
+    assert not result.ok, str(result)
+    assert any(v == "refuted" or r.startswith("redefines Spec: differs") for v, r in result.verdicts), str(result)
+
+
+def test_a_wrong_rope_specification_is_refuted_by_its_quote():
+    """The spec with the rotation's sin negated (R(−θ)), with rot transposed, with the tables
+    swapped: each differs from seed B's rotation at a point the quote's check finds."""
+    from derivations.language.arrays import MatMul, T
+
+    op = registry.op("rope")
+    xperp, y = op.spec
+    x, cos, sin, rot = op.inputs
+    wrong = {
+        "sin negated": [xperp, Assign(y.target, cos * x - sin * xperp.target)],
+        "rot transposed": [Assign(xperp.target, MatMul(x, T(rot))), y],
+        "tables swapped": [xperp, Assign(y.target, sin * x + cos * xperp.target)],
+    }
+    for why, spec in wrong.items():
+        (result,) = quotes.check_op(op, spec=spec)
+        assert not result.ok, why
+        verdict, reason = result.verdicts[-1]
+        assert verdict == "definition" and reason.startswith("redefines Spec: differs"), (why, reason)
+
+
+def test_the_rope_quote_reads_the_tables_as_printed(monkeypatch):
+    """Spec's cos, sin, rot are rope_tables' printed entries: a table with the classic ω_i =
+    base^{−i/d} (i for 2i) is refuted by the quote too."""
+    import copy
+    import dataclasses
+
+    table = registry.table("rope_tables")
+    _, array, wrong_entry = table.mistakes["omega-i"]
+    broken = copy.copy(table)  # the same table, its cos entry printed with the mistake
+    broken.arrays = [dataclasses.replace(a, entry=wrong_entry) if a.name == array else a for a in table.arrays]
+    tables = registry.tables()
+    monkeypatch.setattr(registry, "tables", lambda: tuple(broken if t is table else t for t in tables))
+    (result,) = quotes.check_op(registry.op("rope"))
+    assert not result.ok, str(result)
+    assert result.verdicts[-1][1].startswith("redefines Spec: differs"), str(result)
+
+
+def test_the_trusted_page_names_exactly_the_ops_that_quote_nothing():
+    """docs/trusted.md's list ("trusted as written: `a`, `b`, …") is `unquoted()`: an op that now
+    quotes the sources (rope) is no longer listed, one that does not is."""
+    import re
+
+    page = " ".join((ROOT / "docs" / "trusted.md").read_text().split())
+    listed = re.search(r"trusted as written: (.*?)\. ", page).group(1)
+    assert set(re.findall(r"`([a-z_0-9]+)`", listed)) == set(quotes.unquoted())

@@ -647,7 +647,7 @@ class Normaliser:
                 limits = [(v, a.xreplace(sub), b.xreplace(sub)) for v, a, b in limits if v != var]
                 break
             else:
-                return factors, limits
+                return _free_deltas(factors, limits)
 
     def _merge_blocks(self, factors: list, limits: list):
         """Σ_{u=0}^{h-1} Σ_{w=0}^{b-1} f(b·u + w) = Σ_{c=0}^{h·b-1} f(c): a bijection of ranges
@@ -1107,3 +1107,38 @@ def _plain_symbols(e) -> set:
 
 def _show(e) -> str:
     return sp.sstr(e)
+
+
+def _free_deltas(factors: list, limits: list):
+    """δ(x, y)·f(x) = δ(x, y)·f(y) for a free index x (not summed in this term): where x ≠ y both
+    sides are 0, where x = y the substitution changes nothing. So the term is written with one
+    name for the two: x is replaced by y in every other factor and bound (of two free indices the
+    later in name order gives way, so that A_ij δ_jk and A_ik δ_jk reach one form). No side
+    condition: the identity holds for any values, integers or not."""
+    bound = {v for v, _, _ in limits}
+    done: set = set()
+    for _ in range(4 * len(factors) + 1):  # each pass removes a name from every factor but one
+        for n, f in enumerate(factors):
+            if not isinstance(f, sp.KroneckerDelta) or f in done:
+                continue
+            done.add(f)
+            a, b = f.args
+            pairs = [
+                (x, y) for x, y in ((a, b), (b, a)) if isinstance(x, sp.Symbol) and x not in bound and not y.has(x)
+            ]
+            if not pairs:
+                continue
+            if len(pairs) == 2:  # two free names: the later one gives way
+                pairs.sort(key=lambda p: sp.default_sort_key(p[0]), reverse=True)
+            x, y = pairs[0]
+            if not any(g.has(x) for m, g in enumerate(factors) if m != n) and not any(
+                lo.has(x) or hi.has(x) for _, lo, hi in limits
+            ):
+                continue
+            sub = {x: y}
+            factors = [g if m == n else g.xreplace(sub) for m, g in enumerate(factors)]
+            limits = [(v, lo.xreplace(sub), hi.xreplace(sub)) for v, lo, hi in limits]
+            break
+        else:
+            return factors, limits
+    return factors, limits

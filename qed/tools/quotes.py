@@ -18,7 +18,10 @@ lines are read as the document's definitions, and one statement is added after t
     Logits = HW_{vocab}+b        (the sources' line: defines Logits)
     \\mathrm{Spec}(H) = Logits    Spec := the linear op's spec, weight read as W_{vocab}^T, bias as b
 
-which is decided like any other step; the sources' lines are never edited.  So a specification
+which is decided like any other step; the sources' lines are never edited. An op given constant
+inputs (RoPE's tables cos, sin, rot) is read with them as the table printed beside it computes
+them (the registry's table whose `file` is the op's), their rows the positions: an argument of one
+row (the sources' x) is at the check context's `pos`.  So a specification
 that is not the sources' formula (squared ReLU halved, soft-capping without its inner 1/c, a
 causal mask that hides the keys before the query) cannot stay proved unless the op quotes no
 formula: `unquoted()` lists those ops, and docs/trusted.md names them.
@@ -115,9 +118,11 @@ def _spec_function(op, name: str, spec=None, params=(), when: str = ""):
                 else:
                     elab.same(s, t, what)
 
-        for arr, a in zip(op.inputs, vals):  # the arguments in the op's order (Q, K, V)
+        for arr, a in zip(_arguments(op), vals):  # the arguments in the op's order (Q, K, V)
             unify(arr, elab.shape(a), name)
             sub[arr] = a.expr
+        for arr in op.constant_inputs:  # RoPE's cos, sin, rot: as the op's table computes them
+            sub[arr] = _constant_table(op, arr, elab, sizes, name)
         for p in op.params:
             if written:
                 w = elab.value(parse(written[p.name]))
@@ -137,6 +142,34 @@ def _spec_function(op, name: str, spec=None, params=(), when: str = ""):
     return apply
 
 
+def _arguments(op) -> list:
+    """The op's inputs a quote passes: all but the constant ones (tables the op is given)."""
+    return [a for a in op.inputs if a not in op.constant_inputs]
+
+
+def _constant_table(op, arr, elab, sizes: dict, what: str):
+    """The op's constant input `arr` as the table printed beside the op computes it (the registry's
+    table whose file is the op's, its array of that name): its printed entry formula, in the
+    arguments' sizes. A table's rows that are the op's rows are positions: for an argument of one
+    row (the sources' x), the row is at the context's pos."""
+    from derivations import registry
+    from derivations.language.arrays import shape_of
+
+    from .check.builtins import TableRows, position
+    from .check.grammar import NotUnderstood
+
+    found = [a for t in registry.tables() if t.file == op.name for a in t.arrays if a.name == arr.name]
+    if len(found) != 1 or tuple(found[0].shape) != tuple(shape_of(arr)):
+        raise NotUnderstood(f"{what}: no table beside the {op.name} op computes its constant input {arr.name}")
+    (table,) = found
+    row, col = table.index
+    formula = table.entry
+    if shape_of(arr)[0] == shape_of(op.inputs[0])[0] and sizes.get(shape_of(arr)[0]) == 1:
+        formula = formula.xreplace({row: position(elab, what)})
+    shape = tuple(elab.resolve(sp.sympify(s).xreplace(sizes)) for s in shape_of(arr))
+    return TableRows(sp.Symbol(arr.name), sp.Lambda((row, col), formula.xreplace(sizes)), *shape)
+
+
 def _elementwise(op) -> bool:
     """An op of one input, no parameters and no options acts entry by entry (a scalar's function
     to the check); any other reads arrays (attention_scores(Q, K) of two matrices)."""
@@ -153,7 +186,7 @@ def bound_context(op, name: str, spec=None, params=(), when: str = ""):
     ctx.functions[name] = FunctionSpec(
         name,
         "builtin",
-        len(op.inputs),
+        len(_arguments(op)),
         _spec_function(op, name, spec, params, when),
         scalar=_elementwise(op),
         reads_ids=bool(op.integer_inputs),

@@ -4,15 +4,16 @@ value of the array language (derivations/language/arrays.py), with the back end'
 `NormalCDF`, `rowsum` is `RowSum`. Elementwise functions act entry by entry on an array.
 `LayerNorm`, `RMSNorm` are the catalogue's (derivations/normalization.py: per row, population
 variance, ε inside the root), with the context's γ, β and ε; `RoPE` rotates each row's pairs of
-columns (2i, 2i + 1) by the angle pos·ω_i, pos the row, ω_i = base^{−2i/d}
-(derivations/positional.py)."""
+columns (2i, 2i + 1) by the angle pos·ω_i, pos the row (of a matrix; of one row, the context's
+pos), ω_i = base^{−2i/d} (derivations/positional.py). The convention's ω and θ are those
+frequencies and angles (`_rope_names`)."""
 
 from __future__ import annotations
 
 import sympy as sp
 
 from derivations.language.arrays import ArrayNode, MatMul, NormalCDF, RowSum, Sigmoid, T, entry, shape_of, size
-from derivations.positional import rope_cos_table, rope_rot_table_by_column, rope_sin_table
+from derivations.positional import frequency, rope_cos_table, rope_rot_table_by_column, rope_sin_table
 from derivations.softmax import softmax_math
 
 from .context import (
@@ -23,6 +24,9 @@ from .context import (
     INDEX_LETTERS,
     LOSSES,
     MATRICES,
+    ROPE_ANGLE,
+    ROPE_SCALARS,
+    ROPE_VECTORS,
     SCALARS,
     SIZES,
     VECTORS,
@@ -100,20 +104,22 @@ def _rmsnorm(elab, vals, nodes):
 
 class Rope(ArrayNode):
     """RoPE(X): row t (the position), columns (2i, 2i + 1) rotated by t·ω_i, ω_i = base^{−2i/d}:
-    X ⊙ cos + (X rot) ⊙ sin with the catalogue's tables (derivations/positional.py)."""
+    X ⊙ cos + (X rot) ⊙ sin with the catalogue's tables (derivations/positional.py). With a
+    second argument, every row is at that position: RoPE(x, pos) of one row x."""
 
-    nargs = 1
+    nargs = (1, 2)
 
     def node_shape(self, shapes):
         return shapes[0]
 
     def node_entry(self, idx, env):
-        (x,) = self.args
+        x = self.args[0]
         t, c = idx
+        at = self.args[1] if len(self.args) == 2 else t  # the position of row t
         d = shape_of(x)[1]
         k = sp.Dummy("k", integer=True)
         turned = sp.Sum(entry(x, (t, k), env) * rope_rot_table_by_column(k, c), (k, 0, d - 1))
-        return entry(x, idx, env) * rope_cos_table(t, c, d) + turned * rope_sin_table(t, c, d)
+        return entry(x, idx, env) * rope_cos_table(at, c, d) + turned * rope_sin_table(at, c, d)
 
     def _latex(self, printer) -> str:
         return rf"\operatorname{{RoPE}}\left({printer._print(self.args[0])}\right)"
@@ -123,7 +129,54 @@ def _rope(elab, vals, nodes):
     (v,) = vals
     if v.is_scalar:
         raise NotUnderstood("RoPE of a scalar (it rotates the pairs of columns of each row)")
+    if elab.shape(v)[0] == 1:  # one row: at its position pos, not at row 0
+        return v.with_expr(Rope(v.expr, position(elab, "RoPE of one row")))
     return v.with_expr(Rope(v.expr))
+
+
+def position(elab, what: str):
+    """The context's pos: the position of a row read alone (x, not a row of X)."""
+    v = elab.lookup("pos")
+    if v is None or not getattr(v, "is_scalar", False):
+        raise NotUnderstood(f"{what} reads pos, the position of the row, which is not a scalar here")
+    return v.expr
+
+
+class TableRows(ArrayNode):
+    """An op's constant input as its table computes it, entry by entry: args (the name, the entry
+    formula as a Lambda of (row, col), rows, cols). Where an index is summed (x @ rot sums rot's
+    row), each Kronecker delta of the entry is solved for it — δ(c, k + 1) is δ(k, c − 1), the
+    same number — the form in which the index normaliser sifts it."""
+
+    nargs = 4
+
+    def node_shape(self, shapes):
+        return (self.args[2], self.args[3])
+
+    def node_entry(self, idx, env):
+        value = self.args[1](*idx)
+        for k in idx:
+            if isinstance(k, sp.Dummy):
+                value = _solved_for(value, k)
+        return value
+
+    def _latex(self, printer) -> str:
+        return printer._print(self.args[0])
+
+
+def _solved_for(expr, k):
+    """Each δ(a, b) with a − b = ±k + r written δ(k, ∓r): [a = b] is [k = ∓r]."""
+
+    def solve(delta):
+        a, b = delta.args
+        diff = sp.expand(a - b)
+        coeff = diff.coeff(k)
+        rest = sp.expand(diff - coeff * k)
+        if coeff in (1, -1) and k not in rest.free_symbols:
+            return sp.KroneckerDelta(k, -rest / coeff)
+        return delta
+
+    return expr.replace(lambda x: isinstance(x, sp.KroneckerDelta) and k in x.free_symbols, solve)
 
 
 def install(ctx: Context) -> None:
@@ -170,7 +223,7 @@ def _build_default() -> Context:
     for name, meaning in VECTORS.items():
         length = unknown_size("x" if name == "p" else name)  # p = softmax(x): x's length
         ctx.bind(Binding("array", name, label_of(name), shape=(sp.Integer(1), length), meaning=meaning))
-    for name, (positive, meaning) in SCALARS.items():
+    for name, (positive, meaning) in {**SCALARS, **ROPE_SCALARS}.items():
         ctx.bind(Binding("scalar", name, label_of(name), positive=positive, meaning=meaning))
     for name in LOSSES:
         ctx.bind(Binding("loss", name, "L", meaning="the loss"))
@@ -190,9 +243,25 @@ def _build_default() -> Context:
     ctx.define("O", Definition("array", MatMul(a, v), source="O = AV"))
     x = ctx.value("x").array()
     ctx.define("p", Definition("array", softmax_math(x), source=r"p = \mathrm{softmax}(x)"))
+    _rope_names(ctx)
     install(ctx)
     _convention_definitions(ctx)
     return ctx
+
+
+def _rope_names(ctx: Context) -> None:
+    """ω and θ, one entry per pair (2i, 2i + 1) of a row, i counted from 0 (the pairs' own count):
+    ω_i = base^{−2i/d} with d = 2 × the number of pairs (derivations/positional.py's `frequency`,
+    the rope op's tables'), θ_i = pos·ω_i (seed B §15); θ is written bare for θ_i."""
+    pairs = unknown_size("ω")  # the number of pairs: the first use fixes it
+    k = sp.Symbol("i", integer=True)  # the pair (0-based, as the definitions' variables are)
+    for name, meaning in ROPE_VECTORS.items():
+        bare = ROPE_ANGLE[1] if name == ROPE_ANGLE[0] else ""
+        ctx.bind(Binding("array", name, label_of(name), shape=(sp.Integer(1), pairs), meaning=meaning, bare=bare))
+    omega = ctx.value("ω").array()
+    pos, base = ctx.value("pos").symbol(), ctx.value("base").symbol()
+    ctx.define("ω", Definition("entries", frequency(k, 2 * pairs, base), (k,), source=r"\omega_i = base^{-2i/d}"))
+    ctx.define("θ", Definition("entries", pos * entry(omega, (0, k)), (k,), source=r"\theta_i = pos \cdot \omega_i"))
 
 
 def _convention_definitions(ctx: Context) -> None:

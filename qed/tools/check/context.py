@@ -4,8 +4,8 @@ A document's formulas are read against:
 
 1. the **convention table** (`CONVENTION` below, stated on docs/check.md): the catalogue's names
    with their kinds and shapes (Q, K, V, X matrices; n, d_k, T sizes; i, j, k indices; softmax,
-   σ, Φ functions; S, A, O with the catalogue's definitions), so that the source documents
-   check with no annotation;
+   σ, Φ functions; S, A, O with the catalogue's definitions; RoPE's pos, ω_i and the angle θ),
+   so that the source documents check with no annotation;
 2. a **`qed` block** in the document (a fenced ```` ```qed ```` block, or the lines of a front
    matter `---` block that start with a kind), one declaration a line:
 
@@ -66,6 +66,9 @@ class Binding:
     opaque: str = ""  # a definition that was not understood: why no counterexample may use it
     gain: bool = False  # a per-feature gain (LayerNorm's γ): γx̂ written side by side is γ ⊙ x̂
     bound: object = None  # ids: the number of ids (their entries are 0 … bound − 1)
+    # a vector the sources write bare for its entry at one index letter: RoPE's angle θ is θ_i,
+    # the angle of the pair (2i, 2i + 1) (only ever read bare; θ_t is another name)
+    bare: str = ""
 
     def symbol(self) -> sp.Symbol:
         if self.kind == "size":
@@ -89,6 +92,9 @@ class Definition:
     vars: tuple = ()  # entries: the 0-based index symbols of the left side
     origin: str = "convention"
     source: str = ""
+    # sizes that must be even for the definition to mean anything: a vector defined by its pairs
+    # (x'_{2i}, x'_{2i+1}) has an even length; a step that reads it holds for even lengths
+    even: tuple = ()
 
 
 @dataclass
@@ -169,6 +175,19 @@ SCALARS = {  # name -> (positive, meaning)
     "β_1": (False, "Adam's first decay rate"),
     "β_2": (False, "Adam's second decay rate"),
 }
+# RoPE (seed B §15, derivations/positional.py): a row x at position pos is turned pair by pair,
+# (x_{2i}, x_{2i+1}) by the angle θ_i = pos·ω_i, with the catalogue's frequencies ω_i = base^{−2i/d}
+# (seed B leaves ω_i open; the op uses RoFormer's, seed A §5's), i counted from 0, d = 2 × the number
+# of pairs. The sources write the angle bare (θ): θ is read only so, as θ_i (builtins.py)
+ROPE_SCALARS = {  # name -> (positive, meaning)
+    "pos": (False, "the position of the row x in the sequence (the rope op's row t)"),
+    "base": (True, "the RoPE frequency base (10000 in the sources)"),
+}
+ROPE_VECTORS = {  # name -> meaning; one entry per pair, the same number of pairs
+    "ω": "the RoPE frequencies ω_i = base^{−2i/d}, one per pair (2i, 2i+1), i from 0",
+    "θ": "the RoPE angle θ_i = pos·ω_i of the pair (2i, 2i+1), written bare",
+}
+ROPE_ANGLE = ("θ", "i")  # the name written bare, and the index it stands at
 # the catalogue's definitions written as the sources write them, read by this front end itself
 # (builtins.default_context): Adam's moments and their bias correction (derivations/optim.py);
 # a document that states them is checked against these (a recurrence: its step function)

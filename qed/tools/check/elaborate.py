@@ -23,7 +23,17 @@ reading it takes is the only one the grammar allows; where two are possible it r
 
 Document indices count from 1: an entry `A_{ij}` is `A[i-1, j-1]` with the internal index
 `i` running over 0 … rows-1 (the back end's convention), and `\\sum_{q=1}^{n}` becomes a sum from
-0 (the normaliser compares sums whose ranges start alike).
+0 (the normaliser compares sums whose ranges start alike). A statement that pairs dimensions —
+a column written out whose entries are one name's at 2i and 2i + 1, the sources' "dimensions 2i
+and 2i+1" — counts from 0 (`first`): only so do the pairs (2i, 2i + 1), i = 0 … d/2 − 1, cover
+the d entries of a vector (from 1, x_1 would be in no pair and x_{d+1} in one); one written
+(2i − 1, 2i) counts from 1, for the same reason. In such a statement an entry at 2i or 2i + 1
+(from 0) makes i run over the pairs of that vector, whose length is then even.
+
+A matrix written out entry by entry (`bmatrix`, `pmatrix`) is a `Block` of scalar entries. It is
+read only in products of such matrices, columns and scalars (entry by entry: small matrices
+only), in their sums and negations, and as a side of an equation (`side`); anywhere else, with
+an entry that is no scalar, or with sizes that do not fit, it is refused.
 """
 
 from __future__ import annotations
@@ -42,6 +52,7 @@ from .expand import Policy, expand, loss_defined, ones_row, upstream
 from .grammar import GREEK, NotUnderstood
 
 EULER = "e"
+MAX_BLOCK = 4  # the most rows or columns of a matrix written out (small explicit matrices only)
 
 # words that, as a subscript, name the target class's id (a fixed integer, 1 … the vector's
 # length): p_{correct} is the probability of the correct token (docs/check.md)
@@ -65,6 +76,32 @@ class Val:
 @dataclass
 class FnRef:
     spec: FunctionSpec
+
+
+@dataclass(frozen=True)
+class Block:
+    """A matrix written out entry by entry: its scalar entries, row by row (a column: one entry a
+    row). No expression of the array language: a Block is read entry by entry, never as an array."""
+
+    rows: tuple  # ((entry, …), …): SymPy scalars
+
+    @property
+    def shape(self) -> tuple:
+        return (len(self.rows), len(self.rows[0]))
+
+    def map(self, f) -> Block:
+        return Block(tuple(tuple(f(x) for x in row) for row in self.rows))
+
+    def column(self) -> list:
+        """The entries of a column, top to bottom."""
+        if self.shape[1] != 1:
+            raise NotUnderstood(f"a {_block_size(self)} matrix where a column is expected")
+        return [row[0] for row in self.rows]
+
+
+def _block_size(b: Block) -> str:
+    r, c = b.shape
+    return f"{r}×{c}"
 
 
 # ------------------------------------------------------------------------------------- names
@@ -135,8 +172,17 @@ class Elaborator:
     """Reads one statement's trees. State: the free indices met (document name → internal
     symbol) and the sizes of the axes each one indexes; sizes unified on the way."""
 
-    def __init__(self, ctx: Context, scope: dict | None = None, family: str | None = None):
+    def __init__(
+        self, ctx: Context, scope: dict | None = None, family: str | None = None, first: int = 1, pairs: bool = False
+    ):
         self.ctx = ctx
+        # the document's first index: 1, or 0 in a statement that pairs dimensions (2i, 2i + 1)
+        self.first = first
+        # a statement that pairs dimensions: x_{2i}, x_{2i+1} (from 0; x_{2i-1}, x_{2i} from 1)
+        # index the pair i of x's entries
+        self.pairs = pairs
+        self.pair_positions: dict = {}  # free index -> [(axis, what)] it indexes in pairs
+        self.even: set = set()  # sizes read in pairs: even for the statement to mean anything
         self.scope: dict = dict(scope or {})  # a function's parameters: name -> Val
         # the index of a family being defined (head_i = …): a matrix with that one index is the
         # family's i-th member (Q_i), recorded in `members`
@@ -198,6 +244,19 @@ class Elaborator:
 
     # ---------------------------------------------------------------- entry points
     def value(self, node) -> Val:
+        v = self._operand(node)
+        if isinstance(v, Block):
+            raise NotUnderstood(
+                f"a {_block_size(v)} matrix written out entry by entry, here: it is read only in a product of "
+                "matrices and columns written out, or as a side of an equation"
+            )
+        return v
+
+    def side(self, node) -> Val | Block:
+        """A side of an equation: a value, or a matrix (a column) written out."""
+        return self._operand(node)
+
+    def _operand(self, node) -> Val | Block:
         v = self._value(node)
         if isinstance(v, FnRef):
             raise NotUnderstood(f"the function {v.spec.name} without an argument")
@@ -252,7 +311,10 @@ class Elaborator:
         if b.kind == "array":
             self.uses.add(b.label)
             self.ctx.mentioned.add(b.label)
-            return Val(Array(b.label, tuple(self.resolve(s) for s in b.shape)), tuple(b.shape), gain=b.gain)
+            whole = Val(Array(b.label, tuple(self.resolve(s) for s in b.shape)), tuple(b.shape), gain=b.gain)
+            if b.bare:  # θ written bare is θ_i (RoPE's angle of the pair i)
+                return self.entry_of(whole, (P.Letters(b.bare),), f"{b.name} (that is, {b.name}_{b.bare})")
+            return whole
         if b.kind == "ids":
             raise NotUnderstood(f"{b.name} ({b.meaning}: integers) outside a lookup E[{b.name}]")
         if b.kind == "loss":
@@ -351,7 +413,7 @@ class Elaborator:
     def _v_Paren(self, node: P.Paren):
         if len(node.items) != 1:
             raise NotUnderstood("a list in parentheses outside a function's arguments")
-        return self.value(node.items[0])
+        return self._operand(node.items[0])
 
     # ---------------------------------------------------------------- indices
     def _index_value_or_none(self, name: str, as_value: bool = False):
@@ -364,11 +426,11 @@ class Elaborator:
                 return b.symbol + b.offset
         b = self.ctx.value(name)
         if name in self.free:
-            return self.free[name] + 1
+            return self.free[name] + self.first
         if as_value:
             return None
         if name in self.ctx.index_letters and (b is None or b.kind not in ("size", "scalar")):
-            return self._free(name) + 1
+            return self._free(name) + self.first
         return None
 
     def _free(self, name: str) -> sp.Symbol:
@@ -377,7 +439,7 @@ class Elaborator:
         return self.free[name]
 
     def index_value(self, node) -> sp.Expr:
-        """The document's (1-based) value of an index expression: i, 2i + 1, t - 1, n."""
+        """The document's value of an index expression (counted from `first`): i, 2i + 1, t - 1, n."""
         if isinstance(node, (P.Letters, P.Word, P.Greek)):
             name = doc_name(node)
             v = self._index_value_or_none(name)
@@ -392,7 +454,7 @@ class Elaborator:
                     f"(bind it with \\sum_{{{name}=…}} or write another letter)"
                 )
             if (isinstance(node, P.Letters) and len(name) == 1) or isinstance(node, P.Greek):
-                return self._free(name) + 1
+                return self._free(name) + self.first
             if name in TARGET_WORDS:  # p_{correct}: the entry at the target's id (the convention's)
                 return sp.Symbol(name, integer=True, positive=True)
             raise NotUnderstood(f"{name!r} as an index: not a declared index")
@@ -441,6 +503,12 @@ class Elaborator:
         if member is not None:
             return member
         base = node.base
+        bare = self.ctx.value(doc_name(base) or "") if doc_name(base) not in self.scope else None
+        if bare is not None and bare.bare:
+            raise NotUnderstood(
+                f"{bare.name} is {bare.meaning}: with an index ({name or bare.name + '_…'}) it is no name here "
+                f"(define it first: {bare.name}_t = …)"
+            )
         if isinstance(base, P.Letters) and len(base.text) > 1:
             whole = self.lookup(base.text)
             if whole is None:  # XW_Q: X · W_Q (the script ends the run)
@@ -501,9 +569,14 @@ class Elaborator:
                 "one index per axis (a row? a head?)"
             )
         values = [self.index_value(i) for i in idx_nodes]
+        if self.first != 1 and any(self._fixed(v) for v in values):
+            raise NotUnderstood(
+                f"{what}: an entry at a fixed position in a statement that counts from {self.first} (it pairs "
+                "dimensions): counted from 1 it would be another entry; write it in a statement of its own"
+            )
         for node, v, axis in zip(idx_nodes, values, axes):
             self._record_position(node, v, axis, what)
-        pos = [v - 1 for v in values]
+        pos = [v - self.first for v in values]
         if len(axes) == 2:
             at = (pos[0], pos[1])
         elif rows == 1:
@@ -512,9 +585,18 @@ class Elaborator:
             at = (pos[0], sp.Integer(0))
         return Val(entry(target.expr, at), ())
 
+    def _fixed(self, value) -> bool:
+        """An index value that no index letter moves (x_1, x_n, p_{correct}): its entry depends on
+        where the document starts counting."""
+        letters = set(self.free.values()) | {b.symbol for frame in self.bound for b in frame.values()}
+        return not (basic(value).free_symbols & letters)
+
     def _record_position(self, node, value, axis, what) -> None:
         for sym in self.free.values():
-            if value == sym + 1:
+            if self.pairs and sp.expand(value - self.first - 2 * sym) in (0, 1):  # x_{2i}, x_{2i+1}: i runs over pairs
+                self.pair_positions.setdefault(sym, []).append((axis, what))
+                return
+            if value == sym + self.first:
                 found = self.positions.setdefault(sym, [])
                 for s, _ in found:  # one index, one range: a length not known yet is this one
                     if is_unknown(self.resolve(s)) or is_unknown(self.resolve(axis)):
@@ -532,16 +614,22 @@ class Elaborator:
 
     # ---------------------------------------------------------------- operators
     def _v_Neg(self, node: P.Neg):
-        v = self.value(node.arg)
+        v = self._operand(node.arg)
+        if isinstance(v, Block):
+            return v.map(lambda x: -x)
         return v.with_expr(-v.expr)
 
     def _v_Bin(self, node: P.Bin):
+        a, b = self._operand(node.a), self._operand(node.b)
+        if node.op in "+-" and (isinstance(a, Block) or isinstance(b, Block)):
+            return self._block_sum(a, b, node.op)
+        if isinstance(a, Block) or isinstance(b, Block):
+            op = {"cdot": "\\cdot", "times": "\\times", "odot": "\\odot"}.get(node.op, node.op)
+            raise NotUnderstood(f"{op} with a matrix written out (a product of them is written side by side)")
         if node.op == "times":
-            a, b = self.value(node.a), self.value(node.b)
             if not (a.is_scalar and b.is_scalar):
                 raise NotUnderstood("× between arrays (a cross product? write the product itself)")
             return Val(a.expr * b.expr, ())
-        a, b = self.value(node.a), self.value(node.b)
         if node.op in "+-":
             shape = self.broadcast(a, b, f"'{node.op}'")
             return Val(a.expr + b.expr if node.op == "+" else a.expr - b.expr, shape)
@@ -653,7 +741,7 @@ class Elaborator:
                 vals.append(looked)
                 k += 2
                 continue
-            vals.append(self.value(it))
+            vals.append(self._operand(it))
             k += 1
         return self._product(vals, "a product")
 
@@ -778,6 +866,8 @@ class Elaborator:
         return acc
 
     def multiply(self, a: Val, b: Val, what: str) -> Val:
+        if isinstance(a, Block) or isinstance(b, Block):
+            return self._block_product(a, b)
         if isinstance(a.expr, _Ones) or isinstance(b.expr, _Ones):
             return self._ones_product(a, b)
         if a.is_scalar:
@@ -794,6 +884,56 @@ class Elaborator:
             )
         self.same(c1, r2, f"the matrix product in {what} ({_show(r1)}×{_show(c1)} by {_show(r2)}×{_show(c2)})")
         return Val(MatMul(a.expr, b.expr), (r1, c2))
+
+    # ---------------------------------------------------------------- matrices written out
+    def _block_product(self, a, b):
+        """A product with a matrix written out: by a scalar, entry by entry; of two, the rows of
+        the first times the columns of the second (sizes must fit). A 1×1 result is its entry."""
+        if isinstance(a, Val) and not a.is_scalar or isinstance(b, Val) and not b.is_scalar:
+            raise NotUnderstood(
+                "a matrix written out entry by entry times an array: only scalars, matrices and columns written out multiply it"
+            )
+        if isinstance(a, Val):
+            return b.map(lambda x: a.expr * x)
+        if isinstance(b, Val):
+            return a.map(lambda x: x * b.expr)
+        (r1, c1), (r2, c2) = a.shape, b.shape
+        if c1 != r2:
+            kind = "column" if c2 == 1 else "matrix"
+            raise NotUnderstood(
+                f"the product of a {r1}×{c1} matrix and a {r2}×{c2} {kind} written out: {c1} columns against {r2} rows"
+            )
+        cols = [[row[j] for row in b.rows] for j in range(c2)]
+        out = Block(tuple(tuple(sp.Add(*(x * y for x, y in zip(row, col))) for col in cols) for row in a.rows))
+        return Val(out.rows[0][0], ()) if out.shape == (1, 1) else out
+
+    def _block_sum(self, a, b, op: str) -> Block:
+        """The sum or difference of two matrices written out, of one size, entry by entry."""
+        if not (isinstance(a, Block) and isinstance(b, Block)):
+            raise NotUnderstood(f"'{op}' between a matrix written out and something else (entrywise? broadcast?)")
+        if a.shape != b.shape:
+            raise NotUnderstood(f"'{op}' between a {_block_size(a)} and a {_block_size(b)} matrix written out")
+        sign = 1 if op == "+" else -1
+        return Block(tuple(tuple(x + sign * y for x, y in zip(ra, rb)) for ra, rb in zip(a.rows, b.rows)))
+
+    def settle_pairs(self) -> None:
+        """x_{2i}, x_{2i+1} in a statement that pairs dimensions: i runs over the pairs of x's
+        entries, so x's length is even and twice i's range (one range for every array read so)."""
+        for sym, axes in self.pair_positions.items():
+            sizes = {self.resolve(s) for s, _ in self.positions.get(sym, [])}
+            pairs = sizes.pop() if len(sizes) == 1 else None
+            for axis, what in axes:
+                axis = self.resolve(axis)
+                if pairs is None:
+                    pairs = axis / 2
+                elif is_unknown(axis):
+                    self.subst[axis] = 2 * pairs
+                    axis = 2 * pairs
+                else:
+                    pairs = self.same(pairs, axis / 2, f"the pairs (2{sym}, 2{sym}+1) of {what}")
+                if isinstance(axis, sp.Symbol):
+                    self.even.add(axis)
+            self.positions.setdefault(sym, []).append((pairs, f"the pairs (2{sym}, 2{sym}+1) of {axes[0][1]}"))
 
     def _ones_product(self, a: Val, b: Val) -> Val:
         """c 1ᵀ (a column times a row of ones): every column equal to c."""
@@ -829,20 +969,25 @@ class Elaborator:
             raise NotUnderstood(f"the index {name} is bound by two nested sums")
         sym = sp.Dummy(name, integer=True)
         if node.lo is not None:
+            if self.first != 1:
+                raise NotUnderstood(
+                    f"a sum with bounds in a statement that counts from {self.first} (it pairs dimensions): "
+                    "counted from 1 its range would be another; write it in a statement of its own"
+                )
             lo = self.index_value(node.lo) if not isinstance(node.lo, P.Num) else sp.Integer(int(node.lo.text))
             hi = self._bound_value(node.hi)
             body, frame = self._summand(node, name, Bound(sym, lo))
-            if lo == 1:  # Σ_{i=1}^{n} x_i: a length nothing fixed yet is the range's (a known one stays)
+            if lo == self.first:  # Σ_{i=1}^{n} x_i: a length nothing fixed yet is the range's (a known one stays)
                 for axis, _ in frame[name].positions:
                     if is_unknown(self.resolve(axis)):
-                        self.same(axis, hi, f"the range of \\sum_{{{name}=1}}^{{{_show(hi)}}}")
+                        self.same(axis, hi - lo + 1, f"the range of \\sum_{{{name}={lo}}}^{{{_show(hi)}}}")
             return Val(sp.Sum(body.expr, (sym, 0, hi - lo)), ())
         if name not in self.ctx.index_letters:
             raise NotUnderstood(
                 f"\\sum_{name} without a range, and {name} is not a declared index: "
                 f"its range is unknown (write \\sum_{{{name}=1}}^{{n}})"
             )
-        body, frame = self._summand(node, name, Bound(sym, sp.Integer(1)))
+        body, frame = self._summand(node, name, Bound(sym, sp.Integer(self.first)))
         sizes = {self.resolve(s) for s, _ in frame[name].positions}
         if not sizes:
             raise NotUnderstood(f"\\sum_{name} without a range: {name} indexes no array, so its range is unknown")
@@ -879,7 +1024,10 @@ class Elaborator:
             raise NotUnderstood(f"\\arg\\{node.kind}_{name}: {name} is not a declared index, its range is unknown")
         sym = sp.Dummy(name, integer=True)
         body, frame = self._summand(
-            node, name, Bound(sym, sp.Integer(1)), f"\\arg\\{node.kind} of an array (only of a scalar term in {name})"
+            node,
+            name,
+            Bound(sym, sp.Integer(self.first)),
+            f"\\arg\\{node.kind} of an array (only of a scalar term in {name})",
         )
         sizes = {self.resolve(s) for s, _ in frame[name].positions}
         if len(sizes) != 1:
@@ -908,6 +1056,8 @@ class Elaborator:
 
     # ---------------------------------------------------------------- cases
     def _v_Cases(self, node: P.Cases):
+        if self.first != 1:
+            raise NotUnderstood(f"cases in a statement that counts from {self.first} (it pairs dimensions)")
         if len(node.rows) != 2:
             raise NotUnderstood("cases are understood as two rows whose conditions are complementary")
         (v1, c1), (v2, c2) = ((self.value(v), c) for v, c in node.rows)
@@ -925,8 +1075,26 @@ class Elaborator:
         rel = {"<": sp.Lt, ">": sp.Gt, "≤": sp.Le, "≥": sp.Ge, "=": sp.Eq, "≠": sp.Ne}[cond.rel]
         return rel(a - 1, b - 1)
 
-    def _v_Matrix(self, node: P.Matrix):
-        raise NotUnderstood("a matrix written out entry by entry (bmatrix) is outside the grammar")
+    def _v_Matrix(self, node: P.Matrix) -> Block:
+        """A matrix written out (bmatrix, pmatrix): small, every entry a scalar."""
+        rows, cols = len(node.rows), len(node.rows[0])
+        if rows > MAX_BLOCK or cols > MAX_BLOCK:
+            raise NotUnderstood(f"a {rows}×{cols} matrix written out: at most {MAX_BLOCK}×{MAX_BLOCK} is read")
+        if (rows, cols) == (1, 1):
+            raise NotUnderstood("a 1×1 matrix written out (a scalar? a 1×1 array?): write its entry")
+        entries = []
+        for row in node.rows:
+            out = []
+            for cell in row:
+                v = self.value(cell)
+                if not v.is_scalar:
+                    raise NotUnderstood(
+                        f"an entry of a matrix written out that is not a scalar ({_show_shape(self.shape(v))}): "
+                        "a block matrix is outside the grammar"
+                    )
+                out.append(v.expr)
+            entries.append(tuple(out))
+        return Block(tuple(entries))
 
     # ---------------------------------------------------------------- expectation
     def _v_Expect(self, node: P.Expect):
@@ -1014,6 +1182,10 @@ def _delta(a, b):
     a, b = sp.expand(a), sp.expand(b)
     c = a.as_coeff_Add()[0]
     return sp.KroneckerDelta(a - c, b - c)
+
+
+def _show_shape(shape) -> str:
+    return "×".join(_show(s) for s in shape)
 
 
 def _show(e) -> str:

@@ -28,14 +28,25 @@ import mpmath
 import sympy as sp
 
 from derivations.language.arrays import Array, entry, size
+from derivations.positional import pair_index
 from derivations.proof import numeric
 from derivations.proof.core import Setting, prove_index_identity
 from derivations.proof.expectation import RandomVector
 
 from . import parser as P
 from .context import Binding, Context, Definition, FunctionSpec, basic, is_unknown, unknown_size
-from .elaborate import Elaborator, Val, _show, doc_name, label_for
-from .expand import Policy, _diff_expandable, _grad_expandable, consumers, deps, expand, unfold_once, upstream
+from .elaborate import Block, Elaborator, Val, _show, doc_name, label_for
+from .expand import (
+    Policy,
+    _diff_expandable,
+    _grad_expandable,
+    consumers,
+    deps,
+    expand,
+    labels_in,
+    unfold_once,
+    upstream,
+)
 from .grammar import NotUnderstood
 from .render import markdown_table
 from .transcript import TracingSetting, latex, name_latex, plain_markdown, summarise_rewrites, tagged_show
@@ -201,6 +212,137 @@ def _moment(node):
     return None
 
 
+def _pair_entry(cell):
+    """x_{2i+k}, k = −1, 0 or 1, as written: (x, i, k); else None."""
+    if not isinstance(cell, P.Script) or len(cell.sub) != 1 or not _is_name_like(cell.base):
+        return None
+    sub, k = cell.sub[0], 0
+    if isinstance(sub, P.Bin) and sub.op in "+-" and isinstance(sub.b, P.Num) and sub.b.text == "1":
+        sub, k = sub.a, 1 if sub.op == "+" else -1
+    if (
+        isinstance(sub, P.Juxt)
+        and len(sub.items) == 2
+        and isinstance(sub.items[0], P.Num)
+        and sub.items[0].text == "2"
+        and isinstance(sub.items[1], P.Letters)
+        and len(sub.items[1].text) == 1
+    ):
+        return doc_name(cell.base), sub.items[1].text, k
+    return None
+
+
+# a column's pair as written -> how its statement counts: (2i, 2i+1) from 0, (2i−1, 2i) from 1 (the
+# only counting in which the pairs cover a vector's entries)
+_PAIRS_FROM = {frozenset({0, 1}): 0, frozenset({-1, 0}): 1}
+
+
+def _pair_column(node):
+    """[x_{2i}; x_{2i+1}] (or [x_{2i-1}; x_{2i}]; in either order): one name's pair of entries as a
+    column — (x, i, (the pair's entry 0 or 1 at each row), the first index); else None."""
+    if not isinstance(node, P.Matrix) or len(node.rows) != 2 or any(len(row) != 1 for row in node.rows):
+        return None
+    found = [_pair_entry(row[0]) for row in node.rows]
+    if None in found or len({(n, i) for n, i, _ in found}) != 1:
+        return None
+    first = _PAIRS_FROM.get(frozenset(k for _, _, k in found))
+    if first is None:
+        return None
+    name, letter, _ = found[0]
+    return name, letter, tuple(k + first for _, _, k in found), first
+
+
+def _pair_counting(*nodes) -> int | None:
+    """How a statement that pairs dimensions counts (0 or 1; elaborate.py, `Elaborator.first`): a
+    column of it is written out as a pair [x_{2i}; x_{2i+1}] (from 0) or [x_{2i-1}; x_{2i}] (from 1);
+    None where none is."""
+    found = set()
+    stack = list(nodes)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, P.Matrix) and _pair_column(n) is not None:
+            found.add(_pair_column(n)[3])
+        if isinstance(n, P.Node):
+            stack.extend(c for c in vars(n).values() if isinstance(c, (P.Node, tuple)))
+        elif isinstance(n, tuple):
+            stack.extend(c for c in n if isinstance(c, (P.Node, tuple)))
+    if len(found) > 1:
+        raise NotUnderstood("pairs written both (2i, 2i+1) and (2i-1, 2i): counted from 0 or from 1?")
+    return found.pop() if found else None
+
+
+def _pair_elaborator(ctx, lhs, rhs, scope=None) -> Elaborator:
+    """The elaborator of a statement, counting as its pairs say (from 1 where it has none)."""
+    counting = _pair_counting(lhs, rhs)
+    return Elaborator(ctx, scope=scope, first=1 if counting is None else counting, pairs=counting is not None)
+
+
+def _entrywise(lv, rv, e: Elaborator) -> list:
+    """Two matrices (columns) written out are equal when every entry is: (label, left, right) each."""
+    if not (isinstance(lv, Block) and isinstance(rv, Block)):
+        other = rv if isinstance(lv, Block) else lv
+        what = "a scalar" if other.is_scalar else "an array"
+        raise NotUnderstood(f"a matrix written out on one side and {what} on the other (write both out)")
+    if lv.shape != rv.shape:
+        (a, b), (c, d) = lv.shape, rv.shape
+        raise NotUnderstood(f"the two sides are a {a}×{b} and a {c}×{d} matrix written out")
+    column = lv.shape[1] == 1
+    out = []
+    for r, (row_l, row_r) in enumerate(zip(lv.rows, rv.rows)):
+        for c, (a, b) in enumerate(zip(row_l, row_r)):
+            label = f"row {r + 1}" if column else f"entry ({r + 1}, {c + 1})"
+            out.append((label, _finalize(Val(a, ()), e).expr, _finalize(Val(b, ()), e).expr))
+    return out
+
+
+@dataclass
+class _Decision:
+    """What every identity of one step is decided with (Checker._decide_forms)."""
+
+    step: str
+    ranges: dict  # index symbol -> [(size, why)]
+    conflicts: list
+    policy_args: dict
+    notes: list  # (plain, Markdown) pairs
+    even: set  # sizes the step reads in pairs (2i, 2i + 1)
+    offsets: dict  # index symbol -> how the document counts it (1, or 0 where it pairs dimensions)
+
+
+def _evens(lf, rf, gen, ranges, even) -> tuple:
+    """The sizes that must be even — read in pairs (2i, 2i + 1) by the step or by a vector it reads
+    (`even`), or halved by a range (i = 0 … n/2 − 1: the pairs of n entries) — each written
+    2·n_pairs, so that the step is decided for every even size: (lf, rf, gen, {n: 2·n_pairs})."""
+    sizes = {basic(s).xreplace(gen) for s in even}
+    for found in ranges.values():
+        for x, _ in found:  # a range n/2 (+ an integer): the pairs of n entries
+            x = sp.expand(basic(x).xreplace(gen))
+            sizes |= {s for s in x.free_symbols if x.coeff(s) == sp.Rational(1, 2) and (x - s / 2).is_integer}
+    halves = {s: 2 * size(f"{s.name}_pairs") for s in sorted(sizes, key=str) if _size_like(s)}
+    if not halves:
+        return lf, rf, gen, {}
+    gen = {**{k: basic(v).xreplace(halves) for k, v in gen.items()}, **halves}
+    return lf.xreplace(halves), rf.xreplace(halves), gen, halves
+
+
+def _even_notes(halves: dict) -> list:
+    return [
+        (
+            f"{_show(s)} even (its entries are read in pairs (2i, 2i + 1)): {_show(s)} = {_show(h)}",
+            f"${latex(s)}$ even (its entries are read in pairs $(2i, 2i + 1)$): ${latex(s)} = {latex(h)}$",
+        )
+        for s, h in halves.items()
+    ]
+
+
+def _with_even_sizes(cx: dict, halves: dict) -> dict:
+    """A counterexample's sizes n as well as the n_pairs it was drawn at."""
+    at = cx["at"]
+    for s, h in halves.items():
+        (pairs,) = h.free_symbols
+        if pairs.name in at and s.name not in at:
+            at[s.name] = 2 * at[pairs.name]
+    return cx
+
+
 def _split_notes(notes) -> tuple[list, list]:
     """(plain texts, Markdown texts) of (plain, Markdown) pairs, each once, in order."""
     pairs = list(dict.fromkeys((str(a), str(b)) for a, b in notes))
@@ -317,12 +459,12 @@ class Checker:
             return Verdict("not understood", step, f"an approximation (≈): {v.reason}")
         if forms is None:
             return Verdict("not understood", step, "an approximation (≈) whose sides could not be compared")
-        lf, rf, ranges, gen = forms
+        lf, rf, ranges, gen, written = forms
         why = _opaque_definitions(lf, rf, self.ctx)
         if why:
             return Verdict("not understood", step, f"an approximation (≈) that cannot be evaluated: {why}")
         worst, seen = None, set()
-        for point, a, b in self._points(lf, rf, ranges, gen, approximate=True):
+        for point, a, b in self._points(lf, rf, ranges, gen, approximate=True, written=written):
             seen.add(tuple(sorted(map(str, point.symbols.items()))) + tuple(sorted(map(str, point.entries.items()))))
             gap = numeric.relative_gap(a, b)
             if worst is None or gap > worst[0]:
@@ -346,12 +488,15 @@ class Checker:
             counterexample=cx,
         )
 
-    def _points(self, lf, rf, ranges, gen, approximate: bool = False):
+    def _points(self, lf, rf, ranges, gen, approximate: bool = False, written=()):
         """(point, left, right) at the sizes a counterexample is searched at, 16 points each, the
-        points where either side is not a number left out. `approximate` (an ≈ step): new seeds at
+        points where either side is not a number left out, and those where an entry the step
+        reads — as evaluated, or as written before its definition was unfolded (`written`: ω_{i+1}
+        with ω given by a formula) — lies outside its array. `approximate` (an ≈ step): new seeds at
         each size, every scalar drawn anew at each point as an entry is, and the points outside
         the formula's real domain left out too."""
         extents = _extents(lf, rf, self.ctx, gen)
+        extents.update(_extents(sp.Add(*written), sp.Integer(0), self.ctx, gen))
         syms = sorted({s for s in (lf.free_symbols | rf.free_symbols) if _size_like(s)}, key=str)
         for rs in ranges.values():
             for s, _ in rs:
@@ -379,6 +524,8 @@ class Checker:
                 except (numeric.EvaluationError, ZeroDivisionError, ValueError, TypeError):
                     continue
                 if not _entries_in_range(point, extents) or mpmath.isnan(a) or mpmath.isnan(b):
+                    continue
+                if not _written_in_range(point, written, extents, gen):
                     continue
                 if approximate and (mpmath.im(a) != 0 or mpmath.im(b) != 0):  # outside the real domain
                     continue
@@ -569,6 +716,8 @@ class Checker:
 
     # ---------------------------------------------------------------- the first link
     def _first(self, lhs, rhs, step: str, where: str, forall: dict) -> Verdict:
+        if isinstance(lhs, P.Matrix):
+            return self._column_statement(lhs, rhs, step, where, forall)
         ff = _function_form(lhs)
         if ff is not None:
             name, params = ff
@@ -591,6 +740,8 @@ class Checker:
             b = self.ctx.value(name)
             if b is None or b.kind == "poisoned":
                 return self._define_name(name, rhs, step, where, lhs=lhs)
+            if b.bare:
+                return self._restate_bare(lhs, rhs, step, where, b)
             if b.kind == "size":
                 return self._size_statement(b, rhs, step, where)
             if b.kind == "loss" and self.ctx.definition("L") is None:
@@ -611,6 +762,8 @@ class Checker:
         if ef is not None and all(self._is_free_index(c) for c in ef[1]):
             name, _ = ef
             b = self.ctx.value(name)
+            if b is not None and b.bare:
+                return self._scripted_bare(lhs, rhs, step, where, forall, b)
             if (b is None or b.kind in ("poisoned", "family")) and len(ef[1]) == 1:
                 family = self._define_family(name, ef[1], rhs, step, where, again=b is not None and b.kind == "family")
                 if family is not None:
@@ -627,6 +780,113 @@ class Checker:
                     v.reason = f"agrees with {name} as {whose} defines it ({d.source}); " + v.reason
                 return v
         return self._claim(lhs, rhs, step, forall)
+
+    def _scripted_bare(self, lhs, rhs, step: str, where: str, forall: dict, b: Binding) -> Verdict:
+        """`θ_t = …` with θ the convention's name written bare only (RoPE's angle): θ with an index
+        is the document's own name (Adam's parameters θ_t), which replaces the angle from here on —
+        as the verdict says where the document had read the angle."""
+        used = b.label in self.ctx.mentioned
+        self.ctx.forget(b.name)
+        v = self._first(lhs, rhs, step, where, forall)
+        if used and v.verdict == "definition":
+            v.reason += f"; {b.name} is the document's own from here on, no longer the convention's ({b.meaning})"
+        return v
+
+    def _column_statement(self, lhs: P.Matrix, rhs, step: str, where: str, forall: dict) -> Verdict:
+        """A column written out on the left: [x'_{2i}; x'_{2i+1}] = … defines x' by its pairs where
+        x' has no meaning yet (or is an array with no definition); any other is a claim, one
+        statement per row."""
+        pc = _pair_column(lhs)
+        if pc is not None:
+            b = self.ctx.value(pc[0])
+            undefined_array = b is not None and b.kind == "array" and not b.bare and not self.ctx.definition(b.label)
+            if b is None or b.kind == "poisoned" or undefined_array:
+                return self._define_pairs(lhs, pc, rhs, step, where)
+        return self._claim(lhs, rhs, step, forall)
+
+    def _define_pairs(self, lhs, pc: tuple, rhs, step: str, where: str) -> Verdict:
+        """[x'_{2i}; x'_{2i+1}] = (a column of two, written out): x' by its pairs. Counted from 0, as
+        pairs (2i, 2i + 1) of a vector of even length d are (i = 0 … d/2 − 1; written (2i − 1, 2i),
+        from 1), one formula gives every entry c (counted from 0):
+
+            x'_c = even(c)·top(i) + odd(c)·bottom(i),   i = ⌊c/2⌋ = (c − odd(c))/2,
+
+        even(c) = (1 + (−1)^c)/2, odd(c) = 1 − even(c); a step that reads x' compares entries at
+        c = 2i and c = 2i + 1 apart, where each is its own row's formula (`_parity_cases`)."""
+        name, letter, rows, first = pc
+        label = label_for(name)
+        old = self.ctx.value(name)
+        try:
+            e = _pair_elaborator(self.ctx, lhs, rhs)
+            if old is not None and old.kind == "array" and e.resolve(old.shape[0]) != 1:
+                raise NotUnderstood(f"pairs of entries of a vector: {name} is {_dims(old.shape)}")
+            length = old.shape[1] if old is not None and old.kind == "array" else unknown_size(name)
+            i = e._free(letter)  # the pair (counted as the statement counts)
+            e.pair_positions[i] = [(length, name)]
+            right = e.side(rhs)
+            if not (isinstance(right, Block) and right.shape == (2, 1)):
+                raise NotUnderstood(
+                    f"the pair of {name} is a column of 2: the right side must be one, written out (a 2×2 matrix times a column)"
+                )
+            e.settle_pairs()
+            extra = sorted(set(e.free) - {letter})
+            if extra:
+                bare = [
+                    f"{b.name} written bare is {b.name}_{b.bare}"
+                    for b in self.ctx.values.values()
+                    if b.bare in extra and b.label in e.uses
+                ]
+                raise NotUnderstood(
+                    f"free index {', '.join(extra)} on the right only" + (f" ({'; '.join(bare)})" if bare else "")
+                )
+        except NotUnderstood as err:
+            self.ctx.poison(name, f"its definition was not understood: {err}", where)
+            return Verdict("not understood", step, str(err))
+        if label in e.uses:  # x on both sides: a statement about x's pairs, not a definition
+            return self._claim(lhs, rhs, step, {})
+        _commit(self.ctx, e.subst)
+        top, bottom = (_finalize(Val(x, ()), e).expr for x in right.column())
+        by_row = {rows[0]: top, rows[1]: bottom}  # r -> the formula of the pair's entry r (0: even, 1: odd)
+        c = sp.Symbol("c", integer=True)
+        even = (1 + (-1) ** c) / 2
+        at = {i: pair_index(c)}  # the pair of entry c (i's internal value counts pairs from 0 either way)
+        expr = even * by_row[0].xreplace(at) + (1 - even) * by_row[1].xreplace(at)
+        length = e.resolve(length)
+        self.ctx.bind(Binding("array", name, label, shape=(sp.Integer(1), length), origin=where, meaning="defined"))
+        evens = tuple(s for s in (e.resolve(x) for x in e.even) if isinstance(s, sp.Symbol))
+        self.ctx.define(label, Definition("entries", expr, (c,), origin=where, source=step, even=evens))
+        pair = f"2{letter}, 2{letter}+1" if first == 0 else f"2{letter}-1, 2{letter}"
+        return Verdict(
+            "definition",
+            step,
+            f"defines {name} by its pairs ({pair}), {letter} = {first} … {_show(length / 2 - 1 + first)} "
+            f"(dimensions counted from {first}, the one counting in which these pairs cover a vector of even "
+            f"length); {name} ∈ ℝ^{_dims((sp.Integer(1), length))}",
+            defines=name,
+        )
+
+    def _restate_bare(self, lhs, rhs, step: str, where: str, b: Binding) -> Verdict:
+        """`θ = …` with θ the convention's name written bare (RoPE's angle θ_i). A right side that
+        reads the pair i (θ = pos·ω_i) is about θ_i: a claim, proved when it agrees with the
+        catalogue's θ_i = pos·ω_i, refuted otherwise. One that does not (θ = 0.5) is the
+        document's own scalar θ where the document has not read the angle yet (else a claim)."""
+        mentioned = set(self.ctx.mentioned)  # a tentative reading of the right side
+        try:
+            e = Elaborator(self.ctx)
+            e.value(rhs)
+            reads_pair = b.bare in e.free
+        except NotUnderstood:
+            reads_pair = True  # the claim says why
+        finally:
+            self.ctx.mentioned = mentioned
+        if not reads_pair and self.ctx.is_default(b.name):
+            self.ctx.forget(b.name)
+            return self._define_name(b.name, rhs, step, where, lhs=lhs)
+        v = self._claim(lhs, rhs, step, {})
+        d = self.ctx.definition(b.label)
+        if v.verdict == "proved" and d is not None:
+            v.reason = f"agrees with {b.name} as the catalogue defines it ({d.source}); " + v.reason
+        return v
 
     def _restate_recurrence(self, lhs, rhs, step: str, where: str, name: str) -> Verdict:
         """`m_t = …` where m already has a recurrence: the step is the recurrence's step
@@ -1143,42 +1403,49 @@ class Checker:
 
     def _decide(self, lhs, rhs, step: str, forall: dict, scope: dict | None, unfold: str | None = None) -> Verdict:
         """`unfold`: the label of a recurrence unfolded once on the left side only (a restated
-        recurrence: its step function is compared, every other entry arbitrary)."""
-        e = Elaborator(self.ctx, scope=scope)
+        recurrence: its step function is compared, every other entry arbitrary). Two columns
+        (matrices) written out are equal when each row (entry) is: one statement each, all must
+        hold."""
+        e = _pair_elaborator(self.ctx, lhs, rhs, scope)
         for name in forall:
             e._free(name)
-        lv, rv = e.value(lhs), e.value(rhs)
-        lv, rv = _finalize(lv, e), _finalize(rv, e)
-        if lv.is_scalar != rv.is_scalar:
-            one = lv if not lv.is_scalar else rv
-            if tuple(e.resolve(s) for s in one.shape) != (1, 1):
-                raise NotUnderstood("a scalar on one side and an array on the other")
+        lv, rv = e.side(lhs), e.side(rhs)
+        e.settle_pairs()
         ranges: dict = {}
-        if not lv.is_scalar and not rv.is_scalar:
-            ls, rs = tuple(e.resolve(s) for s in lv.shape), tuple(e.resolve(s) for s in rv.shape)
-            try:
-                shape = tuple(e.same(a, b, "the two sides' shapes") for a, b in zip(ls, rs))
-            except NotUnderstood:
-                return self._shape_refutation(step, ls, rs)
-            r, c = sp.Symbol("r", integer=True), sp.Symbol("c", integer=True)
-            pos = (r if shape[0] != 1 else sp.Integer(0), c if shape[1] != 1 else sp.Integer(0))
-            li, ri = entry(lv.expr, pos), entry(rv.expr, pos)
-            for sym, n in zip(pos, shape):
-                if isinstance(sym, sp.Symbol):
-                    ranges[sym] = [(n, "the shape")]
+        if isinstance(lv, Block) or isinstance(rv, Block):
+            cases = _entrywise(lv, rv, e)
         else:
-            li = lv.expr if lv.is_scalar else entry(lv.expr, (0, 0))
-            ri = rv.expr if rv.is_scalar else entry(rv.expr, (0, 0))
+            lv, rv = _finalize(lv, e), _finalize(rv, e)
+            if lv.is_scalar != rv.is_scalar:
+                one = lv if not lv.is_scalar else rv
+                if tuple(e.resolve(s) for s in one.shape) != (1, 1):
+                    raise NotUnderstood("a scalar on one side and an array on the other")
+            if not lv.is_scalar and not rv.is_scalar:
+                ls, rs = tuple(e.resolve(s) for s in lv.shape), tuple(e.resolve(s) for s in rv.shape)
+                try:
+                    shape = tuple(e.same(a, b, "the two sides' shapes") for a, b in zip(ls, rs))
+                except NotUnderstood:
+                    return self._shape_refutation(step, ls, rs)
+                r, c = sp.Symbol("r", integer=True), sp.Symbol("c", integer=True)
+                pos = (r if shape[0] != 1 else sp.Integer(0), c if shape[1] != 1 else sp.Integer(0))
+                li, ri = entry(lv.expr, pos), entry(rv.expr, pos)
+                for sym, n in zip(pos, shape):
+                    if isinstance(sym, sp.Symbol):
+                        ranges[sym] = [(n, "the shape")]
+            else:
+                li = lv.expr if lv.is_scalar else entry(lv.expr, (0, 0))
+                ri = rv.expr if rv.is_scalar else entry(rv.expr, (0, 0))
+            cases = [("", li, ri)]
         if unfold is not None:
-            li = unfold_once(li, self.ctx, unfold)
+            cases = [(label, unfold_once(li, self.ctx, unfold), ri) for label, li, ri in cases]
         self._recurrences_arbitrary = unfold is not None
         for name, sym in e.free.items():
             found = [(e.resolve(s), w) for s, w in e.positions.get(sym, [])]
             if name in forall:
                 lo, hi = forall[name]
-                if sp.simplify(lo - 1) != 0:
-                    raise NotUnderstood(f"the remark ∀ {name} = {_show(lo)}, …: indices count from 1")
-                found.append((hi, "the remark ∀"))
+                if sp.simplify(lo - e.first) != 0:
+                    raise NotUnderstood(f"the remark ∀ {name} = {_show(lo)}, …: indices count from {e.first}")
+                found.append((hi - e.first + 1, "the remark ∀"))
             ranges[sym] = found
         conflicts = []
         for sym, found in ranges.items():
@@ -1191,7 +1458,6 @@ class Checker:
         policy_args = dict(
             grads=frozenset(e.grad_targets), diffs=frozenset(e.diff_targets), jac=frozenset(e.jacobian_targets)
         )
-        levels = ["local", "full"] if any(policy_args.values()) else ["full"]
         notes = list(e.notes)  # (plain, Markdown) pairs
         if e.random_used:
             words = (
@@ -1199,12 +1465,72 @@ class Checker:
                 "moments as the document states them, higher cumulants symbolic"
             )
             notes.append((words, words))
+        # document indices are reported as the statement counts them; a matrix step's r, c from 1
+        offsets = {sym: e.first for sym in e.free.values()}
+        decision = _Decision(step, ranges, conflicts, policy_args, notes, self._even_of(cases, e), offsets)
+        return self._all_hold(
+            [(label, lambda li=li, ri=ri: self._decide_forms(decision, li, ri)) for label, li, ri in cases]
+        )
+
+    def _even_of(self, cases, e: Elaborator) -> set:
+        """The sizes the step reads in pairs: its own (x_{2i}, x_{2i+1}) and those of the vectors
+        defined by their pairs that it reads (Definition.even), as the step resolves them."""
+        labels = set()
+        for _, li, ri in cases:
+            for lab in labels_in(li) | labels_in(ri):
+                labels |= {lab} | upstream(self.ctx, lab)
+        out = {e.resolve(s) for s in e.even}
+        for lab in labels:
+            d = self.ctx.definition(lab)
+            out |= {e.resolve(s) for s in (d.even if d is not None else ())}
+        return {s for s in out if isinstance(s, sp.Symbol)}
+
+    def _all_hold(self, cases) -> Verdict:
+        """Each (label, decide) in turn: proved only if every one is (the reasons' first, its
+        assumptions those of all); the first that is not gives the verdict, its label in front."""
+        proved = []
+        for label, decide in cases:
+            try:
+                v = decide()
+            except Undecided as u:
+                if label:
+                    raise Undecided(f"{label}: {u}", u.counterexample, u.decided) from None
+                raise
+            if v.verdict != "proved":
+                if label:
+                    v.reason = f"{label}: {v.reason}"
+                return v
+            proved.append((label, v))
+        label, v = proved[0]
+        if len(proved) > 1:
+            v.reason = f"{' and '.join(lab for lab, _ in proved)}, each: {v.reason}"
+            pairs = [(a, b) for _, w in proved for a, b in zip(w.assumptions, w.assumptions_latex)]
+            pairs = list(dict.fromkeys(pairs))
+            v.assumptions, v.assumptions_latex = [a for a, _ in pairs], [b for _, b in pairs]
+        return v
+
+    def _decide_forms(self, d: _Decision, li, ri, split: bool = True) -> Verdict:
+        """One identity li = ri (index form, before unfolding), decided: proved for symbolic sizes,
+        else refuted by a counterexample, else Undecided. An entry whose formula depends on the
+        parity of its position ((−1)^c: a vector defined by its pairs, RoPE's tables) is compared
+        at the even and at the odd positions apart (c = 2i, c = 2i + 1), where each side reads
+        the pair's own formula."""
+        if split:
+            parities = self._parity_cases(d, li, ri)
+            if parities:
+                return self._all_hold(parities)
+        step, ranges, conflicts, policy_args, notes = d.step, d.ranges, d.conflicts, d.policy_args, d.notes
+        levels = ["local", "full"] if any(policy_args.values()) else ["full"]
+        notes = list(notes)
         last = None
         full_forms = None
         for level in levels:
             lf = expand(li, self.ctx, Policy(level, **policy_args))
             rf = expand(ri, self.ctx, Policy(level, **policy_args))
             lf, rf, gen = _generic_sizes(lf, rf, ranges)
+            lf, rf, gen, halves = _evens(lf, rf, gen, ranges, d.even)
+            if level == levels[0]:
+                notes += _even_notes(halves)
             if level == "full":
                 full_forms = (lf, rf, gen)
             if conflicts:
@@ -1224,9 +1550,16 @@ class Checker:
                 return v
             proof.method, proof.residual = tags.plain(proof.method), tags.plain(proof.residual)
         lf, rf, gen = full_forms
-        self._forms = (lf, rf, ranges, gen) if not conflicts else None  # what an approximation compares
-        cx = self._search(lf, rf, ranges, gen, conflicts)
+        # the entries as written (before any definition is unfolded), where no sum binds their indices
+        written = [
+            a
+            for a in basic(li).atoms(sp.Indexed) | basic(ri).atoms(sp.Indexed)
+            if not any(ix.atoms(sp.Dummy) for ix in a.indices)
+        ]
+        self._forms = (lf, rf, ranges, gen, written) if not conflicts else None  # what an approximation compares
+        cx = self._search(lf, rf, ranges, gen, conflicts, d.offsets, written)
         if cx is not None:
+            cx = _with_even_sizes(cx, halves)
             why = "a counterexample at concrete sizes"
             if conflicts:
                 why += " (where every index is in its range)"
@@ -1248,6 +1581,46 @@ class Checker:
         rs = {s: [(basic(x).xreplace(gen), w) for x, w in f] for s, f in ranges.items()}
         decided = ("full", lf, rf, _setting(lf, rf, rs, defaultdict(lambda: PROOF_SIZE), self.ctx), [], None)
         raise Undecided(f"{last.method if last else ''}: residual {_short(residual)}; {tail}", decided=decided)
+
+    def _parity_cases(self, d: _Decision, li, ri) -> list:
+        """(label, decide) for the even and the odd positions of the one position whose parity the
+        unfolded sides read ((−1)^c), when its range has an even length 2m (the pairs: c = 2i + p,
+        i = 0 … m − 1); [] otherwise (then the sides are compared at every position at once)."""
+        positions = [s for s in d.ranges if s.name in ("r", "c") and len(d.ranges[s]) == 1]  # a row's, a column's
+        if not positions or d.conflicts:
+            return []
+        policy = Policy("full", **d.policy_args)
+        lf, rf = expand(li, self.ctx, policy), expand(ri, self.ctx, policy)
+        signs = [p.exp for p in lf.atoms(sp.Pow) | rf.atoms(sp.Pow) if p.base == -1]
+        parity = [s for s in positions if any(s in x.free_symbols for x in signs)]
+        if not parity:
+            return []
+        pos = parity[0]
+        ((length, what),) = d.ranges[pos]
+        _, _, gen = _generic_sizes(lf, rf, d.ranges)
+        _, _, gen, _ = _evens(lf, rf, gen, d.ranges, d.even)
+        half = sp.expand(basic(length).xreplace(gen) / 2)
+        if not all(t.is_integer for t in sp.Add.make_args(half)):
+            return []  # an odd length, or one not known even: no pairs to compare
+        pair = sp.Symbol(f"{pos.name}_pair", integer=True)
+        ranges = {s: f for s, f in d.ranges.items() if s != pos}
+        ranges[pair] = [(length / 2, f"the pairs of {what}")]
+        axis = "columns" if pos.name == "c" else "rows"
+        out = []
+        for p, kind in ((0, "even"), (1, "odd")):
+            at = {pos: 2 * pair + p}
+            sub = _Decision(d.step, ranges, d.conflicts, d.policy_args, d.notes, d.even, d.offsets)
+            label = f"at the {kind} {axis} ({pos.name} = 2·{pair.name}{' + 1' if p else ''})"
+
+            def decide(at=at, sub=sub, p=p):
+                v = self._decide_forms(sub, li.xreplace(at), ri.xreplace(at), split=False)
+                if v.counterexample and pair.name in v.counterexample.get("at", {}):
+                    cx = v.counterexample["at"]
+                    cx[pos.name] = 2 * (cx.pop(pair.name) - 1) + p + 1  # the position, counted from 1
+                return v
+
+            out.append((label, decide))
+        return out
 
     def _proved(self, step, proof, level, policy_args, notes, setting, tags=None) -> Verdict:
         sizes = sorted(str(s) for s in setting.sizes)
@@ -1327,14 +1700,14 @@ class Checker:
         )
 
     # ---------------------------------------------------------------- counterexamples
-    def _search(self, lf, rf, ranges, gen, conflicts) -> dict | None:
+    def _search(self, lf, rf, ranges, gen, conflicts, offsets=None, written=()) -> dict | None:
         why = _opaque_definitions(lf, rf, self.ctx, recurrences=not getattr(self, "_recurrences_arbitrary", False))
         if why:
             self._no_search = why
             return None
-        for point, a, b in self._points(lf, rf, ranges, gen):
+        for point, a, b in self._points(lf, rf, ranges, gen, written=written):
             if numeric.relative_gap(a, b) > TOLERANCE:
-                return _report_point(point, a, b, ranges)
+                return _report_point(point, a, b, ranges, offsets)
         return None
 
 
@@ -1439,7 +1812,7 @@ def _commit(ctx: Context, subst: dict) -> None:
                 if new_shape != a.shape:
                     reps[a] = Array(a.name, new_shape, a.integer_valued, a.latex_name)
             expr = d.expr.xreplace(reps).xreplace(subst) if reps or subst else d.expr
-            ctx.defs[lab] = Definition(d.kind, expr, d.vars, d.origin, d.source)
+            ctx.defs[lab] = Definition(d.kind, expr, d.vars, d.origin, d.source, tuple(res(s) for s in d.even))
 
 
 def _generic_sizes(lf, rf, ranges: dict | None = None):
@@ -1569,6 +1942,26 @@ def _entries_in_range(point, extents) -> bool:
     return True
 
 
+def _written_in_range(point, written, extents, gen) -> bool:
+    """Every entry as the step writes it (ω_{i+1}) inside its array at `point`."""
+    entries = []
+    for a in written:
+        try:
+            at = tuple(int(basic(ix).xreplace(gen).subs(point.symbols)) for ix in a.indices)
+        except TypeError:  # an index this point does not give: the point proves nothing
+            return False
+        entries.append((str(a.base.label), at))
+    return _entries_in_range(_Entries(entries, point.symbols), extents)
+
+
+@dataclass
+class _Entries:
+    """Entries and the point's symbols, as `_entries_in_range` reads a point."""
+
+    entries: list
+    symbols: dict
+
+
 def _opaque_definitions(lf, rf, ctx: Context, recurrences: bool = True) -> str | None:
     """Why a counterexample may not be searched for: a recurrence left folded, or a name whose
     definition was not understood (its stand-in is arbitrary, the document's is not)."""
@@ -1586,12 +1979,12 @@ def _opaque_definitions(lf, rf, ctx: Context, recurrences: bool = True) -> str |
     return None
 
 
-def _report_point(point, a, b, ranges) -> dict:
+def _report_point(point, a, b, ranges, offsets=None) -> dict:
     at = {}
     for k, v in point.symbols.items():
         name = str(k)
-        if k in ranges:  # internal indices count from 0; the document's from 1
-            at[name] = int(v) + 1
+        if k in ranges:  # internal indices count from 0; the document's from 1 (0 where it pairs dimensions)
+            at[name] = int(v) + (offsets or {}).get(k, 1)
         elif isinstance(k, sp.Symbol) and _size_like(k):
             at[name] = int(v)
         else:
