@@ -142,6 +142,14 @@ def test_every_deliberate_mistake_is_refuted_with_a_counterexample(wrong):
             r" - \mathrm{rowsum}\left(\frac{\partial \mathcal{L}}{\partial \mathbf{O}} \odot \mathbf{O}\right)\mathbf{1}^T\right)",
         ),
         (r"\sum_{j=1}^{n} A_{ij} = n", r"\sum_{j} A_{ij} = 1"),
+        (  # a rotation times its transpose, and times itself
+            r"\begin{bmatrix} \cos\theta & -\sin\theta \\ \sin\theta & \cos\theta \end{bmatrix}"
+            r"\begin{bmatrix} \cos\theta & -\sin\theta \\ \sin\theta & \cos\theta \end{bmatrix}"
+            r" = \begin{bmatrix} 1 & 0 \\ 0 & 1 \end{bmatrix}",
+            r"\begin{bmatrix} \cos\theta & -\sin\theta \\ \sin\theta & \cos\theta \end{bmatrix}"
+            r"\begin{bmatrix} \cos\theta & \sin\theta \\ -\sin\theta & \cos\theta \end{bmatrix}"
+            r" = \begin{bmatrix} 1 & 0 \\ 0 & 1 \end{bmatrix}",
+        ),
         (  # the softmax Jacobian's symmetric form, and the same with one index moved
             r"A_{ij}(\delta_{jk} - A_{ik}) = A_{ik}(\delta_{jk} - A_{ik})",
             r"A_{ij}(\delta_{jk} - A_{ik}) = A_{ik}(\delta_{jk} - A_{ij})",

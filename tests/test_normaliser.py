@@ -32,6 +32,15 @@ def test_a_free_delta_gives_its_two_indices_one_name():
     assert not zero(sp.KroneckerDelta(i, k) * x[j], sp.KroneckerDelta(i, k) * x[k])
 
 
+def test_the_square_of_a_sine_is_one_minus_the_cosines():
+    u = x[i] + y[j]
+    assert zero(sp.sin(u) ** 2 + sp.cos(u) ** 2, 1)
+    assert zero(sp.sin(u) ** 3, sp.sin(u) - sp.sin(u) * sp.cos(u) ** 2)
+    assert not zero(sp.cos(u) ** 2, 1)
+    assert not zero(sp.sin(u) ** 2 + sp.cos(u) ** 2, sp.sin(u))
+    assert not zero(sp.sin(x[i]) ** 2 + sp.cos(y[j]) ** 2, 1)  # not one angle
+
+
 def test_bound_names_do_not_matter():
     assert zero(sp.Sum(x[i, k] * y[k], (k, 0, n - 1)), sp.Sum(x[i, j] * y[j], (j, 0, n - 1)))
 

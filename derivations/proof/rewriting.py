@@ -476,6 +476,10 @@ class Normaliser:
             base, power = e.args
             if isinstance(base, sp.KroneckerDelta) and power.is_Integer and power > 0:
                 return [([base], [])]  # δ^n = δ
+            if isinstance(base, sp.sin) and power.is_Integer and power >= 2:
+                # sin²u = 1 − cos²u (any u): with no sin² left, cos²u + sin²u − 1 cancels as a
+                # polynomial (a rotation's Rᵀ R = I)
+                return self._terms(base ** (power - 2) * (1 - sp.cos(base.args[0]) ** 2))
             if power.is_Integer and power > 0 and (base.has(sp.Sum) or isinstance(base, (sp.Add, sp.Mul))):
                 return self._product([self._terms(base) for _ in range(int(power))])
             inner = self.canon(base)
