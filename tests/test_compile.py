@@ -125,6 +125,34 @@ def test_compiled_equals_uncompiled():
     assert comp._compiled is not None
 
 
+@pytest.mark.slow
+def test_compiled_mixed_precision_equals_uncompiled():
+    """--compile with --dtype bfloat16: the products' bfloat16 rounding inside the compiled
+    graph. Same weights and batch: the compiled mixed-precision loss and gradients are the
+    uncompiled mixed-precision ones to float32 rounding of the same bfloat16 products (relative
+    1e-3 of each gradient's norm), float32 throughout, and both within bfloat16's rounding of the
+    float32 step (relative 3e-2)."""
+    cfg = GPTConfig(**TINY)
+    full = TorchGPT(cfg, seed=1)
+    plain = TorchGPT(cfg, seed=1, autocast=torch.bfloat16)
+    comp = TorchGPT(cfg, seed=1, autocast=torch.bfloat16, compile=True)
+    idx, tgt = batch(cfg, seed=0)
+    results = []
+    for m in (full, plain, comp):
+        m.zero_grad()
+        _, loss = m(idx, tgt)
+        loss.backward()
+        results.append((loss, {k: p.grad for k, p in m.named_parameters()}))
+    (full_loss, full_g), (plain_loss, plain_g), (comp_loss, comp_g) = results
+    assert comp_loss.dtype == torch.float32 and comp_loss.item() == pytest.approx(plain_loss.item(), rel=1e-4)
+    assert plain_loss.item() != full_loss.item()  # the products really are rounded
+    for k, g in full_g.items():
+        assert comp_g[k].dtype == torch.float32
+        assert (comp_g[k] - plain_g[k]).norm() <= 1e-3 * plain_g[k].norm() + 1e-6, k
+        assert (comp_g[k] - g).norm() <= 3e-2 * g.norm() + 1e-6, k
+    assert comp._compiled is not None
+
+
 @pytest.mark.parametrize(
     "name", ["layernorm", "attention", "gelu", "linear", "cross_entropy", "softplus", "attention_tiled"]
 )

@@ -88,6 +88,27 @@ VALIDATE_EDITS = [
     ("value <= hi)", "value < hi)", None, "in_domain"),
     ("if s == 1 and g.shape[extra + i] != 1)", "if s == 1 and g.shape[extra - i] != 1)", None, "sum_to"),
     ("        n *= s\n", "        pass\n", None, "a view"),  # torch's sum_to: a copy where a view is due
+    # the table of passed calls (`_PASSED`): a key that forgets the shape, the dtype or an option's
+    # value, ids remembered, a hit without the promotion or with the first call's arrays, a
+    # full table that still grows
+    ("key.append((v.shape, v.dtype", "key.append((v.ndim, v.dtype", None, "another shape"),
+    ("key.append((v.shape, v.dtype", "key.append((v.shape, 0", None, "another dtype"),
+    ("key.append((v.__class__, v))", "key.append(v.__class__)", None, "another option value"),
+    ("self.remembered = not self.in_range", "self.remembered = True", None, "ids out of range"),
+    (
+        "            args[name] = promoted(args[name], t)\n        args.update",
+        "            pass\n        args.update",
+        None,
+        "a promoted",
+    ),
+    (
+        "_PASSED[key] = tuple([args[n] for n in sig.kept])",
+        "_PASSED[key] = tuple([args[n] for n in sig.returns])",
+        None,
+        "same key",
+    ),
+    ("len(_PASSED) < _PASSED_MAX", "len(_PASSED) <= _PASSED_MAX", None, "a full table"),
+    ("            _PASSED[key] = tuple(", "            pass  # tuple(", None, "same key"),
 ]
 
 

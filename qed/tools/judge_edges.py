@@ -818,6 +818,7 @@ def judge_validate(backend: str) -> list[Finding]:
             )
         except _Refused as exc:
             out.append(Finding("_validate", backend, case, str(exc)))
+    out += _judge_passed(v, backend)
     # an absent optional axis reads as length 1; a present one as its length
     row = _convert(backend, np.zeros(4))
     got = (v.dim(row, -2), v.dim(row, -1))
@@ -833,6 +834,7 @@ def judge_validate(backend: str) -> list[Finding]:
             skipped = (
                 v.in_range("probe", "ids", torch.tensor([9]), 3, "V") is None
                 and v.nonzero("probe", "n", torch.tensor([0]), "a count", "a mean") is None
+                and v._call_key(sig, {"x": x}) is None  # nothing remembered inside a graph
             )
         finally:
             torch.compiler.is_compiling = compiling
@@ -849,6 +851,94 @@ def judge_validate(backend: str) -> list[Finding]:
                 "" if str(exc).startswith("Signature of probe: unknown fields") else str(exc),
             )
         )
+    return out
+
+
+def _judge_passed(v, backend: str) -> list[Finding]:
+    """`checked` remembers the calls that passed (`_PASSED`, by `_call_key`): a call that agrees
+    with one in shape, dtype and option values is accepted again with its own arrays (promoted as
+    the first was) and the same layout; one that differs in any of them is checked afresh and
+    refused where it is wrong; ids are read at every call; the table stops growing at
+    `_PASSED_MAX` keys."""
+    out: list[Finding] = []
+
+    def case(name: str, bad: str) -> None:
+        out.append(Finding("_validate", backend, f"passed calls: {name}", bad))
+
+    sig = v.Signature(
+        "probe",
+        options=(("eps", 0, None, True, True),),
+        floats=(("x", 2, False, "(r, c)"),),
+        sizes=(("r", "x", -2),),
+        size_is=(("x", -1, ("r", 2), "2·r"),),
+        returns=("x", "dtype"),
+    )
+    first, again = (_convert(backend, np.full((3, 6), float(i))) for i in (1, 2))
+    try:
+        (x1, d1), m1 = _call("probe", v.checked, sig, x=first, eps=0.5)
+        (x2, d2), m2 = _call("probe", v.checked, sig, x=again, eps=0.5)
+        same = x1 is first and x2 is again and type(d2) is type(d1) and d2 == d1 and not (m1 or m2)
+        kept = v._call_key(sig, {"x": again, "eps": 0.5}) in v._PASSED
+        case("the same key again", "" if same and kept else "other returns" if not same else "not remembered")
+    except Exception as exc:  # noqa: BLE001 - a raw error (or a refusal) is the finding
+        case("the same key again", f"raised {type(exc).__name__}: {exc}")
+    for what, kwargs in (
+        ("another shape", {"x": _convert(backend, np.zeros((3, 5))), "eps": 0.5}),
+        ("another dtype", {"x": _convert(backend, np.zeros((3, 6), dtype=np.int64)), "eps": 0.5}),
+        ("another option value", {"x": _convert(backend, np.zeros((3, 6))), "eps": -0.5}),
+    ):
+        _expect_refusal(out, "probe", backend, f"passed calls: {what}", v.checked, sig, **kwargs)
+    # ids: in range at one call, out of it at the next of the same shape
+    ids_sig = v.Signature("probe", integers=(("ids", 1, False, "(n,)"),), in_range=(("ids", 3, "3"),), returns=("ids",))
+    for _ in range(2):
+        _expect(
+            out,
+            False,
+            "probe",
+            backend,
+            "passed calls: ids in range",
+            v.checked,
+            ids_sig,
+            ids=_convert(backend, np.array([0, 2])),
+        )
+    _expect_refusal(
+        out,
+        "probe",
+        backend,
+        "passed calls: ids out of range",
+        v.checked,
+        ids_sig,
+        ids=_convert(backend, np.array([9, 0])),
+    )
+    # an absent optional axis: each call gets its own array as a length-1 view, the same layout
+    row_sig = v.Signature(
+        "probe",
+        floats=(("x", 1, False, "(r, c)"),),
+        batched=(("x", 2),),
+        promoted=("x",),
+        layout=("x",),
+        returns=("x", "layout"),
+    )
+    rows = [np.arange(4.0) + i for i in range(2)]
+    try:
+        got = [v.checked(row_sig, x=_convert(backend, r)) for r in rows]
+        ok = all(tuple(x.shape) == (1, 4) and np.array_equal(_numpy(x)[0], r) for (x, _), r in zip(got, rows))
+        bad = "" if ok and got[0][1] == got[1][1] else f"returned {[(tuple(x.shape), lay) for x, lay in got]}"
+    except Exception as exc:  # noqa: BLE001 - a raw error is the finding
+        bad = f"raised {type(exc).__name__}: {exc}"
+    case("a promoted argument", bad)
+    # a full table keeps what it has and remembers nothing new
+    limit = v._PASSED_MAX
+    v._PASSED_MAX = len(v._PASSED)
+    try:
+        fresh = _convert(backend, np.zeros((5, 10)))
+        v.checked(sig, x=fresh, eps=0.5)
+        bad = "remembered a new key" if v._call_key(sig, {"x": fresh, "eps": 0.5}) in v._PASSED else ""
+    except Exception as exc:  # noqa: BLE001 - a raw error is the finding
+        bad = f"raised {type(exc).__name__}: {exc}"
+    finally:
+        v._PASSED_MAX = limit
+    case("a full table", bad)
     return out
 
 
