@@ -12,6 +12,7 @@ written by its exponentials; log1p(u) = log(1 + u), expm1(u) = e^{u} − 1 by de
     log σ        log σ(x) = min(x, 0) − log1p(e^{−|x|})
     sigmoid      σ(x) = [x ≥ 0] 1/(1 + e^{−|x|}) + [x < 0] e^{−|x|}/(1 + e^{−|x|})
     tanh         tanh x = sign(x) · (−expm1(−2|x|)) / (2 + expm1(−2|x|))
+    tanh ratio   (e^{x} − e^{−x})/(e^{x} + e^{−x}) = tanh x,  (e^{x} − 1)/(e^{x} + 1) = tanh(x/2)
     logsumexp    log Σ_j e^{x_j} = m + log Σ_j e^{x_j − m}    for any m (the row max; a row mean too)
     softmax      e^{x_j}/Σ_l e^{x_l} = e^{x_j − m}/Σ_l e^{x_l − m}   for any m (the row max)
     expm1        k e^{x} − k + s = k expm1(x) + s             (anywhere in a sum)
@@ -363,6 +364,30 @@ sqrt_rationalised = index_claim(
     method="index normaliser with region reasoning (a case split on the sign of x; √ squared)",
 )
 
+# a tanh written by its exponentials: ∞/∞ at |x| > 89 in float32, printed as the tanh node
+tanh_ratio = _lemma(
+    rw.TANH_RATIO.lemma,
+    "tanh from its exponentials, printed as tanh: no ∞/∞ at large |x|",
+    r"\frac{e^{x} - e^{-x}}{e^{x} + e^{-x}} = \tanh x",
+    rw.TANH_RATIO.stable(x),
+    rw.TANH_RATIO.document(x),
+    {
+        "tanh-2x": ("tanh 2x: the exponents doubled", sp.tanh(2 * x)),
+        "sign": ("−tanh x: the numerator's order reversed", -sp.tanh(x)),
+    },
+)
+tanh_ratio_half = _lemma(
+    rw.TANH_RATIO_HALF.lemma,
+    "(e^{x} − 1)/(e^{x} + 1) as tanh(x/2): no ∞/∞ at large x",
+    r"\frac{e^{x} - 1}{e^{x} + 1} = \tanh \frac{x}{2}",
+    rw.TANH_RATIO_HALF.stable(x),
+    rw.TANH_RATIO_HALF.document(x),
+    {
+        "not-halved": ("tanh x for tanh(x/2)", sp.tanh(x)),
+        "sigmoid": ("σ(x) for tanh(x/2) = 2σ(x) − 1", 1 / (1 + sp.exp(-x))),
+    },
+)
+
 CLAIMS: list[Claim] = [
     normal_cdf,
     softplus,
@@ -381,4 +406,6 @@ CLAIMS: list[Claim] = [
     expm1_in_sum,
     log1p_lemma,
     sqrt_rationalised,
+    tanh_ratio,
+    tanh_ratio_half,
 ]

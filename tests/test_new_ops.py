@@ -95,6 +95,19 @@ NEW_OPS = [
         x / (1 + sp.exp(-beta * x)),  # x σ(βx), β an option
         options=[Option(beta, "beta", 1.0, "the slope β > 0")],
     ),
+    activation(
+        "softplus_slope_new",
+        sp.log(1 + sp.exp(beta * x)) / beta,  # torch.nn.Softplus(beta): log(1 + e^{βx})/β
+        options=[Option(beta, "beta", 1.0, "the slope β > 0")],
+    ),
+    activation(
+        "celu_new",
+        sp.Max(x, 0) + beta * (sp.exp(sp.Min(x, 0) / beta) - 1),  # CELU: α(e^{x/α} − 1) for x < 0
+        options=[Option(beta, "alpha", 1.0, "α > 0")],
+    ),
+    activation("hard_sigmoid_new", sp.Min(sp.Max(x / 6 + sp.Rational(1, 2), 0), 1)),  # kinks at x = ±3 (1/6 inexact)
+    activation("tanh_by_exps_new", (sp.exp(x) - sp.exp(-x)) / (sp.exp(x) + sp.exp(-x))),  # (e^x − e^−x)/(e^x + e^−x)
+    activation("tanh_half_new", x * (sp.exp(x) - 1) / (sp.exp(x) + 1)),  # x·tanh(x/2), written by exps
     REGLU,
     RMS_NEW,
 ]
@@ -138,9 +151,12 @@ def test_declared_by_the_forward_alone_the_op_is_proved(op):
 @pytest.mark.parametrize("op", NEW_OPS, ids=IDS)
 @pytest.mark.parametrize("backend", edges.BACKENDS)
 @pytest.mark.parametrize("dtype", edges.DTYPES)
-def test_the_printed_kernels_are_stable_at_1e4(registered, op, backend, dtype):
-    findings = edges.check(op.name, backend, dtype, 1e4)
-    assert not findings, edges.report(findings[:8])
+def test_the_printed_kernels_are_stable_at_1e4_and_at_the_subnormals(registered, op, backend, dtype):
+    """Large inputs (±1e4: e^{x} overflows in both dtypes) and the smallest (1e-40 in float32,
+    1e-310 in float64: subnormal inputs, where a cancelling e^{x} − 1 loses every digit)."""
+    for magnitude in (1e4, min(edges.magnitudes(dtype))):
+        findings = edges.check(op.name, backend, dtype, magnitude)
+        assert not findings, edges.report(findings[:8])
 
 
 @pytest.mark.parametrize("op", NEW_OPS, ids=IDS)
@@ -188,6 +204,20 @@ def test_what_would_be_proved_one_way_and_printed_another_is_refused_at_declarat
     with pytest.raises(ArrayError, match="what|write") as info:
         Op(name="slip", title="slip", claims=[], inputs=[x], outputs=[y], spec=[Assign(y, expr(x))], source="here")
     assert says in str(info.value) and "op slip" in str(info.value)
+
+
+def test_an_output_whose_value_has_another_shape_is_refused_at_declaration():
+    """y declared (r, n) but written as a row's log-mean-exp, (r, 1): the proofs would read the
+    value broadcast, the printed kernel would return (r, 1); refused with the shape to declare."""
+    from derivations.language.arrays import ArrayError, RowMean
+
+    r, n = size("r"), size("n")
+    x, y = Array("x", (r, n)), Array("y", (r, n))
+    with pytest.raises(ArrayError, match=r"output y is declared \(r, n\) but its value has shape \(r, 1\)"):
+        Op(name="slip", title="slip", claims=[], inputs=[x], outputs=[y], spec=[Assign(y, sp.log(RowMean(sp.exp(x))))])
+    row = Array("y", (r, 1))
+    op = Op(name="lme", module=__name__, inputs=[x], outputs=[row], spec=[Assign(row, sp.log(RowMean(sp.exp(x))))])
+    assert "stability.logsumexp" in op.stability  # and printed with the row max shifted out
 
 
 def test_a_function_no_printer_knows_is_refused_at_declaration():

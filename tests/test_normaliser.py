@@ -96,3 +96,18 @@ def test_sigmoid_is_the_documents_formula():
     assert not nz.is_zero(sp.diff(Sigmoid(u), u), Sigmoid(u))
     v = numeric.evaluate(Sigmoid(u), numeric.Point(symbols={u: sp.Rational(-3, 2)}))
     assert v == 1 / (1 + mpmath.exp(mpmath.mpf(3) / 2))
+
+
+def test_a_sign_split_through_a_constant_of_known_sign():
+    """max(0, βx) = β·max(0, x) and the softplus with a slope are split on the sign of x when β is
+    known positive (βx has x's sign); with β of unknown sign the same identity is false (β < 0)
+    and is not proved; an entry as the coefficient is never taken for a constant."""
+    pos, real = sp.Symbol("beta", positive=True), sp.Symbol("beta", real=True)
+    u = x[i, j]
+    assert zero(sp.Max(0, pos * u), pos * sp.Max(0, u))
+    softplus = sp.log(1 + sp.exp(pos * u)) / pos
+    stable = (sp.Max(pos * u, 0) + sp.log(1 + sp.exp(-pos * sp.Abs(u)))) / pos
+    assert zero(softplus, stable)
+    assert not zero(softplus, (sp.Max(pos * u, 0) + sp.log(1 + sp.exp(-sp.Abs(u)))) / pos)  # e^{−|x|} for e^{−β|x|}
+    assert not zero(sp.Max(0, real * u), real * sp.Max(0, u))
+    assert not zero(sp.Max(0, y[i] * u), y[i] * sp.Max(0, u))

@@ -61,6 +61,25 @@ def test_finite_and_close_at_every_magnitude(unit, backend, dtype, magnitude):
     )
 
 
+@pytest.mark.parametrize("dtype", edges.DTYPES)
+@pytest.mark.parametrize("pattern", edges.PATTERNS)
+def test_every_magnitude_reaches_the_kernels(dtype, pattern):
+    """The scaled inputs have the magnitude asked for: at 1e-200 and 1e-310 (below float32's
+    smallest subnormal) they are float64 numbers, not float32 numbers rounded to 0; each unscaled
+    entry is a float32 number, as at every other magnitude."""
+    u = edges.unit("gelu")
+    for magnitude in edges.magnitudes(dtype):
+        x = edges.make_inputs(u, ("all", ("x",)), pattern, magnitude)["args"]["x"].astype(np.float64).ravel()
+        if pattern == "spike":  # U(−1, 1) with the first row's last entry at the magnitude
+            at = u.args[0].shape[-1] - 1
+            spike, rest = x[at], np.delete(x, at)
+            assert spike == pytest.approx(magnitude, rel=1e-3)
+            assert np.array_equal(rest.astype(np.float32).astype(np.float64), rest)
+        else:
+            assert magnitude / 2 <= np.abs(x).max() <= magnitude * 1.001, (magnitude, np.abs(x).max())
+            assert np.abs(x).min() > 0
+
+
 def test_every_op_and_step_is_covered():
     """The units are read off the registry, and the known failures name only existing ones."""
     names = {u.name for u in edges.units()}

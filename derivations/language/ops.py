@@ -231,6 +231,15 @@ class Op:
         for a in self.outputs + self.saved:
             if a not in defined:
                 raise ArrayError(f"op {self.name}: {a.name} is output/saved but never defined")
+        for line in self.spec + self.forward:
+            got = shape_of(line.expr)
+            if line.target in self.outputs and got not in ((), line.target.shape):
+                # an intermediate may hold a broadcast value (the printed array broadcasts where it
+                # is read); an output is returned as printed, so its value must have its shape
+                raise ArrayError(
+                    f"op {self.name}: output {line.target.name} is declared {line.target.shape} but its "
+                    f"value has shape {got}: declare {line.target.name} with shape {got}"
+                )
         for a in self.constant_inputs:
             if a not in self.inputs:
                 raise ArrayError(f"op {self.name}: constant input {a.name} is not an input")

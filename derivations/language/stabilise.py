@@ -32,6 +32,8 @@ to the specification directly (the rewrite is not trusted, only recorded).
                                                               its formula: no e^{v} = ∞ over ∞)
     rationalised    v + √(v² + c), c > 0  → max(v, 0) + (max(v, 0)² + c)/(√(v² + c) − min(v, 0))
                                                               (no v + |v| cancellation at v ≪ 0)
+    tanh            (e^{u} − e^{−u})/(e^{u} + e^{−u}) → tanh u  (no ∞/∞ at |u| > 89 in float32;
+                    (e^{w} − 1)/(e^{w} + 1) → tanh(w/2)        a factor of any product)
 
 `unstable_forms(expr)` names what is left of the forms that cancel or overflow (a hand-written
 line, a rewrite that was not applicable): codegen reports them by op (`python -m codegen`).
@@ -326,6 +328,21 @@ SQRT_BESIDE = Rewrite(
     _sqrt_beside_match,
 )
 
+TANH_RATIO = Rewrite(
+    "stability.tanh_ratio",
+    "(e^{u} − e^{−u})/(e^{u} + e^{−u}) as tanh u: no ∞/∞",
+    lambda u: (sp.exp(u) - sp.exp(-u)) / (sp.exp(u) + sp.exp(-u)),
+    lambda u: sp.tanh(u),
+    lambda e: None,  # applied by the product pass `_tanh_ratios`
+)
+TANH_RATIO_HALF = Rewrite(
+    "stability.tanh_ratio_half",
+    "(e^{w} − 1)/(e^{w} + 1) as tanh(w/2): no ∞/∞",
+    lambda w: (sp.exp(w) - 1) / (sp.exp(w) + 1),
+    lambda w: sp.tanh(w / 2),
+    lambda e: None,  # applied by the product pass `_tanh_ratios`
+)
+
 # in the order they are tried at each node (bottom-up: an inner rewrite comes first)
 REWRITES: tuple[Rewrite, ...] = (
     SOFTPLUS,
@@ -397,6 +414,47 @@ def _sigmoid_ratios(e: sp.Mul, used: set) -> sp.Expr:
     return sp.Mul(*factors) if changed else e
 
 
+def _tanh_parts(denominator):
+    """(u, numerator) where denominator is e^{u} + e^{−u}, the numerator e^{u} − e^{−u} (then the
+    ratio is tanh u); (w/2, numerators) where it is e^{w} + 1, the numerator e^{w} − 1 or its
+    expm1(w) (the ratio tanh(w/2)); else None."""
+    if not (isinstance(denominator, sp.Add) and len(denominator.args) == 2):
+        return None
+    a, b = denominator.args
+    if isinstance(a, sp.exp) and isinstance(b, sp.exp) and sp.expand(a.args[0] + b.args[0]) == 0:
+        u = a.args[0]
+        return [(u, sp.exp(u) - sp.exp(-u)), (-u, sp.exp(-u) - sp.exp(u))]
+    one_plus = _one_plus_exp(denominator)
+    if one_plus is not None:
+        w = one_plus
+        return [(w / 2, sp.exp(w) - 1), (w / 2, expm1(w)), (-w / 2, 1 - sp.exp(w)), (-w / 2, -expm1(w))]
+    return None
+
+
+def _tanh_ratios(e: sp.Mul, used: set) -> sp.Expr:
+    """In a product, (e^{u} − e^{−u})·(e^{u} + e^{−u})^{−1} → tanh u and (e^{w} − 1)·(e^{w} + 1)^{−1}
+    → tanh(w/2), the numerator another factor of the product or −1 times one (SymPy writes a
+    negated sum as −1·(…)) (`stability.tanh_ratio`, `stability.tanh_ratio_half`)."""
+    factors = list(e.args)
+    for k, f in enumerate(factors):
+        if not (isinstance(f, sp.Pow) and f.exp == -1):
+            continue
+        parts = _tanh_parts(f.base)
+        if parts is None:
+            continue
+        for u, numerator in parts:
+            m = next((m for m, g in enumerate(factors) if m != k and sp.expand(g - numerator) == 0), None)
+            if m is not None:
+                factors[m], factors[k] = sp.tanh(u), sp.S.One
+                used.add(
+                    TANH_RATIO.lemma
+                    if isinstance(f.base.args[0], sp.exp) and isinstance(f.base.args[1], sp.exp)
+                    else TANH_RATIO_HALF.lemma
+                )
+                return _tanh_ratios(sp.Mul(*factors), used)
+    return e
+
+
 def stabilise(expr) -> tuple[sp.Expr, set[str]]:
     """`expr` with every document form replaced by its stable form, and the lemmas used."""
     used: set[str] = set()
@@ -409,6 +467,9 @@ def stabilise(expr) -> tuple[sp.Expr, set[str]]:
         if args != e.args:
             e = e.func(*args)
         if isinstance(e, sp.Mul):
+            e = _tanh_ratios(e, used)
+            if not isinstance(e, sp.Mul):
+                return walk(e, factor_of_product)  # a product that was just the ratio: tanh u
             e = _sigmoid_ratios(e, used)
         for rule in REWRITES:
             if rule is SIGMOID and factor_of_product:

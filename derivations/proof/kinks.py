@@ -166,7 +166,11 @@ def points(u, ranges: dict, setting, seeds=_SEEDS, per_seed: int = 64):
                         continue
                 try:
                     if value(root) != 0:
-                        continue  # not exactly on the kink
+                        # −u0/slope rounded (x/6 + 1/2: 1/6 is no binary number): the exact root
+                        exact = _root(at, p, base, idx)
+                        if exact is None or value(exact) != 0:
+                            continue  # not exactly on the kink
+                        root = exact
                 except (numeric.EvaluationError, ZeroDivisionError, ValueError):
                     continue
                 step = mpmath.mpf(_STEP) * abs(scale)

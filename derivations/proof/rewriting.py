@@ -378,7 +378,14 @@ class Normaliser:
     def _logs_cancel(self, canonical) -> bool:
         """Σ_k c_k log A_k + r = 0 with rational c_k, every A_k proved > 0 and r real: it holds
         iff exp of it, r's exps times Π A_k^{c_k}, is 1 (exp is injective on the reals), which
-        is algebra again. (log(1 + e^{−x}) + x − log(1 + e^{x}) = 0: e^{x}(1 + e^{−x}) = 1 + e^{x}.)"""
+        is algebra again. (log(1 + e^{−x}) + x − log(1 + e^{x}) = 0: e^{x}(1 + e^{−x}) = 1 + e^{x}.)
+        A factor common to every term that is a constant of fixed sign (1/β, β > 0: softplus with
+        a slope) is set aside first: K·R = 0 iff R = 0 for K ≠ 0."""
+        common = sp.factor_terms(canonical)
+        if isinstance(common, sp.Mul) and any(_fixed_sign(f) for f in common.args):
+            inner = sp.Mul(*[f for f in common.args if not _fixed_sign(f)])
+            if isinstance(inner, sp.Add) and inner != canonical:
+                return self._logs_cancel(sp.expand(inner))
         factors, rest = [], []
         for term in sp.Add.make_args(canonical):
             logs = [f for f in sp.Mul.make_args(term) if isinstance(f, sp.log)]
@@ -1060,18 +1067,27 @@ def _sign_subjects(expr, bound: set) -> list:
     return sorted(found.items(), key=lambda kv: (sp.count_ops(kv[0]), sp.default_sort_key(kv[0])))
 
 
+def _fixed_sign(c) -> bool:
+    """c is a non-zero number, or a constant whose sign its symbols' assumptions decide (β with
+    β > 0; no entry of an array): c·u then has u's sign, or the opposite, everywhere."""
+    if c.is_number:
+        return c != 0
+    return not c.atoms(sp.Indexed) and (c.is_positive is True or c.is_negative is True)
+
+
 def _same_subject(a, b) -> bool:
-    """a = c·b for a non-zero number c: the same sign, or the opposite, everywhere (H(99x/100)
-    and sign(x) jump at the same point)."""
+    """a = c·b for a constant c ≠ 0 of fixed sign (`_fixed_sign`): the same sign, or the
+    opposite, everywhere (H(99x/100), H(βx) for β > 0 and sign(x) jump at the same point)."""
     if sp.expand(a - b) == 0 or sp.expand(a + b) == 0:
         return True
-    ratio = sp.cancel(a / b)
-    return bool(ratio.is_number and ratio != 0)
+    return _fixed_sign(sp.cancel(a / b))
 
 
 def _linear_atom(u, bound: set):
     """(t, c, rest) with u = c·t + rest, t an entry or a symbol (not a size) that rest does not
-    contain, c a non-zero number; None if there is none."""
+    contain, c a non-zero constant of fixed sign (`_fixed_sign`: a number, or β with β > 0, as
+    in softplus with a slope, log(1 + e^{βx})/β); None if there is none. Every real value of u
+    is then c·t + rest at exactly one t, so the branches on u's sign cover every t."""
     candidates = [
         a
         for a in u.atoms(sp.Indexed, sp.Symbol)
@@ -1084,7 +1100,7 @@ def _linear_atom(u, bound: set):
             continue
         rest, dependent = sp.expand(u).as_independent(t, as_Add=True)
         c = sp.cancel(dependent / t)
-        if c.is_number and c != 0 and not rest.has(t):
+        if _fixed_sign(c) and not c.has(t) and not rest.has(t):
             return t, c, rest
     # a whole sum as the subject (a pre-activation Σ_k w_jk x_ik): an opaque real number, each
     # of its occurrences replaced by the branch's symbol

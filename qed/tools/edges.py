@@ -690,22 +690,35 @@ def _seed(*parts) -> int:
     return zlib.crc32("|".join(map(str, parts)).encode())
 
 
+# float32's range: its largest finite number and its smallest subnormal (below it, every input
+# drawn as a float32 number would be 0, and a float64 run at 1e-200 or 1e-310 would probe zeros)
+F32_MAX, F32_TINIEST = 3.4e38, 1.4e-45
+
+
 def _storage_dtype(magnitude: float):
     """Inputs are float32 numbers wherever float32 can hold them, so that the float32 and the
-    float64 runs share their inputs (and their exact values)."""
-    return np.float32 if magnitude <= 1e36 else np.float64
+    float64 runs share their inputs (and their exact values); float64 numbers beyond float32's
+    range either way (1e100, 1e300; 1e-200, 1e-310)."""
+    return np.float32 if 1e3 * F32_TINIEST <= magnitude <= F32_MAX / 1e2 else np.float64
+
+
+def _unit_draws(rng, n: int) -> np.ndarray:
+    """n draws of U(−1, 1), each a float32 number (as every unscaled input is): float64 inputs
+    beyond float32's range are these scaled, so that their mantissas are a float32 run's."""
+    return rng.uniform(-1, 1, n).astype(np.float32).astype(np.float64)
 
 
 def _draw(shape, pattern: str, magnitude: float, rng, dtype) -> np.ndarray:
     n = int(np.prod(shape))
+    uniform = _unit_draws if dtype == np.float64 else lambda rng, n: rng.uniform(-1, 1, n)
     if pattern == "random":
-        x = rng.uniform(-1, 1, n) * magnitude
+        x = uniform(rng, n) * magnitude
     elif pattern == "equal":
         x = np.full(n, magnitude)
     elif pattern == "alternating":
         x = magnitude * (-1.0) ** np.arange(n)
     elif pattern == "spike":
-        x = rng.uniform(-1, 1, n)
+        x = uniform(rng, n)
         # the first row's last entry: where a (0, 1) mask is on and the first target points
         x[shape[-1] - 1 if len(shape) == 2 else n - 1] = magnitude
     else:
@@ -900,7 +913,7 @@ def _exponent_range(*arrays) -> int:
     vals = vals[vals > 0]
     if not len(vals):
         return 0
-    return int(math.ceil(math.log10(vals.max() / vals.min())))
+    return int(math.ceil(math.log10(vals.max()) - math.log10(vals.min())))  # the ratio may overflow (1/1e-310)
 
 
 class _Case:
