@@ -105,6 +105,7 @@ NEW_OPS = [
         sp.Max(x, 0) + beta * (sp.exp(sp.Min(x, 0) / beta) - 1),  # CELU: α(e^{x/α} − 1) for x < 0
         options=[Option(beta, "alpha", 1.0, "α > 0")],
     ),
+    activation("serf_new", x * sp.erf(sp.log(1 + sp.exp(x)))),  # x·erf(softplus x): a stable form inside erf
     activation("hard_sigmoid_new", sp.Min(sp.Max(x / 6 + sp.Rational(1, 2), 0), 1)),  # kinks at x = ±3 (1/6 inexact)
     activation("tanh_by_exps_new", (sp.exp(x) - sp.exp(-x)) / (sp.exp(x) + sp.exp(-x))),  # (e^x − e^−x)/(e^x + e^−x)
     activation("tanh_half_new", x * (sp.exp(x) - 1) / (sp.exp(x) + 1)),  # x·tanh(x/2), written by exps
@@ -141,11 +142,29 @@ def test_declared_by_the_forward_alone_the_op_is_proved(op):
     assert op.derived
     claims = claims_for(op)
     assert claims
+    lemmas = {c.id for c in registry.claims() if c.id.startswith("stability.")}
     for claim in claims:
         cert = claim.run()
         assert cert.status == "proved-general", (claim.id, cert.method, str(cert.residual)[:300])
         assert cert.mutants and all(m.refuted for m in cert.mutants), claim.id
-    assert set(op.stability) <= {c.id for c in registry.claims()}  # every rewrite cites a proved lemma
+        # a required side rewritten by the printer's lemmas names them, and each is a registry claim
+        cited = cert.method.partition("rewritten by the proved lemmas ")[2]
+        assert {c.strip() for c in cited.split(",") if c.strip()} <= lemmas, cert.method
+    assert set(op.stability) <= lemmas  # every rewrite cites a proved lemma
+
+
+def test_a_stable_form_inside_another_function_is_proved_through_its_lemma():
+    """x·erf(softplus x): the printed erf(max(x, 0) + log1p(e^{−|x|})) is not decided against
+    erf(log(1 + e^{x})) through the erf; the required side rewritten by the same proved lemma
+    is. A printed line that is wrong stays refuted by its counterexample."""
+    op = next(o for o in NEW_OPS if o.name == "serf_new")
+    for claim in claims_for(op):
+        cert = claim.run()
+        assert cert.status == "proved-general" and "stability.softplus" in cert.method, cert.method
+    wrong = activation("serf_wrong_new", x * sp.erf(sp.log(1 + sp.exp(x))))
+    wrong.forward = [Assign(y, x * sp.erf(sp.log(1 + sp.exp(-sp.Abs(x))) + sp.Min(0, x)))]  # min for max
+    forward = next(c for c in claims_for(wrong) if c.id.endswith(".forward"))
+    assert forward.run().status == "refuted"
 
 
 @pytest.mark.parametrize("op", NEW_OPS, ids=IDS)

@@ -13,7 +13,10 @@ does not overflow) and the claim that proves the two equal for every real u
 by its stable form, instantiated at the matched u (any real expression: the lemma holds for
 every real number, so for every value u takes). It returns the new expression and the lemmas it
 used; ops cite them (`Op.claims`), and the generated claims still prove the printed lines equal
-to the specification directly (the rewrite is not trusted, only recorded).
+to the specification directly; only where the normaliser cannot see through an enclosing
+function (erf of a softplus) are they proved against the specification with the same rewrites
+applied, each an equality its lemma proves (derivations/proof/obligations.py, `Obligation.prove`,
+naming the lemmas in the method).
 
     softplus        log(1 + e^{u})        → max(u, 0) + log1p(e^{−|u|})
     log σ           log σ(u)              → min(u, 0) − log1p(e^{−|u|})
