@@ -105,6 +105,7 @@ NEW_OPS = [
         sp.Max(x, 0) + beta * (sp.exp(sp.Min(x, 0) / beta) - 1),  # CELU: α(e^{x/α} − 1) for x < 0
         options=[Option(beta, "alpha", 1.0, "α > 0")],
     ),
+    activation("huber_new", sp.Min(sp.Abs(x), 1) ** 2 / 2 + sp.Max(sp.Abs(x) - 1, 0)),  # C¹: steps at |x| = 1
     activation("serf_new", x * sp.erf(sp.log(1 + sp.exp(x)))),  # x·erf(softplus x): a stable form inside erf
     activation("hard_sigmoid_new", sp.Min(sp.Max(x / 6 + sp.Rational(1, 2), 0), 1)),  # kinks at x = ±3 (1/6 inexact)
     activation("tanh_by_exps_new", (sp.exp(x) - sp.exp(-x)) / (sp.exp(x) + sp.exp(-x))),  # (e^x − e^−x)/(e^x + e^−x)
@@ -151,6 +152,36 @@ def test_declared_by_the_forward_alone_the_op_is_proved(op):
         cited = cert.method.partition("rewritten by the proved lemmas ")[2]
         assert {c.strip() for c in cited.split(",") if c.strip()} <= lemmas, cert.method
     assert set(op.stability) <= lemmas  # every rewrite cites a proved lemma
+
+
+def test_a_step_of_the_specification_behind_an_absolute_value_is_its_kink():
+    """Huber's derivative: the specification's steps sit at 1 − |x| = 0, the split's branch x ≥ 0
+    states the point as x − 1 = 0; matched through |·| (with x's sign checked at each point), the
+    printed value there is held to the specification's one-sided derivatives (both 1). A
+    backward that gives 0 at |x| = 1 (each step 0 at its jump) is refuted there."""
+    from derivations.language.ops import grad_of
+
+    op = next(o for o in NEW_OPS if o.name == "huber_new")
+    backward = next(c for c in claims_for(op) if ".backward." in c.id).run()
+    assert backward.status == "proved-general", backward.method
+    assert any("kink at" in a for a in backward.assumptions), backward.assumptions
+    dx, dy = grad_of(x), grad_of(y)
+    wrong = activation(
+        "huber_wrong_new",
+        op.spec[0].expr,
+        saved=[x],
+        backward=[
+            Assign(
+                dx,
+                dy
+                * sp.sign(x)
+                * (sp.Heaviside(1 - sp.Abs(x), 0) * sp.Min(1, sp.Abs(x)) + sp.Heaviside(sp.Abs(x) - 1, 0)),
+            )
+        ],
+        grads=[dx],
+    )
+    claim = next(c for c in claims_for(wrong) if ".backward." in c.id)
+    assert claim.run().status == "refuted"
 
 
 def test_a_stable_form_inside_another_function_is_proved_through_its_lemma():

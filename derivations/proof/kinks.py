@@ -96,6 +96,53 @@ def same_up_to_indices(a, b, sizes=frozenset()) -> bool:
     return False
 
 
+def _renaming(a, b, sizes) -> dict | None:
+    """The map of a's indices to b's under which a = c·b (`same_up_to_indices`), or None."""
+    from .rewriting import _same_subject
+
+    ia, ib = _indices(a, sizes), _indices(b, sizes)
+    if not ia:
+        return {} if _same_subject(a, b) else None
+    if not ib or len(ib) ** len(ia) > _MAX_RENAMINGS:
+        return None
+    for image in itertools.product(ib, repeat=len(ia)):
+        mapping = dict(zip(ia, image))
+        try:
+            if _same_subject(a.xreplace(mapping), b):
+                return mapping
+        except (TypeError, ZeroDivisionError):
+            continue
+    return None
+
+
+def admitted_through_abs(u, spec, setting, points) -> str | None:
+    """The kind of a step of the specification at u = 0 whose subject holds |a| (Huber's
+    H(1 − |x|) against the x − 1 of a split's branch x ≥ 0): the subject with each |a| written
+    σ·a is c·u, and at every point a has the sign σ (so there the subject is that one, and
+    the point lies on the specification's own step). None otherwise."""
+    sizes = set(setting.sizes)
+    for s, _, kind in subjects(spec):
+        absolutes = sorted(s.atoms(sp.Abs), key=sp.default_sort_key)
+        if not absolutes or len(absolutes) > 2:
+            continue
+        for signs in itertools.product((1, -1), repeat=len(absolutes)):
+            resolved = s.xreplace({a: sigma * a.args[0] for a, sigma in zip(absolutes, signs)})
+            mapping = _renaming(resolved, u, sizes)
+            if mapping is None:
+                continue
+            try:
+                inside = all(
+                    sigma * numeric.evaluate(a.args[0].xreplace(mapping), p0) > 0
+                    for _, p0, _, _, _ in points
+                    for a, sigma in zip(absolutes, signs)
+                )
+            except (numeric.EvaluationError, ZeroDivisionError, ValueError, TypeError):
+                inside = False
+            if inside and points:
+                return kind
+    return None
+
+
 def admitted_by(u, spec, setting) -> str | None:
     """The kind of the specification's non-differentiable atom at u = 0 ('max', '|·|', …), or
     None when the specification has none there."""
@@ -333,6 +380,8 @@ def check(kinks, printed: list, spec, setting, wanted: int = 3) -> tuple[str, li
             live.append(candidate)
             if len(live) >= wanted:
                 break
+        if kind is None and live:
+            kind = admitted_through_abs(u, spec, setting, live)
         if kind is None and live and all(_spec_meets(spec, c) for c in live):
             # no subject of the specification is c·u as written (max(x + 3, 0) − 6 against the
             # x − 3 of a split's branch), but at every point on u = 0 the specification's own
