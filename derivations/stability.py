@@ -13,6 +13,8 @@ written by its exponentials; log1p(u) = log(1 + u), expm1(u) = e^{u} − 1 by de
     sigmoid      σ(x) = [x ≥ 0] 1/(1 + e^{−|x|}) + [x < 0] e^{−|x|}/(1 + e^{−|x|})
     tanh         tanh x = sign(x) · (−expm1(−2|x|)) / (2 + expm1(−2|x|))
     tanh ratio   (e^{x} − e^{−x})/(e^{x} + e^{−x}) = tanh x,  (e^{x} − 1)/(e^{x} + 1) = tanh(x/2)
+    log cosh     log cosh x = |x| + log1p(e^{−2|x|}) − log 2;  sinh x / cosh x = tanh x
+    centred σ    1 − 2σ(−2x) = tanh x
     logsumexp    log Σ_j e^{x_j} = m + log Σ_j e^{x_j − m}    for any m (the row max; a row mean too)
     softmax      e^{x_j}/Σ_l e^{x_l} = e^{x_j − m}/Σ_l e^{x_l − m}   for any m (the row max)
     expm1        k e^{x} − k + s = k expm1(x) + s             (anywhere in a sum)
@@ -388,6 +390,40 @@ tanh_ratio_half = _lemma(
     },
 )
 
+log_cosh = _lemma(
+    rw.LOG_COSH.lemma,
+    "log cosh without overflow: |x| + log1p(e^{−2|x|}) − log 2",
+    r"\log \cosh x = |x| + \operatorname{log1p}\left(e^{-2|x|}\right) - \log 2",
+    rw.LOG_COSH.stable(x),
+    rw.LOG_COSH.document(x),
+    {
+        "one-not-two": ("e^{−|x|} for e^{−2|x|}", sp.Abs(x) + log1p(sp.exp(-sp.Abs(x))) - sp.log(2)),
+        "no-log2": ("the − log 2 dropped", sp.Abs(x) + log1p(sp.exp(-2 * sp.Abs(x)))),
+    },
+)
+centred_sigmoid = _lemma(
+    rw.CENTRED_SIGMOID.lemma,
+    "1 − 2σ(−2x) as tanh x: no 1 − 1 at small x",
+    r"1 - 2\sigma(-2x) = \tanh x",
+    rw.CENTRED_SIGMOID.stable(x),
+    rw.CENTRED_SIGMOID.document(x),
+    {
+        "not-doubled": ("tanh 2x", sp.tanh(2 * x)),
+        "sign": ("−tanh x: 2σ(−2x) − 1", -sp.tanh(x)),
+    },
+)
+tanh_sinh_cosh = _lemma(
+    rw.TANH_SINH_COSH.lemma,
+    "sinh x / cosh x as tanh x: no ∞/∞ at large |x|",
+    r"\frac{\sinh x}{\cosh x} = \tanh x",
+    rw.TANH_SINH_COSH.stable(x),
+    rw.TANH_SINH_COSH.document(x),
+    {
+        "coth": ("cosh/sinh: coth x", sp.cosh(x) / sp.sinh(x)),
+        "tanh-2x": ("tanh 2x", sp.tanh(2 * x)),
+    },
+)
+
 CLAIMS: list[Claim] = [
     normal_cdf,
     softplus,
@@ -408,4 +444,7 @@ CLAIMS: list[Claim] = [
     sqrt_rationalised,
     tanh_ratio,
     tanh_ratio_half,
+    log_cosh,
+    tanh_sinh_cosh,
+    centred_sigmoid,
 ]

@@ -105,6 +105,8 @@ NEW_OPS = [
         sp.Max(x, 0) + beta * (sp.exp(sp.Min(x, 0) / beta) - 1),  # CELU: α(e^{x/α} − 1) for x < 0
         options=[Option(beta, "alpha", 1.0, "α > 0")],
     ),
+    activation("log_cosh_new", sp.log(sp.cosh(x))),  # the log-cosh loss: cosh x = ∞ at |x| > 89 in float32
+    activation("tanh_by_sinh_cosh_new", sp.sinh(x) / sp.cosh(x)),
     activation("huber_new", sp.Min(sp.Abs(x), 1) ** 2 / 2 + sp.Max(sp.Abs(x) - 1, 0)),  # C¹: steps at |x| = 1
     activation("serf_new", x * sp.erf(sp.log(1 + sp.exp(x)))),  # x·erf(softplus x): a stable form inside erf
     activation("hard_sigmoid_new", sp.Min(sp.Max(x / 6 + sp.Rational(1, 2), 0), 1)),  # kinks at x = ±3 (1/6 inexact)

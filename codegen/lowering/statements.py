@@ -38,6 +38,8 @@ _WORDS = {
     "exp": "exp",
     "log": "log",
     "tanh": "tanh",
+    "cosh": "cosh",
+    "sinh": "sinh",
     "erf": "erf",
     "sin": "sin",
     "cos": "cos",

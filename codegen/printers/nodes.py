@@ -48,9 +48,9 @@ class NodeRules:
             return self.emptyPrinter(expr)
         return Code(self._call(name, self._print(expr.args[0])), ATOM)
 
-    _print_exp = _print_tanh = _print_erf = _print_sin = _print_cos = _print_Abs = _print_sign = _print_log1p = (
-        _print_expm1
-    ) = _print_elementwise
+    _print_exp = _print_tanh = _print_cosh = _print_sinh = _print_erf = _print_sin = _print_cos = _print_Abs = (
+        _print_sign
+    ) = _print_log1p = _print_expm1 = _print_elementwise
 
     def _print_Sigmoid(self, expr):
         """σ(u) = 1/(1 + e^{−u}) as the library's overflow-free logistic function."""

@@ -189,6 +189,22 @@ FUNCTIONS: dict[str, Function] = {
             slope=lambda x, y: _mp_sech2(x),
         ),
         Function(
+            "cosh",
+            sp.cosh,
+            ("np.cosh", "math.cosh"),
+            ("torch.cosh", "Tensor.cosh", "Tensor.cosh_"),
+            mpmath="cosh",
+            slope=lambda x, y: mpmath.sinh(x),
+        ),
+        Function(
+            "sinh",
+            sp.sinh,
+            ("np.sinh", "math.sinh"),
+            ("torch.sinh", "Tensor.sinh", "Tensor.sinh_"),
+            mpmath="sinh",
+            slope=lambda x, y: mpmath.cosh(x),
+        ),
+        Function(
             "sin",
             sp.sin,
             ("np.sin", "math.sin"),

@@ -37,6 +37,9 @@ naming the lemmas in the method).
                                                               (no v + |v| cancellation at v ≪ 0)
     tanh            (e^{u} − e^{−u})/(e^{u} + e^{−u}) → tanh u  (no ∞/∞ at |u| > 89 in float32;
                     (e^{w} − 1)/(e^{w} + 1) → tanh(w/2)        a factor of any product)
+                    sinh u / cosh u → tanh u
+    log cosh        log cosh u            → |u| + log1p(e^{−2|u|}) − log 2   (no cosh u = ∞)
+    centred σ       1 − 2σ(−2v), 2σ(2v) − 1 → tanh v           (log cosh's derivative: no 1 − 1)
 
 `unstable_forms(expr)` names what is left of the forms that cancel or overflow (a hand-written
 line, a rewrite that was not applicable): codegen reports them by op (`python -m codegen`).
@@ -331,6 +334,40 @@ SQRT_BESIDE = Rewrite(
     _sqrt_beside_match,
 )
 
+
+def _centred_sigmoid_match(e):
+    """v where e is 1 − 2σ(−2v) or 2σ(2v) − 1, that is tanh v (no 1 − 1 at small v)."""
+    if not (isinstance(e, sp.Add) and len(e.args) == 2):
+        return None
+    const, term = e.args if e.args[0].is_number else e.args[::-1]
+    coeff, node = term.as_coeff_Mul()
+    if not isinstance(node, Sigmoid) or abs(const) != 1 or coeff != -2 * const:
+        return None
+    w = node.args[0]
+    return -w / 2 if const == 1 else w / 2
+
+
+CENTRED_SIGMOID = Rewrite(
+    "stability.centred_sigmoid",
+    "1 − 2σ(−2v) as tanh v: no 1 − 1 at small v",
+    lambda v: 1 - 2 * Sigmoid(-2 * v),
+    lambda v: sp.tanh(v),
+    _centred_sigmoid_match,
+)
+LOG_COSH = Rewrite(
+    "stability.log_cosh",
+    "log cosh u from e^{−2|u|}: no cosh u = ∞",
+    lambda u: sp.log(sp.cosh(u)),
+    lambda u: sp.Abs(u) + log1p(sp.exp(-2 * sp.Abs(u))) - sp.log(2),
+    lambda e: e.args[0].args[0] if isinstance(e, sp.log) and isinstance(e.args[0], sp.cosh) else None,
+)
+TANH_SINH_COSH = Rewrite(
+    "stability.tanh_sinh_cosh",
+    "sinh u / cosh u as tanh u: no ∞/∞",
+    lambda u: sp.sinh(u) / sp.cosh(u),
+    lambda u: sp.tanh(u),
+    lambda e: None,  # applied by the product pass `_tanh_ratios`
+)
 TANH_RATIO = Rewrite(
     "stability.tanh_ratio",
     "(e^{u} − e^{−u})/(e^{u} + e^{−u}) as tanh u: no ∞/∞",
@@ -360,6 +397,8 @@ REWRITES: tuple[Rewrite, ...] = (
     LOGSUMEXP,
     SOFTMAX,
     SQRT_BESIDE,
+    LOG_COSH,
+    CENTRED_SIGMOID,
 )
 
 
@@ -367,7 +406,7 @@ REWRITES: tuple[Rewrite, ...] = (
 # array (entry), c·a + b, the case the index normaliser's region reasoning decides (a split on
 # the sign of an entry); a compound u (a cubic, a sum of arrays) is left in the document's form,
 # where the numerical-edges check judges it, and is best given a line of its own
-SIGN_SPLIT = (SOFTPLUS, LOG_SIGMOID, SECH2)
+SIGN_SPLIT = (SOFTPLUS, LOG_SIGMOID, SECH2, LOG_COSH)
 
 
 def sign_decidable(u) -> bool:
@@ -442,6 +481,10 @@ def _tanh_ratios(e: sp.Mul, used: set) -> sp.Expr:
     for k, f in enumerate(factors):
         if not (isinstance(f, sp.Pow) and f.exp == -1):
             continue
+        if isinstance(f.base, sp.cosh) and sp.sinh(f.base.args[0]) in factors:
+            factors[factors.index(sp.sinh(f.base.args[0]))], factors[k] = sp.tanh(f.base.args[0]), sp.S.One
+            used.add(TANH_SINH_COSH.lemma)
+            return _tanh_ratios(sp.Mul(*factors), used)
         parts = _tanh_parts(f.base)
         if parts is None:
             continue

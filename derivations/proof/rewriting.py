@@ -362,13 +362,20 @@ class Normaliser:
             return sp.Integer(0)
         if canonical.has(sp.log) and self._logs_cancel(canonical):
             return sp.Integer(0)
-        if canonical.has(sp.tanh) and not rewritten:
-            # tanh u = (e^{2u} − 1)/(e^{2u} + 1), exactly: then the exps cancel as any others
+        if canonical.has(sp.tanh, sp.cosh, sp.sinh) and not rewritten:
+            # tanh u = (e^{2u} − 1)/(e^{2u} + 1), cosh u = (e^u + e^{−u})/2, sinh u = (e^u − e^{−u})/2,
+            # exactly: then the exps cancel as any others
             exps = canonical.replace(
                 lambda e: isinstance(e, sp.tanh), lambda e: (sp.exp(2 * e.args[0]) - 1) / (sp.exp(2 * e.args[0]) + 1)
             )
+            exps = exps.replace(
+                lambda e: isinstance(e, sp.cosh), lambda e: (sp.exp(e.args[0]) + sp.exp(-e.args[0])) / 2
+            )
+            exps = exps.replace(
+                lambda e: isinstance(e, sp.sinh), lambda e: (sp.exp(e.args[0]) - sp.exp(-e.args[0])) / 2
+            )
             if self._decide(self.canon(exps), depth, rewritten=True) == 0:
-                self._record("discharged", "tanh u = (e^{2u} − 1)/(e^{2u} + 1)", show=False)
+                self._record("discharged", "tanh, cosh, sinh by their exponentials", show=False)
                 return sp.Integer(0)
         if depth < _MAX_SPLITS and self._split_on_sign(canonical, depth):
             return sp.Integer(0)

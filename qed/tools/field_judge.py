@@ -749,6 +749,8 @@ _FUNCTIONS = {
     "log1p": lambda u: _log1p(u),
     "expm1": lambda u: _exp(u) - _ONE,
     "tanh": _odd("tanh"),
+    "cosh": lambda u: (_exp(u) + _exp(-u)) / 2,  # by its exponentials, exactly
+    "sinh": lambda u: (_exp(u) - _exp(-u)) / 2,
     "sin": _odd("sin"),
     "cos": _even("cos"),
     "erf": _odd("erf"),

@@ -22,7 +22,7 @@ A NumPy kernel runs in a module namespace of its own (`load`), with the names th
 calls replaced by exact ones:
 
 * `np` — a strict shim (`NUMPY`): the elementwise functions the printer emits (`np.exp`,
-  `np.log`, `np.log1p`, `np.expm1`, `np.sqrt`, `np.tanh`, `np.sin`, `np.cos`, `np.abs`, `np.sign`, `np.negative`,
+  `np.log`, `np.log1p`, `np.expm1`, `np.sqrt`, `np.tanh`, `np.cosh`, `np.sinh`, `np.sin`, `np.cos`, `np.abs`, `np.sign`, `np.negative`,
   `np.divide`, `np.multiply`, `np.add`, `np.subtract`, with `out=`) map to SymPy's functions;
   `np.max` to `Max` of the row, `np.errstate` to a context that does nothing, `np.maximum`/`np.minimum` to `Max`/`Min`; `np.arange` gives
   exact integers (the printed `dtype=np.float64` grid holds integers exactly); structural
@@ -356,6 +356,8 @@ NUMPY = _Namespace(
     log=_elementwise("log"),
     sqrt=_elementwise("sqrt"),
     tanh=_elementwise("tanh"),
+    cosh=_elementwise("cosh"),
+    sinh=_elementwise("sinh"),
     sin=_elementwise("sin"),
     cos=_elementwise("cos"),
     abs=_elementwise("abs"),
@@ -406,6 +408,8 @@ MATH = _Namespace(
     exp=_table("exp"),
     log=_table("log"),
     tanh=_table("tanh"),
+    cosh=_table("cosh"),
+    sinh=_table("sinh"),
     erf=_table("erf"),
     sin=_table("sin"),
     cos=_table("cos"),
