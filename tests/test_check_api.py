@@ -93,13 +93,32 @@ def test_derive_softplus_gives_the_logistic_function_proved_and_printed():
     assert d.derivative in md and "```python" in md and "f.backward.dx" in md
 
 
+def test_derive_log_cosh_prints_it_without_cosh_and_check_reads_the_hyperbolic_functions():
+    """log cosh x (the log-cosh loss): proved, printed as |x| + log1p(e^{−2|x|}) − log 2 (no
+    cosh x = ∞), its derivative tanh x without 1 − 1 near 0; `qed check` reads \\cosh and
+    \\sinh: sinh/cosh = tanh proved, cosh/sinh = tanh refuted."""
+    d = qed.derive(r"\log(\cosh x)")
+    assert d.proved and {"stability.log_cosh", "stability.centred_sigmoid"} <= set(d.cited)
+    assert "np.log1p" in d.numpy and "np.cosh" not in d.numpy
+    r = qed.check(r"\frac{\sinh x}{\cosh x} = \tanh x" + "\n" + r"\frac{\cosh x}{\sinh x} = \tanh x")
+    assert [s.verdict for s in r.steps] == ["proved", "refuted"]
+
+
 def _numeric_derivative(f, x, h=1e-6):
     return (f(x + h) - f(x - h)) / (2 * h)
 
 
 @pytest.mark.parametrize(
     "formula",
-    [r"\log(1 + e^{x})", r"x \sigma(x)", r"\tanh(x) + x^2", r"\frac{1}{1+e^{-x}}", r"\sqrt{x^2 + 1}", r"x\Phi(x)"],
+    [
+        r"\log(1 + e^{x})",
+        r"x \sigma(x)",
+        r"\tanh(x) + x^2",
+        r"\frac{1}{1+e^{-x}}",
+        r"\sqrt{x^2 + 1}",
+        r"x\Phi(x)",
+        r"\log(\cosh x)",
+    ],
 )
 def test_the_derivative_agrees_with_finite_differences(formula):
     d = derive(formula)

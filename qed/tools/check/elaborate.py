@@ -1051,7 +1051,15 @@ class Elaborator:
             return Val(f(a.expr, b.expr), shape)
         (arg,) = node.args
         v = self.value(arg)
-        f = {"exp": sp.exp, "log": sp.log, "sin": sp.sin, "cos": sp.cos, "tanh": sp.tanh}[node.func]
+        f = {
+            "exp": sp.exp,
+            "log": sp.log,
+            "sin": sp.sin,
+            "cos": sp.cos,
+            "tanh": sp.tanh,
+            "cosh": sp.cosh,
+            "sinh": sp.sinh,
+        }[node.func]
         return v.with_expr(f(v.expr))
 
     # ---------------------------------------------------------------- cases

@@ -69,7 +69,16 @@ GREEK = {
 }
 
 # commands that are functions of one argument, written \exp(x), \log x, \cos\theta
-FUNCTION_COMMANDS = {"exp": "exp", "log": "log", "ln": "log", "sin": "sin", "cos": "cos", "tanh": "tanh"}
+FUNCTION_COMMANDS = {
+    "exp": "exp",
+    "log": "log",
+    "ln": "log",
+    "sin": "sin",
+    "cos": "cos",
+    "tanh": "tanh",
+    "cosh": "cosh",
+    "sinh": "sinh",
+}
 # \max(a, b), \min(a, b): of two arguments (a subscript, \max_i, is a reduction: refused)
 PAIR_COMMANDS = {"max": "max", "min": "min"}
 
