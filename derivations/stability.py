@@ -19,7 +19,8 @@ written by its exponentials; log1p(u) = log(1 + u), expm1(u) = e^{u} − 1 by de
     softmax      e^{x_j}/Σ_l e^{x_l} = e^{x_j − m}/Σ_l e^{x_l − m}   for any m (the row max)
     expm1        k e^{x} − k + s = k expm1(x) + s             (anywhere in a sum)
     log1p        log(1 + v) = log1p(v)                        (v > −1)
-    √ beside x   x + √(x² + c) = max(x, 0) + (max(x, 0)² + c)/(√(x² + c) − min(x, 0)),  c > 0
+    √ beside x   x + √(x² + c) = [x ≥ 0] (x + R) + [x < 0] c/(R + |x|),  R = hypot(x, √c)
+    hypot        (v² + c)^{p} = hypot(v, √c)^{2p},  c > 0, p an odd multiple of ½
     GELU (tanh)  x/2 (1 + tanh u) = x σ(2u)
     Mish         tanh(softplus x) = [x ≥ 0] (1 + 2e^{−x})/(1 + 2e^{−x} + 2e^{−2x})
                                   + [x < 0] (e^{2x} + 2e^{x})/(e^{2x} + 2e^{x} + 2)
@@ -31,7 +32,7 @@ import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
 
 from .language import stabilise as rw
-from .language.arrays import Array, Gaussian, NormalCDF, RowMax, RowMean, RowSum, Sigmoid, entry, index, size
+from .language.arrays import Array, Gaussian, Hypot, NormalCDF, RowMax, RowMean, RowSum, Sigmoid, entry, index, size
 from .proof.core import Claim, Setting, index_claim
 
 r, n = size("r"), size("n")
@@ -347,25 +348,68 @@ log1p_lemma = index_claim(
 c_root = sp.Symbol("c", positive=True)
 root_setting = Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1), j: (0, n - 1)}, scalars={c_root: sp.Rational(3, 4)})
 root_stable = rw.SQRT_BESIDE.stable((1, x, c_root, 0))
+R_root = Hypot(x, sp.sqrt(c_root))  # √(x² + c), printed hypot(x, √c)
 sqrt_rationalised = index_claim(
     rw.SQRT_BESIDE.lemma,
-    "x + √(x² + c) rationalised where x < 0: no cancellation",
+    "x + √(x² + c) rationalised where x < 0: no cancellation, no x²",
     "squareplus (So & Kweon 2021); numerical stability",
-    r"x + \sqrt{x^{2} + c} = \max(x, 0) + \frac{\max(x, 0)^{2} + c}{\sqrt{x^{2} + c} - \min(x, 0)}, \quad c > 0",
+    r"x + \sqrt{x^{2} + c} = \max(x, 0) + [x \geq 0] R + [x < 0] \frac{c}{R - \min(x, 0)}, "
+    r"\quad R = \operatorname{hypot}(x, \sqrt{c}), \; c > 0",
     lhs=root_stable,
     rhs=rw.SQRT_BESIDE.document((1, x, c_root, 0)),
     setting=root_setting,
     mutants={
         "no-c": (
             "the c dropped from the numerator: 0 for x < 0",
-            sp.Max(x, 0) + sp.Max(x, 0) ** 2 / (sp.sqrt(x**2 + c_root) - sp.Min(x, 0)),
+            sp.Heaviside(x, 1) * (x + R_root) + sp.Heaviside(-x, 0) / (R_root + sp.Abs(x)),
         ),
         "plus-min": (
-            "√(x² + c) + min(x, 0) in the denominator",
-            sp.Max(x, 0) + (sp.Max(x, 0) ** 2 + c_root) / (sp.sqrt(x**2 + c_root) + sp.Min(x, 0)),
+            "R − |x| in the denominator",
+            sp.Heaviside(x, 1) * (x + R_root) + sp.Heaviside(-x, 0) * c_root / (R_root - sp.Abs(x)),
+        ),
+        "no-step": (
+            "R without its step [x ≥ 0]: counted twice for x < 0",
+            sp.Heaviside(x, 1) * x + R_root + sp.Heaviside(-x, 0) * c_root / (R_root + sp.Abs(x)),
         ),
     },
     method="index normaliser with region reasoning (a case split on the sign of x; √ squared)",
+)
+
+# (v² + c)^p for p an odd multiple of ½ as hypot(v, √c)^{2p}: v² = ∞ for |v| > 1.8e19 in float32
+# where √(v² + c) is about |v|; the cases as a person writes them: √(x² + c), 1/√(1 + α x²),
+# (c + (x − 1)²)^{3/2}, from the rewrite's own functions at (v, √c, p) (tests/test_stable_rewrites.py
+# holds the match on arrays)
+alpha_root = sp.Symbol("alpha", positive=True)
+hypot_setting = Setting(
+    sizes={r: 2, n: 3},
+    indices={i: (0, r - 1), j: (0, n - 1)},
+    scalars={c_root: sp.Rational(3, 4), alpha_root: sp.Rational(5, 2)},
+)
+hypot_matches = [  # (v, √c, p), as the rewrite matches them on arrays
+    (x, sp.sqrt(c_root), sp.S.Half),
+    (sp.sqrt(alpha_root) * x, sp.S.One, -sp.S.Half),
+    (x - 1, sp.sqrt(c_root), sp.Rational(3, 2)),
+]
+hypot = index_claim(
+    rw.HYPOT.lemma,
+    "√(v² + c) as hypot(v, √c): the root of a sum of squares without forming the squares",
+    SOURCE,
+    r"\left(v^{2} + c\right)^{p} = \operatorname{hypot}\left(v, \sqrt{c}\right)^{2p}, \quad c > 0, \; "
+    r"p \in \{\pm\tfrac{1}{2}, \pm\tfrac{3}{2}, \dots\}",
+    lhs=[rw.HYPOT.stable(m_) for m_ in hypot_matches],
+    rhs=[rw.HYPOT.document(m_) for m_ in hypot_matches],
+    setting=hypot_setting,
+    mutants={
+        "c-not-root": (
+            "hypot(v, c) for hypot(v, √c)",
+            [Hypot(v_, s_**2) ** (2 * p_) for v_, s_, p_ in hypot_matches],
+        ),
+        "alpha-outside": (
+            "hypot(x, 1) for hypot(√α x, 1): the scale of v dropped",
+            [Hypot(x, s_) ** (2 * p_) for _, s_, p_ in hypot_matches],
+        ),
+    },
+    method="index normaliser (hypot(v, s) = √(v² + s²))",
 )
 
 # a tanh written by its exponentials: ∞/∞ at |x| > 89 in float32, printed as the tanh node
@@ -434,6 +478,7 @@ CLAIMS: list[Claim] = [
     expm1_in_sum,
     log1p_lemma,
     sqrt_rationalised,
+    hypot,
     tanh_ratio,
     tanh_ratio_half,
     log_cosh,

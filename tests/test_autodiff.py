@@ -67,6 +67,8 @@ def _ev(e, env: dict, scalars: dict):
         return np.power(args[0], args[1])
     if e.func in unary:
         return unary[e.func](args[0])
+    if isinstance(e, A.Hypot):
+        return np.hypot(args[0], args[1])
     if isinstance(e, sp.Max):
         return np.maximum.reduce(np.broadcast_arrays(*args))
     if isinstance(e, sp.Min):

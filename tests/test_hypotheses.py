@@ -213,3 +213,20 @@ def test_a_variance_plus_eps_and_a_causal_row_are_discharged():
     norm.nonzero.clear()
     norm.canon(1 / var)  # a variance alone may be 0
     assert norm.nonzero
+
+
+def test_the_sign_analysis_reads_each_node_by_its_own_sign():
+    """σ, Φ, G and hypot(u, s > 0) are positive; the step H(u) and |u| only ≥ 0: a denominator
+    1 + H(x) is positive, H(x) alone and |x| alone are not (each is 0 somewhere), |x| + hypot(x, 1)
+    is (squareplus' rationalised denominator, which no run-time check need guard)."""
+    from derivations.language.arrays import Array, Gaussian, HalfStep, Hypot, NormalCDF, Sigmoid, size
+    from derivations.language.denominators import sign
+
+    r, c = size("r"), size("n")
+    x = Array("x", (r, c))
+    positive = {"+": [Sigmoid(x), NormalCDF(x), Gaussian(x), Hypot(x, 1), 1 + HalfStep(x), sp.Abs(x) + Hypot(x, 1)]}
+    for e in positive["+"]:
+        assert sign(e, set(), {}) == "+", e
+    for e in (HalfStep(x), sp.Abs(x)):
+        assert sign(e, set(), {}) == "0+", e
+    assert sign(Hypot(x, sp.Symbol("s", real=True)), set(), {}) is None  # s = 0 leaves |x|

@@ -112,9 +112,19 @@ NEW_OPS = [
     activation("hard_sigmoid_new", sp.Min(sp.Max(x / 6 + sp.Rational(1, 2), 0), 1)),  # kinks at x = ±3 (1/6 inexact)
     activation("tanh_by_exps_new", (sp.exp(x) - sp.exp(-x)) / (sp.exp(x) + sp.exp(-x))),  # (e^x − e^−x)/(e^x + e^−x)
     activation("tanh_half_new", x * (sp.exp(x) - 1) / (sp.exp(x) + 1)),  # x·tanh(x/2), written by exps
+    # roots of squares: x² = ∞ from |x| > 1.8e19 in float32 where each value is finite
+    activation("pseudo_huber_new", sp.sqrt(1 + x**2) - 1),
+    activation("bent_identity_new", (sp.sqrt(x**2 + 1) - 1) / 2 + x),
+    activation(
+        "isru_new",
+        x / sp.sqrt(1 + beta * x**2),  # the inverse square root unit x/√(1 + αx²)
+        options=[Option(beta, "alpha", 1.0, "α > 0")],
+    ),
+    activation("charbonnier_new", sp.sqrt(x**2 + sp.Rational(1, 10**6))),  # √(x² + ε²), ε = 1e-3
     REGLU,
     RMS_NEW,
 ]
+ROOTS = [o for o in NEW_OPS if o.name in ("pseudo_huber_new", "bent_identity_new", "isru_new", "charbonnier_new")]
 IDS = [o.name for o in NEW_OPS]
 
 
@@ -207,6 +217,19 @@ def test_the_printed_kernels_are_stable_at_1e4_and_at_the_subnormals(registered,
     """Large inputs (±1e4: e^{x} overflows in both dtypes) and the smallest (1e-40 in float32,
     1e-310 in float64: subnormal inputs, where a cancelling e^{x} − 1 loses every digit)."""
     for magnitude in (1e4, min(edges.magnitudes(dtype))):
+        findings = edges.check(op.name, backend, dtype, magnitude)
+        assert not findings, edges.report(findings[:8])
+
+
+@pytest.mark.parametrize("op", ROOTS, ids=[o.name for o in ROOTS])
+@pytest.mark.parametrize("backend", edges.BACKENDS)
+@pytest.mark.parametrize("dtype", edges.DTYPES)
+def test_a_root_of_squares_is_printed_as_hypot_and_stable_at_every_magnitude(registered, op, backend, dtype):
+    """√(x² + c) printed hypot(x, √c) (`stability.hypot`), and a quotient rule's 1/h − x²/h³
+    reduced to c/h³: every magnitude of the check, 1e-310 to 1e300, against the exact values
+    (x² alone overflows from 1.8e19 in float32; x/√(1 + x²)' cancelled to 0 from 4e3)."""
+    assert "stability.hypot" in op.stability
+    for magnitude in edges.magnitudes(dtype):
         findings = edges.check(op.name, backend, dtype, magnitude)
         assert not findings, edges.report(findings[:8])
 

@@ -19,6 +19,7 @@ from derivations.language.arrays import (
     ColSum,
     Contract,
     Gather,
+    Hypot,
     MatMul,
     NormalCDF,
     OneHot,
@@ -78,6 +79,9 @@ CASES = [
     ("rsqrt", 1 / sp.sqrt(x), "1/np.sqrt(x)", "torch.rsqrt(x)"),
     ("reciprocal", 1 / x, "1/x", "1/x"),
     ("inverse-square", x**-2, "1/(x*x)", "1/(x*x)"),
+    ("hypot", Hypot(x, 1), "np.hypot(x, 1)", "_support.hypot(x, 1)"),  # √(x² + 1) without x²
+    ("hypot-of-option", Hypot(x, sp.sqrt(d_k)), "np.hypot(x, math.sqrt(d_k))", "_support.hypot(x, math.sqrt(d_k))"),
+    ("scalar-hypot", Hypot(d_k, 1), "math.hypot(d_k, 1)", "math.hypot(d_k, 1)"),
     ("three-halves", x ** sp.Rational(3, 2), "x*np.sqrt(x)", "x*torch.sqrt(x)"),
     ("minus-three-halves", x ** sp.Rational(-3, 2), "1/(x*np.sqrt(x))", "1/(x*torch.sqrt(x))"),
     ("cube-root", x ** sp.Rational(1, 3), "x**(1/3)", "x**(1/3)"),
@@ -226,6 +230,19 @@ ASSIGN_CASES = [
         ["z = _support.contract(torch.nn.functional.one_hot(ids.long(), V).to(dtype), x)"],
     ),
     ("no-temporary-needed", x * y, ["z = x*y"], ["z = x*y"]),
+    # a computed g in 1/g³ as (1/g)³: g³ overflows (g ~ 1e20 in float32) where the quotient is 0
+    (
+        "inverse-cube-of-hypot",
+        y / Hypot(x, 1) ** 3,
+        ["z_recip = 1/np.hypot(x, 1)", "z = y*z_recip*z_recip*z_recip"],
+        ["z_recip = 1/_support.hypot(x, 1)", "z = y*z_recip*z_recip*z_recip"],
+    ),
+    (
+        "inverse-square-of-sum",
+        y * (x + Hypot(x, 1)) ** -2,
+        ["z_recip = 1/(x + np.hypot(x, 1))", "z = y*z_recip*z_recip"],
+        ["z_recip = 1/(x + _support.hypot(x, 1))", "z = y*z_recip*z_recip"],
+    ),
     (
         "silu-grad-shares-sigmoid",
         Sigmoid(x) * (1 + x * (1 - Sigmoid(x))),

@@ -9,7 +9,9 @@ Ops declared here by their formula alone, as docs/adding-an-op.md tells a user t
 * log(1 + x²): printed log1p (`stability.log1p`);
 * log-softmax as its formula, x − log Σ_j e^{x_j}: printed with the row max shifted out
   (`stability.logsumexp`);
-* squareplus (x + √(x² + b))/2: rationalised where x < 0 (`stability.sqrt_rationalised`).
+* squareplus (x + √(x² + b))/2: rationalised where x < 0 (`stability.sqrt_rationalised`), its
+  root printed hypot(x, √b) (`stability.hypot`: x² = ∞ from |x| > 1.8e19 in float32);
+* the inverse square root unit x/√(1 + αx²): printed x/hypot(√α x, 1) (`stability.hypot`).
 
 Each is printed by codegen into a scratch package (qed/tools/scratch_kernels.py); its NumPy text
 must use the stable form, its values at small magnitudes (|x| ~ 1e-7 in float32, subnormals in
@@ -28,7 +30,7 @@ import torch
 
 from codegen.render import stability_warnings
 from derivations import registry
-from derivations.language.arrays import Array, Assign, RowSum, size
+from derivations.language.arrays import Array, Assign, Hypot, RowSum, size
 from derivations.language.ops import Op, Option
 from derivations.proof.obligations import claims_for
 from qed.tools.scratch_kernels import ScratchKernels
@@ -50,6 +52,8 @@ LOG1P = activation("log1p_square", sp.log(1 + x**2))
 SQUAREPLUS = activation(
     "squareplus_doc", (x + sp.sqrt(x**2 + b)) / 2, options=[Option(b, "b", 4.0, "the smoothing b > 0")]
 )
+alpha = sp.Symbol("alpha", positive=True)
+ISRU = activation("isru_doc", x / sp.sqrt(1 + alpha * x**2), options=[Option(alpha, "alpha", 1.0, "α > 0")])
 LOG_SOFTMAX = Op(
     name="log_softmax_doc",
     module=__name__,
@@ -68,7 +72,7 @@ SOFTMAX = Op(
     optional_axes=1,
     sizes={n: (x, 1)},
 )
-OPS = [ELU, EXPM1_SUM, LOG1P, SQUAREPLUS, LOG_SOFTMAX, SOFTMAX]
+OPS = [ELU, EXPM1_SUM, LOG1P, SQUAREPLUS, ISRU, LOG_SOFTMAX, SOFTMAX]
 IDS = [o.name for o in OPS]
 
 # op -> (the lemma it cites, what its printed NumPy forward must call, what it must not print)
@@ -76,7 +80,8 @@ PRINTED = {
     "elu_doc": ("stability.expm1_in_sum", ["np.expm1("], ["np.exp("]),
     "expm1_sum": ("stability.expm1_in_sum", ["np.expm1("], ["np.exp("]),
     "log1p_square": ("stability.log1p", ["np.log1p("], ["np.log("]),
-    "squareplus_doc": ("stability.sqrt_rationalised", ["np.maximum(", "np.minimum("], []),
+    "squareplus_doc": ("stability.sqrt_rationalised", ["np.hypot(x, math.sqrt(b))", "np.abs(x)"], ["np.sqrt("]),
+    "isru_doc": ("stability.hypot", ["np.hypot("], ["np.sqrt(", "x*x", "x**2"]),
     "log_softmax_doc": ("stability.logsumexp", ["np.max(x, axis=-1, keepdims=True)", "np.exp(x - np.max("], []),
     "softmax_doc": ("stability.softmax_shift", ["np.max(x, axis=-1, keepdims=True)"], ["np.exp(x)"]),
 }
@@ -94,6 +99,8 @@ def exact(name, row):
     if name == "squareplus_doc":  # the document's sum, in 800 digits: x = −1e150 cancels 300 of them
         with mpmath.workdps(800):
             return [+((t + mpmath.sqrt(t * t + 4)) / 2) for t in v]
+    if name == "isru_doc":
+        return [t / mpmath.sqrt(1 + t * t) for t in v]
     m = max(v)
     lse = m + mpmath.log(mpmath.fsum(mpmath.exp(t - m) for t in v))
     if name == "softmax_doc":
@@ -109,6 +116,8 @@ def exact_grad(name, row):
     if name == "squareplus_doc":  # (1 + x/√(x² + 4))/2, in 800 digits (cancels for x ≪ 0)
         with mpmath.workdps(800):
             return [+((1 + t / mpmath.sqrt(t * t + 4)) / 2) for t in v]
+    if name == "isru_doc":  # (1 + x²)^{−3/2}
+        return [(1 + t * t) ** mpmath.mpf(-1.5) for t in v]
     return None
 
 
@@ -123,9 +132,13 @@ POINTS = {
     # log(1 + x²): x² ~ 1e-8 is lost next to 1 in float32; x² = 1e-320 is subnormal in float64
     ("log1p_square", np.float32): [1e-4, -3e-4, 1e-7, 1e-20, 0.5, -3.0],
     ("log1p_square", np.float64): [1e-8, -3e-9, 1e-160, 1e-155, 0.5, -3.0],
-    # (x + √(x² + 4))/2 cancels for x ≪ 0: 1e-4 at x = −1e4, not 0
-    ("squareplus_doc", np.float32): [-1e4, -3e3, -1e7, -1e-7, 1e-7, 0.0, 2.0, 1e4],
-    ("squareplus_doc", np.float64): [-1e4, -1e9, -1e150, -1e-7, 1e-7, 0.0, 2.0, 1e150],
+    # (x + √(x² + 4))/2 cancels for x ≪ 0: 1e-4 at x = −1e4, not 0; x² = ∞ from |x| > 1.8e19
+    # in float32 (1.3e154 in float64)
+    ("squareplus_doc", np.float32): [-1e4, -3e3, -1e7, -1e-7, 1e-7, 0.0, 2.0, 1e4, 1e20, -1e20, 3e37],
+    ("squareplus_doc", np.float64): [-1e4, -1e9, -1e150, -1e-7, 1e-7, 0.0, 2.0, 1e150, 1e200, -1e300],
+    # x/√(1 + x²): x² = ∞ from |x| > 1.8e19 in float32, where the value is ±1
+    ("isru_doc", np.float32): [1e20, -1e20, 3e30, 1e4, -0.5, 1e-7, 1e-30, 0.0],
+    ("isru_doc", np.float64): [1e160, -1e200, 1e300, 1e4, -0.5, 1e-7, 1e-300, 0.0],
     # log Σ e^{x}: e^{1e4} is ∞ in float64 too
     ("log_softmax_doc", np.float32): [1e4, -1e4, 3e3, 0.5, 1e-7],
     ("log_softmax_doc", np.float64): [1e4, -1e4, 3e3, 0.5, 1e-7, 700.0, 710.0],
@@ -167,7 +180,9 @@ def test_squareplus_is_printed_without_the_cancelling_sum():
     """The document's x/2 + √(x² + b)/2 is not what is printed: the rationalised quotient is."""
     (line,) = SQUAREPLUS.forward
     assert line.expr != SQUAREPLUS.spec[0].expr
-    assert sp.Max(x, 0) in line.expr.atoms(sp.Max) and line.expr.atoms(sp.Min)
+    assert line.expr.atoms(Hypot) == {Hypot(x, sp.sqrt(b))} and line.expr.atoms(sp.Heaviside)
+    roots = [p for p in sp.preorder_traversal(line.expr) if isinstance(p, sp.Pow) and p.exp == sp.S.Half]
+    assert all(p.is_number or p == sp.sqrt(b) for p in roots), roots  # √b only: no √(x² + b)
 
 
 @pytest.mark.parametrize("op", OPS, ids=IDS)
@@ -190,7 +205,13 @@ def test_values_at_small_and_large_magnitudes_are_within_a_few_ulps(scratch, op,
     assert all(u <= ULPS for *_, u in bad), [b_ for b_ in bad if b_[-1] > ULPS]
     want_grad = exact_grad(op.name, row[0])
     if want_grad is not None:
-        bad = [(float(t), float(g), float(w), ulps(g, w, dtype)) for t, g, w in zip(row[0], grad[0], want_grad)]
+        # a gradient below the smallest normal number may come back 0: its quotient rule squares
+        # R + |x| (squareplus' c/(R + |x|)² at x = −1e20 in float32 is 1e-40, subnormal)
+        tiny = np.finfo(dtype).tiny
+        bad = [
+            (float(t), float(g), float(w), 0.0 if g == 0 and abs(w) < tiny else ulps(g, w, dtype))
+            for t, g, w in zip(row[0], grad[0], want_grad)
+        ]
         assert all(u <= 2 * ULPS for *_, u in bad), [b_ for b_ in bad if b_[-1] > 2 * ULPS]
 
 
@@ -204,6 +225,7 @@ def test_the_document_form_would_not_have_been_accurate(op):
             "expm1_sum": lambda t: t / 2 + 3 * np.exp(t) - 3,
             "log1p_square": lambda t: np.log(1 + t * t),
             "squareplus_doc": lambda t: (t + np.sqrt(t * t + 4)) / 2,
+            "isru_doc": lambda t: t / np.sqrt(1 + t * t),
             "log_softmax_doc": lambda t: t - np.log(np.sum(np.exp(t))),
             "softmax_doc": lambda t: np.exp(t) / np.sum(np.exp(t)),
         }[op.name](row)
@@ -226,6 +248,7 @@ LEMMAS = [
     "stability.logsumexp",
     "stability.softmax_shift",
     "stability.sqrt_rationalised",
+    "stability.hypot",
 ]
 
 

@@ -23,7 +23,7 @@ import sympy as sp
 
 from derivations.language.arrays import Array
 
-from ..printers.code import split_sign
+from ..printers.code import reciprocal_power, split_sign
 
 __all__ = ["Update", "Facts", "plan", "reads", "fuse_multiply_add", "VIEWS"]
 
@@ -136,7 +136,7 @@ def plan(expr, facts: Facts) -> list[Update] | None:
 
     def mul(e) -> bool:
         coeff, rest = e.as_coeff_Mul()
-        factors = list(rest.as_ordered_factors()) if rest.is_Mul else [rest]
+        factors = [reciprocal_power(f) for f in (rest.as_ordered_factors() if rest.is_Mul else [rest])]
         numer = [f for f in factors if not (f.is_Pow and f.exp.is_Number and f.exp < 0)]
         denom = [f.base if f.exp == -1 else sp.Pow(f.base, -f.exp) for f in factors if f not in numer]
         pick = next((f for f in numer if computed(f)), None)

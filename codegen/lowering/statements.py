@@ -34,6 +34,7 @@ _WORDS = {
     "Sigmoid": "sigmoid",
     "NormalCDF": "cdf",
     "Gaussian": "gauss",
+    "Hypot": "hypot",
     "HalfStep": "step",
     "exp": "exp",
     "log": "log",

@@ -44,7 +44,7 @@ from derivations.language import functions
 from derivations.language.arrays import Array, NormalCDF, is_scalar
 
 from ..names import PrinterError, check_name
-from .code import ADD, ATOM, MUL, POW, UNARY, Code, positive_first, show, split_sign
+from .code import ADD, ATOM, MUL, POW, UNARY, Code, positive_first, reciprocal_power, show, split_sign
 from .nodes import NodeRules
 
 __all__ = ["ArrayPrinter"]
@@ -264,6 +264,7 @@ class ArrayPrinter(NodeRules, Printer):
                 lead.append(str(self._print(c)))
         for f in factors:
             hoisted = self.binder is not None and f in self.binder.repeated
+            f = f if hoisted or self._scalar(f) else reciprocal_power(f)
             if f.is_Pow and f.exp.is_Number and f.exp < 0 and not hoisted:
                 denom.append(f.base if f.exp == -1 else sp.Pow(f.base, -f.exp, evaluate=False))
             else:
@@ -303,6 +304,8 @@ class ArrayPrinter(NodeRules, Printer):
             return Code(f"(1 - 2*({self._operand(self._print(e), MUL)} % 2))", ATOM)
         if e == -sp.S.Half and not scalar and self.rsqrt_name:  # 1/√u in one call
             return Code(self._call(self.rsqrt_name, self._print(base)), ATOM)
+        if not scalar and reciprocal_power(expr) is not expr:  # 1/R^k as (1/R)^k (R reads a hypot)
+            return self._print(reciprocal_power(expr))
         if e.is_Number and e < 0:
             pos = self._print(sp.Pow(base, -e, evaluate=False) if e != -1 else base)
             return Code(f"1/{self._operand(pos, MUL)}", MUL)

@@ -5,7 +5,19 @@ from __future__ import annotations
 
 import sympy as sp
 
-__all__ = ["Code", "ADD", "MUL", "UNARY", "POW", "ATOM", "MODULE_IMPORTS", "show", "split_sign", "positive_first"]
+__all__ = [
+    "Code",
+    "ADD",
+    "MUL",
+    "UNARY",
+    "POW",
+    "ATOM",
+    "MODULE_IMPORTS",
+    "show",
+    "split_sign",
+    "positive_first",
+    "reciprocal_power",
+]
 
 # the import line of each module that printed text may call (a printer's `modules`)
 MODULE_IMPORTS = {
@@ -59,3 +71,13 @@ def positive_first(terms: list) -> list:
         if not split_sign(term)[0]:
             return [term] + terms[:t] + terms[t + 1 :]
     return terms
+
+
+def reciprocal_power(f):
+    """1/g^k (k = 2..4, g computed: neither a number nor one array) as (1/g)^k, a factor of the
+    numerator (1/g is formed once, a temporary of its own): g squared or cubed
+    overflows (g ~ 1e20 in float32: a hypot's |x|) where the quotient underflows to its correctly
+    rounded 0. Any other factor as it is."""
+    if f.is_Pow and f.exp.is_Integer and -4 <= f.exp < -1 and not (f.base.is_number or f.base.is_Symbol):
+        return sp.Pow(sp.Pow(f.base, -1, evaluate=False), -f.exp, evaluate=False)
+    return f

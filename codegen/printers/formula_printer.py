@@ -217,6 +217,7 @@ for _node, _name in _FORMULA_CALLS.items():
 
 
 FormulaPrinter._print_Gaussian = lambda self, expr: self._print(expr.document_form())  # e^{−u²/2}
+FormulaPrinter._print_Hypot = lambda self, expr: self._print(expr.document_form())  # √(u² + s²)
 
 
 def formula(expr) -> str:

@@ -3,7 +3,7 @@
 * `Sigmoid(u)` (σ, the array language's logistic node) prints as the library's overflow-free
   `scipy.special.expit(u)` / `torch.sigmoid(u)`, never as `1/(1 + exp(-u))`; `NormalCDF(u)` (Φ)
   as one library call where the backend has a fast one, else as its formula; `Gaussian(u)`
-  (e^{−u²/2}) as `_support.gaussian(u)`;
+  (e^{−u²/2}) as `_support.gaussian(u)`; `Hypot(u, s)` (√(u² + s²)) as the backend's `hypot`;
 * integer arithmetic on index grids (a table's `row`, `col`, see `arrays`): `KroneckerDelta(a, b)`
   prints as the equality `(a == b)` cast to the float dtype, `(-1)**c` as the parity sign
   `(1 - 2*(c % 2))`, `floor(a/q)` as `(a // q)` and `Mod(a, q)` as `(a % q)` (integer arguments
@@ -83,6 +83,16 @@ class NodeRules:
         if self._scalar(expr):
             return self._print(expr.document_form())
         return self._support("gaussian", u)
+
+    def _print_Hypot(self, expr):
+        """√(u² + s²) as the library's hypot, which scales before it squares: no u² = ∞ where the
+        root is finite (|u| > 1.8e19 in float32). s is a number; a scalar u: `math.hypot`."""
+        u, s = expr.args
+        if not self._scalar(s):
+            raise PrinterError(f"{self.backend} printer: Hypot needs a number as its second argument: {show(expr)}")
+        if self._scalar(u):
+            return Code(self._call("math.hypot", self._print(u), self._print(s)), ATOM)
+        return self._hypot(u, s)
 
     def _print_log(self, expr):
         if len(expr.args) != 1:

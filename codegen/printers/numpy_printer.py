@@ -9,6 +9,7 @@ from derivations.language import functions
 from derivations.language.arrays import NormalCDF
 
 from .base import ArrayPrinter
+from .code import ATOM, Code
 
 __all__ = ["NumpyPrinter"]
 
@@ -49,6 +50,9 @@ class NumpyPrinter(ArrayPrinter):
     def _row_max(self, arg):
         # the max has no BLAS form (the row sums do: _support.rowsum)
         return self._call("np.max", arg, "axis=-1", "keepdims=True")
+
+    def _hypot(self, u, s):
+        return Code(self._call("np.hypot", self._print(u), self._print(s)), ATOM)
 
     def _pair(self, which, a, b):
         return self._call(f"np.{which}imum", a, b)

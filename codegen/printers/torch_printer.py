@@ -89,6 +89,9 @@ class TorchPrinter(ArrayPrinter):
     def _row_max(self, arg):
         return self._call("torch.amax", arg, "dim=-1", "keepdim=True")
 
+    def _hypot(self, u, s):
+        return self._support("hypot", u, s)  # torch.hypot takes no number: the support module's 0-dim tensor
+
     def _pair(self, which, a, b):
         return self._call(f"torch.{which}imum", a, b)
 

@@ -15,7 +15,18 @@ import math
 
 import torch
 
-__all__ = ["rows", "rowsum", "rowmean", "colsum", "contract", "addmm_rows", "gaussian", "nan_of", "nan_of_columns"]
+__all__ = [
+    "rows",
+    "rowsum",
+    "rowmean",
+    "colsum",
+    "contract",
+    "addmm_rows",
+    "gaussian",
+    "hypot",
+    "nan_of",
+    "nan_of_columns",
+]
 
 
 def rows(a: torch.Tensor) -> torch.Tensor:
@@ -58,6 +69,13 @@ def gaussian(u: torch.Tensor) -> torch.Tensor:
     g = u * u  # torch.square is a pow: 7x slower than this multiply (CPU, float32)
     g.mul_(-0.5)
     return g.exp_()
+
+
+def hypot(u: torch.Tensor, s: float) -> torch.Tensor:
+    """√(u² + s²), elementwise, for a number s: torch.hypot, which scales before it squares (u² =
+    ∞ for |u| > 1.8e19 in float32, where the root is finite), takes only tensors; s as a 0-dim
+    tensor of u's dtype and device broadcasts."""
+    return torch.hypot(u, u.new_tensor(s))
 
 
 def nan_of(a: torch.Tensor) -> torch.Tensor:

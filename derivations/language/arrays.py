@@ -5,7 +5,7 @@ Every formula qed proves and prints is written once, in this language:
 * an `Array` is a SymPy Symbol that stands for a whole array whose last two axes have a
   declared shape `(rows, cols)` (leading batch/head axes are implicit and broadcast);
   a row vector such as LayerNorm's gamma has shape `(1, n)` and is stored as `(n,)`;
-* `+ - * / **`, `exp`, `log`, `sqrt`, `tanh`, `erf`, `Max`, `Heaviside`, `Sigmoid`, `NormalCDF` and `Gaussian` act
+* `+ - * / **`, `exp`, `log`, `sqrt`, `tanh`, `erf`, `Max`, `Heaviside`, `Sigmoid`, `NormalCDF`, `Gaussian` and `Hypot` act
   elementwise, with NumPy broadcasting between `(r, c)`, `(r, 1)` and `(1, c)`;
 * a handful of nodes do what elementwise algebra cannot: `MatMul`, `T` (swap the last two
   axes), row reductions over the last axis that keep it (`RowSum`, `RowMax`, `RowMean`),
@@ -45,6 +45,7 @@ __all__ = [
     "NormalCDF",
     "Gaussian",
     "HalfStep",
+    "Hypot",
     "DocumentFunction",
     "DOCUMENT_NODES",
     "document_form",
@@ -220,6 +221,48 @@ class Gaussian(DocumentFunction):
 
     def document_form(self) -> sp.Expr:
         return sp.exp(-(self.args[0] ** 2) / 2)
+
+    def _latex(self, printer) -> str:
+        return printer._print(self.document_form())
+
+
+class Hypot(DocumentFunction):
+    """√(u² + s²), elementwise, s a positive constant: the root of a sum of squares without
+    forming the squares.
+
+    A node of its own because √(u² + c) as written squares u first: u² = ∞ for |u| > 1.8e19 in
+    float32 (1.3e154 in float64), where the root itself is about |u| and finite. The printers
+    call the library's `hypot` (`np.hypot(u, s)`, `torch.hypot`), which scales before it
+    squares. Even in u, positive, Hypot(0, s) = s; ∂/∂u = u/Hypot(u, s) (a ratio in [−1, 1]:
+    no overflow either), ∂/∂s = s/Hypot(u, s)."""
+
+    nargs = 2
+
+    @classmethod
+    def eval(cls, u, s):
+        if u.is_zero and s.is_nonnegative:
+            return s
+        if u.could_extract_minus_sign():
+            return cls(-u, s)
+        return None
+
+    def fdiff(self, argindex=1):
+        if argindex not in (1, 2):
+            raise sp.ArgumentIndexError(self, argindex)
+        return self.args[argindex - 1] / self
+
+    def derivative(self):
+        return self.args[0] / self
+
+    def document_form(self) -> sp.Expr:
+        u, s = self.args
+        return sp.sqrt(u**2 + s**2)
+
+    def _eval_is_real(self):
+        return True if all(a.is_real for a in self.args) else None
+
+    def _eval_is_positive(self):
+        return True if self.args[0].is_real and self.args[1].is_positive else None
 
     def _latex(self, printer) -> str:
         return printer._print(self.document_form())

@@ -69,7 +69,7 @@ from .arrays import (
     is_scalar,
     shape_of,
 )
-from .stabilise import stabilise, stabilise_assigns
+from .stabilise import hypot_reduced, stabilise, stabilise_assigns
 
 __all__ = [
     "derive_op",
@@ -244,11 +244,13 @@ def _kinks(d):
 def derivative(expr, leaf):
     """∂expr/∂leaf for an elementwise expression, by `sp.diff` with every operand a real symbol
     (so that |u|′ = sign u, σ′ = σ(1 − σ) and Φ′ = φ by the nodes' own `fdiff`, proved in
-    `ad.sigmoid`, `ad.normal_cdf`)."""
+    `ad.sigmoid`, `ad.normal_cdf`); with a hypot in it, over one denominator and reduced by
+    hypot(u, s)² = u² + s² (`stabilise.hypot_reduced`)."""
     leaves = _leaves(expr)
     symbols = {a: sp.Dummy(f"u{n}", real=True) for n, a in enumerate(leaves)}
     d = sp.diff(sp.sympify(expr).xreplace(symbols), symbols[leaf])
-    return _kinks(d).xreplace({v: k for k, v in symbols.items()})
+    # a root's quotient rule reduced by hypot² = u² + s² (1/h − u²/h³ = s²/h³: no cancellation)
+    return hypot_reduced(_kinks(d)).xreplace({v: k for k, v in symbols.items()})
 
 
 def elementwise_vjp(expr, G, batched, recognised=None, stable: set | None = None) -> list[tuple[sp.Expr, sp.Expr]]:

@@ -8,7 +8,8 @@ run-time checks the proofs accept is the one the code prints.
 
     denominators(expr)   each negative power's base, each log's argument, each mean's count
     sign(expr, …)        "+" (provably positive), "0+" (provably ≥ 0) or None, from the
-                         expression alone: sums of exps, squares, positive options and sizes
+                         expression alone: sums of exps, squares, |·|, positive options and
+                         sizes, the array language's positive nodes (σ, Φ, G, hypot)
     expanded(expr, env)  every intermediate replaced by its definition (a causal mask by its
                          argument: no row is fully masked, key 0 is always seen)
     classified(op)       every denominator of an op's printed lines, expanded and sorted:
@@ -54,8 +55,12 @@ def sign(expr, positive_symbols: set, memo: dict) -> str | None:
         out = None  # an input's values: anything
     elif isinstance(e, sp.Symbol):
         out = "+" if e in positive_symbols else "0+" if e.is_nonnegative else None
-    elif isinstance(e, (sp.exp,)) or isinstance(e, DOCUMENT_NODES):
+    elif isinstance(e, sp.exp):
         out = "+"
+    elif isinstance(e, DOCUMENT_NODES):  # σ, Φ, G and hypot(u, s > 0) are positive; H(u) only ≥ 0
+        out = "+" if e.is_positive else "0+" if e.is_nonnegative else None
+    elif isinstance(e, sp.Abs):
+        out = "0+"
     elif isinstance(e, sp.Pow):
         b = sign(e.base, positive_symbols, memo)
         out = (

@@ -80,6 +80,10 @@ def _rsqrt(u):
     return 1 / sp.sqrt(u)
 
 
+def _hypot(a, b):
+    return sp.sqrt(a**2 + b**2)
+
+
 def _max(a, b):
     return sp.Max(a, b)
 
@@ -279,6 +283,15 @@ FUNCTIONS: dict[str, Function] = {
             kind="order",
             mpmath="sign",
             slope=_zero_slope,
+        ),
+        Function(
+            "hypot",
+            _hypot,
+            ("np.hypot", "math.hypot"),
+            ("torch.hypot",),
+            arity=2,
+            kind="algebraic",
+            value=lambda a, b: mpmath.hypot(a, b),
         ),
         Function("maximum", _max, ("np.maximum",), ("torch.maximum", "torch.clamp"), arity=2, kind="order", value=max),
         Function("minimum", _min, ("np.minimum",), ("torch.minimum", "torch.clamp"), arity=2, kind="order", value=min),

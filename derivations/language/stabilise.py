@@ -33,8 +33,10 @@ naming the lemmas in the method).
                                                               (a row sum or a row mean)
     softmax         e^{v_i}/Σ_j e^{v_j}   → e^{v_i − m}/Σ_j e^{v_j − m}  (a softmax written as
                                                               its formula: no e^{v} = ∞ over ∞)
-    rationalised    v + √(v² + c), c > 0  → max(v, 0) + (max(v, 0)² + c)/(√(v² + c) − min(v, 0))
-                                                              (no v + |v| cancellation at v ≪ 0)
+    hypot           (v² + c)^{p}, c > 0   → hypot(v, √c)^{2p}  (p an odd multiple of ½: no v² = ∞
+                                                              where the root is finite)
+    rationalised    v + √(v² + c), c > 0  → [v ≥ 0] (v + R) + [v < 0] c/(R + |v|),
+                                              R = hypot(v, √c)  (no v + |v| cancellation at v ≪ 0)
     tanh            (e^{u} − e^{−u})/(e^{u} + e^{−u}) → tanh u  (no ∞/∞ at |u| > 89 in float32;
                     (e^{w} − 1)/(e^{w} + 1) → tanh(w/2)        a factor of any product)
                     sinh u / cosh u → tanh u
@@ -57,9 +59,9 @@ from dataclasses import dataclass
 import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
 
-from .arrays import Array, Gaussian, NormalCDF, RowMax, RowMean, RowSum, Sigmoid
+from .arrays import Array, Gaussian, Hypot, NormalCDF, RowMax, RowMean, RowSum, Sigmoid
 
-__all__ = ["Rewrite", "REWRITES", "stabilise", "stabilise_assigns", "unstable_forms"]
+__all__ = ["Rewrite", "REWRITES", "stabilise", "stabilise_assigns", "unstable_forms", "hypot_reduced"]
 
 
 @dataclass(frozen=True)
@@ -220,14 +222,41 @@ def _softmax_match(e):
     return None
 
 
-def _sqrt_term(t):
-    """(k, B, c) where the term t is k √(B + c): k and c free of arrays, c > 0, B reads arrays."""
-    factors = sp.Mul.make_args(t)
-    roots = [f for f in factors if isinstance(f, sp.Pow) and f.exp == sp.S.Half and _has_array(f.base)]
-    if len(roots) != 1:
+def _square_root_of(B):
+    """w where B = w², √k·w where B = k w² (k a positive factor free of arrays), else None: the
+    v of a root √(v² + c) as a person writes it (x², α x², (x − 1)²)."""
+    k, square = B.as_independent(*[a for a in B.free_symbols if isinstance(a, Array)], as_Add=False)
+    if not (isinstance(square, sp.Pow) and square.exp == 2 and _has_array(square.base) and k.is_positive):
         return None
-    k = sp.Mul(*[f for f in factors if f is not roots[0]])
-    c, B = roots[0].base.as_independent(*[a for a in roots[0].base.free_symbols if isinstance(a, Array)])
+    return sp.sqrt(k) * square.base
+
+
+def _hypot_match(e):
+    """(v, s, p) where e is (v² + s²)^p, v² a square of an array expression, s² a positive number
+    free of arrays, p an odd multiple of ½ (√, 1/√, ...)."""
+    if not (isinstance(e, sp.Pow) and e.exp.is_Rational and (2 * e.exp).is_odd and isinstance(e.base, sp.Add)):
+        return None
+    c, B = e.base.as_independent(*[a for a in e.base.free_symbols if isinstance(a, Array)])
+    if c.is_positive is not True or not _has_array(B):
+        return None
+    v = _square_root_of(B)
+    return None if v is None else (v, sp.sqrt(c), e.exp)
+
+
+def _sqrt_term(t):
+    """(k, B, c) where the term t is k √(B + c): k and c free of arrays, c > 0, B reads arrays
+    (a root written √(B + c), or already the node Hypot(v, s) = √(v² + s²))."""
+    factors = sp.Mul.make_args(t)
+    hypots = [f for f in factors if isinstance(f, Hypot) and _has_array(f.args[0])]
+    roots = [f for f in factors if isinstance(f, sp.Pow) and f.exp == sp.S.Half and _has_array(f.base)]
+    if len(roots) + len(hypots) != 1:
+        return None
+    (root,) = roots + hypots
+    k = sp.Mul(*[f for f in factors if f is not root])
+    if isinstance(root, Hypot):
+        B, c = root.args[0] ** 2, root.args[1] ** 2
+    else:
+        c, B = root.base.as_independent(*[a for a in root.base.free_symbols if isinstance(a, Array)])
     if _has_array(k) or _has_array(c) or not _has_array(B) or c.is_positive is not True:
         return None
     return (k, B, c)
@@ -247,7 +276,7 @@ def _sqrt_beside_match(e, decidable=True):
             if t2 is t or not _has_array(t2):
                 continue
             v = sp.expand(t2 / k)
-            if sp.expand(v**2 - B) != 0 or (decidable and not sign_decidable(v)):
+            if v.is_nonnegative or sp.expand(v**2 - B) != 0 or (decidable and not sign_decidable(v)):
                 continue
             rest = sp.Add(*[a for a in e.args if a is not t and a is not t2])
             return (k, v, c, rest)
@@ -255,10 +284,15 @@ def _sqrt_beside_match(e, decidable=True):
 
 
 def _rationalised(v, c):
-    """v + √(v² + c) without cancellation: max(v, 0) + (max(v, 0)² + c)/(√(v² + c) − min(v, 0))
-    (for v < 0 it is c/(√(v² + c) + |v|); for v ≥ 0 a sum of two non-negative terms)."""
-    p = sp.Max(v, 0)
-    return p + (p**2 + c) / (sp.sqrt(v**2 + c) - sp.Min(v, 0))
+    """v + √(v² + c) without cancellation and without v²: with R = hypot(v, √c) and the sign of v
+    split, [v ≥ 0] v + [v ≥ 0] R + [v < 0] c/(R + |v|) (for v < 0 a quotient of positive numbers,
+    c/(R − v); for v ≥ 0 a sum of two; the branch not taken is finite: R + |v| is never 0, where
+    R − v is 0 in floating point for v ≫ 0). Steps, not max(v, 0): the function is smooth at
+    v = 0 and so is this form's derivative there (1 + 0 from the branch v ≥ 0, where a max would
+    put a kink's midpoint ½)."""
+    R = Hypot(v, sp.sqrt(c))
+    step = sp.Heaviside(v, 1)  # one step, [v < 0] = 1 − [v ≥ 0]: its value at 0 decides both branches
+    return step * v + step * R + (1 - step) * c / (R + sp.Abs(v))
 
 
 SOFTPLUS = Rewrite(
@@ -335,6 +369,33 @@ SQRT_BESIDE = Rewrite(
 )
 
 
+HYPOT = Rewrite(
+    "stability.hypot",
+    "√(v² + c) as hypot(v, √c): the root of the squares without forming them",
+    lambda vsp: (vsp[0] ** 2 + vsp[1] ** 2) ** vsp[2],
+    lambda vsp: Hypot(vsp[0], vsp[1]) ** (2 * vsp[2]),
+    _hypot_match,
+)
+
+
+def hypot_reduced(d):
+    """A derivative with hypot(u, s) = h in it, over one denominator and its numerator reduced by
+    h² = u² + s²: the quotient rule's 1/h − u²/h³ (x/√(1 + x²)'s derivative, which cancels to 0
+    at |x| > 4e3 in float32) becomes (h² − u²)/h³ = s²/h³. Exact (the identity defines h), kept
+    only where the numerator gets shorter."""
+    for H in sorted(d.atoms(Hypot), key=sp.default_sort_key):
+        u, s = H.args
+        h = sp.Dummy("h", positive=True)
+        num, den = sp.fraction(sp.together(d.xreplace({H: h})))
+        num = sp.expand(num)
+        if not num.is_polynomial(h):
+            continue
+        rest = sp.rem(num, h**2 - (u**2 + s**2), h)
+        if sp.count_ops(rest) < sp.count_ops(num):
+            d = (sp.factor(rest) / den).xreplace({h: H})
+    return d
+
+
 def _centred_sigmoid_match(e):
     """v where e is 1 − 2σ(−2v) or 2σ(2v) − 1, that is tanh v (no 1 − 1 at small v)."""
     if not (isinstance(e, sp.Add) and len(e.args) == 2):
@@ -397,6 +458,7 @@ REWRITES: tuple[Rewrite, ...] = (
     LOGSUMEXP,
     SOFTMAX,
     SQRT_BESIDE,
+    HYPOT,
     LOG_COSH,
     CENTRED_SIGMOID,
 )
@@ -539,6 +601,7 @@ UNSTABLE = (
     ("log Σ e^{…} without the max shift", _logsumexp_match),
     ("e^{v}/Σ e^{v} without the max shift", _softmax_match),
     ("v + √(v² + c) not rationalised", lambda e: _sqrt_beside_match(e, decidable=False)),
+    ("√(v² + c) not as hypot(v, √c)", _hypot_match),
 )
 
 

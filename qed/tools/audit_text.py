@@ -89,6 +89,15 @@ class Equivalent:
 # Each entry is an argument, not a judgement: why no input can tell the edit apart.
 EQUIVALENT = (
     Equivalent(
+        "squareplus",
+        "np.hypot(x, math.sqrt(b))",
+        "np.hypot(x, math.sqrt(b))",
+        "np.hypot(math.sqrt(b), x)",
+        "hypot is symmetric: √(x² + b) = √(b + x²), and NumPy's hypot scales by the larger of the two "
+        "whichever comes first",
+        backends=("numpy",),
+    ),
+    Equivalent(
         "attention_tiled",
         "B = min(block, n - P)",
         "n - P",

@@ -289,6 +289,7 @@ TOPICS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "mish",
             "softplus",
             "squared_relu",
+            "squareplus",
             "softcap",
         ),
     ),

@@ -45,6 +45,8 @@ def comparison(a, b, how):
     if d.is_number and d.is_comparable:
         holds = {"gt": d > 0, "ge": d >= 0, "lt": d < 0, "le": d <= 0, "eq": d == 0, "ne": d != 0}[how]
         return sp.Integer(1 if bool(holds) else 0)
+    if how in ("eq", "ne") and d.is_zero is not None:  # decided by the assumptions: √(x² + b) + |x| ≠ 0, b > 0
+        return sp.Integer(1 if d.is_zero == (how == "eq") else 0)
     if how == "gt":
         return sp.Heaviside(d, 0)
     if how == "ge":

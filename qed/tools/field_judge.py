@@ -633,10 +633,31 @@ def _sqrt(u: Exact) -> Exact:
         out = Fraction(a, d)
         if r == 1:
             return Exact(_RAT, out)
-        return Exact(_RAT, out * _drawn("sqrt", ("q", r, 1, None)))
+        return _root_of(u, Exact(_RAT, out * _drawn("sqrt", ("q", r, 1, None))))
     if u.sign() < 0:
         raise FieldError("√ of a negative value")
-    return Exact(_RAT, _drawn("sqrt", u.key()))
+    return _root_of(u, Exact(_RAT, _drawn("sqrt", u.key())))
+
+
+# a drawn root -> what it is the root of: its square, exactly (√b drawn as a rational stand-in
+# squares to b, not to the stand-in's square), read by hypot(u, √b) = √(u² + b)
+_SQUARE_OF: dict = {}
+
+
+def _root_of(u: Exact, root: Exact) -> Exact:
+    if len(_SQUARE_OF) < 1 << 16:
+        _SQUARE_OF[root.key()] = u
+    return root
+
+
+def _square(v: Exact) -> Exact:
+    """v², with a drawn root's square its radicand."""
+    square = _SQUARE_OF.get(v.key())
+    return v * v if square is None else square
+
+
+def _hypot(u: Exact, v: Exact) -> Exact:
+    return _sqrt(_square(u) + _square(v))
 
 
 def _exp(u: Exact) -> Exact:
@@ -758,6 +779,7 @@ _FUNCTIONS = {
     "ndtr": lambda u: (_ONE + _odd("erf")(u * _root_half())) / 2,
     "sqrt": _sqrt,
     "rsqrt": lambda u: _sqrt(u).inverse(),
+    "hypot": lambda u, v: _hypot(u, v),
     "abs": abs,
     "sign": _sign,
     "maximum": _maximum,

@@ -289,6 +289,10 @@ def _minimum(a, b) -> Tensor:
     return _binary(lambda u, v: _np.asarray(_table2("minimum")(u, v), dtype=object), a, b)
 
 
+def _hypot(a, b) -> Tensor:
+    return _binary(lambda u, v: _np.asarray(_table2("hypot")(u, v), dtype=object), a, b)
+
+
 def _clamp(t, min=None, max=None):
     if min is None and max is None:
         raise ShimError("torch.clamp without a bound")
@@ -554,6 +558,11 @@ class Tensor:
 
     def masked_fill(self, mask, value):
         return self.clone().masked_fill_(mask, value)
+
+    def new_tensor(self, data):
+        """A 0-dim tensor of one number, with this tensor's dtype (torch.hypot's number operand)."""
+        v, _ = _scalar(data)
+        return _filled((), sp.Integer(v) if isinstance(v, int) and self.dtype is FLOAT else v, self.dtype)
 
     def clone(self):
         return Tensor(self._a.copy(), self.dtype)
@@ -1047,8 +1056,8 @@ def _table_namespace():
     top, special = {}, {}
     for spelling, row in functions.spelled("torch").items():
         owner, _, attr = spelling.rpartition(".")
-        if row.name in ("maximum", "minimum") or attr == "clamp":
-            continue  # binary: torch.maximum, torch.clamp below
+        if row.arity == 2 or attr == "clamp":
+            continue  # binary: torch.maximum, torch.hypot, torch.clamp below
         if owner == "Tensor":
             if attr.endswith("_"):
 
@@ -1079,6 +1088,7 @@ TORCH = _Namespace(
     maximum=_maximum,
     minimum=_minimum,
     clamp=_clamp,
+    hypot=_hypot,
     add=torch_add,
     sub=torch_sub,
     div=torch_div,

@@ -24,7 +24,7 @@ calls replaced by exact ones:
 * `np` — a strict shim (`NUMPY`): the elementwise functions the printer emits (`np.exp`,
   `np.log`, `np.log1p`, `np.expm1`, `np.sqrt`, `np.tanh`, `np.cosh`, `np.sinh`, `np.sin`, `np.cos`, `np.abs`, `np.sign`, `np.negative`,
   `np.divide`, `np.multiply`, `np.add`, `np.subtract`, with `out=`) map to SymPy's functions;
-  `np.max` to `Max` of the row, `np.errstate` to a context that does nothing, `np.maximum`/`np.minimum` to `Max`/`Min`; `np.arange` gives
+  `np.max` to `Max` of the row, `np.errstate` to a context that does nothing, `np.maximum`/`np.minimum` to `Max`/`Min`, `np.hypot` to √(a² + b²); `np.arange` gives
   exact integers (the printed `dtype=np.float64` grid holds integers exactly); structural
   functions (`np.ones`, `np.zeros`, `np.full`, `np.where`, `np.tri`, `np.broadcast_to`,
   `np.take_along_axis`, `np.swapaxes`, `np.split`, `np.concatenate`, `np.asarray`, `np.sum`,
@@ -366,6 +366,7 @@ NUMPY = _Namespace(
     expm1=_elementwise("expm1"),
     maximum=_ufunc("maximum", _table("maximum"), 2),
     minimum=_ufunc("minimum", _table("minimum"), 2),
+    hypot=_ufunc("hypot", _table("hypot"), 2),
     # arithmetic, exact
     negative=_ufunc("negative", lambda a: -_operand(a), 1),
     divide=_binary("divide", lambda a, b: _operand(a) / _operand(b)),
@@ -410,6 +411,7 @@ MATH = _Namespace(
     tanh=_table("tanh"),
     cosh=_table("cosh"),
     sinh=_table("sinh"),
+    hypot=_table("hypot"),
     erf=_table("erf"),
     sin=_table("sin"),
     cos=_table("cos"),
