@@ -117,6 +117,25 @@ def test_a_rows_mpmath_value_is_its_meaning_at_every_magnitude(name):
             assert abs(got - want) <= mpmath.mpf(10) ** -30 * max(1, abs(want)), (name, x, got, want)
 
 
+def test_an_exponential_of_an_exponential_is_evaluated_at_once():
+    """tanh(e^{x}) at x = 1e30 (TanhExp's forward; sech²(e^{x}) in its backward): e^{x} is a number
+    of 1.4e30 bits' exponent, and e^{−2e^{x}}, tanh and erf of it would take mpmath 1e29 digits.
+    Beyond |x| = 2^4096 each is its limit, 0, ∞ or ±1, which no float format tells apart from
+    the exact value; below that the values are mpmath's own."""
+    import mpmath
+
+    from derivations.language.functions import mp_slope, mp_value
+
+    huge = mp_value("exp", mpmath.mpf(10) ** 30)
+    assert mp_value("tanh", huge) == 1 and mp_value("erf", -huge) == -1
+    assert mp_value("exp", -huge) == 0 and mp_value("exp", huge) == mpmath.inf
+    assert mp_slope("tanh", huge, mp_value("tanh", huge)) == 0
+    assert mp_value("sigmoid", huge) == 1 and mp_value("sigmoid", -huge) == 0
+    with mpmath.workdps(30):  # just below the bound: still mpmath's own
+        x = mpmath.mpf(2) ** 4000
+        assert mp_value("tanh", x) == mpmath.tanh(x) and mp_value("erf", -x) == mpmath.erf(-x)
+
+
 @pytest.mark.parametrize("name", sorted(n for n, f in FUNCTIONS.items() if f.arity == 1))
 def test_a_rows_slope_is_the_derivative_of_its_meaning(name):
     """`mp_slope` (the numerical-edge check's reverse mode) is `sp.diff` of the row's meaning,

@@ -121,10 +121,17 @@ NEW_OPS = [
         options=[Option(beta, "alpha", 1.0, "α > 0")],
     ),
     activation("charbonnier_new", sp.sqrt(x**2 + sp.Rational(1, 10**6))),  # √(x² + ε²), ε = 1e-3
+    # ISRLU: x for x ≥ 0, x/√(1 + x²) below; its derivative's step stays a term of its own beside
+    # the reduced 1/h³ (over h³ together it was ∞·0 = NaN at x = −1e20 in float32)
+    activation("isrlu_new", sp.Max(x, 0) + sp.Min(x, 0) / sp.sqrt(1 + sp.Min(x, 0) ** 2)),
     REGLU,
     RMS_NEW,
 ]
-ROOTS = [o for o in NEW_OPS if o.name in ("pseudo_huber_new", "bent_identity_new", "isru_new", "charbonnier_new")]
+ROOTS = [
+    o
+    for o in NEW_OPS
+    if o.name in ("pseudo_huber_new", "bent_identity_new", "isru_new", "charbonnier_new", "isrlu_new")
+]
 IDS = [o.name for o in NEW_OPS]
 
 

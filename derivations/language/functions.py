@@ -101,11 +101,24 @@ def mp_exp(x):
     is slow for huge arguments at high precision: e^{1e300} at 400 digits takes 0.1 s)."""
     if not mpmath.isfinite(x) or abs(x) < 1000:
         return mpmath.exp(x)
+    if mpmath.mag(x) > 4096:
+        # |x| > 2^4096 (an exponential of an exponential, tanh(e^x) at x = 1e4): e^x is 0 or ∞ in
+        # every float format by a margin no precision changes (e^{−2^4096} < 2^{−1074} by far),
+        # and the 2^k·e^r split would need 2^4096 / 3.3 digits
+        return mpmath.mpf(0) if x < 0 else mpmath.inf
     with mpmath.workdps(mpmath.mp.dps + int(int(mpmath.mag(x)) * 0.302) + 15):
         ln2 = +mpmath.ln2
         k = int(mpmath.nint(x / ln2))
         e = mpmath.exp(x - k * ln2)
     return mpmath.ldexp(+e, k)
+
+
+def _saturated(x):
+    """±1 for |x| > 2^4096, where tanh x and erf x are ±1 to every precision a check uses (mpmath's
+    own tanh overflows on such an x: tanh(e^{x}) at x = 1e30); else None."""
+    if mpmath.isfinite(x) and x != 0 and mpmath.mag(x) > 4096:
+        return mpmath.sign(x)
+    return None
 
 
 def _mp_sech2(x):
@@ -190,6 +203,7 @@ FUNCTIONS: dict[str, Function] = {
             ("np.tanh", "math.tanh"),
             ("torch.tanh", "Tensor.tanh", "Tensor.tanh_"),
             mpmath="tanh",
+            value=lambda x: _saturated(x) or mpmath.tanh(x),
             slope=lambda x, y: _mp_sech2(x),
         ),
         Function(
@@ -230,6 +244,7 @@ FUNCTIONS: dict[str, Function] = {
             ("scipy.special.erf", "math.erf"),
             ("torch.erf", "Tensor.erf", "Tensor.erf_"),
             mpmath="erf",
+            value=lambda x: _saturated(x) or mpmath.erf(x),
             slope=_mp_erf_slope,
         ),
         Function(

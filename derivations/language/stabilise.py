@@ -379,21 +379,37 @@ HYPOT = Rewrite(
 
 
 def hypot_reduced(d):
-    """A derivative with hypot(u, s) = h in it, over one denominator and its numerator reduced by
-    h² = u² + s²: the quotient rule's 1/h − u²/h³ (x/√(1 + x²)'s derivative, which cancels to 0
-    at |x| > 4e3 in float32) becomes (h² − u²)/h³ = s²/h³. Exact (the identity defines h), kept
-    only where the numerator gets shorter."""
+    """A derivative with hypot(u, s) = h in it, the terms that read h over one denominator and
+    their numerator reduced by h² = u² + s²: the quotient rule's 1/h − u²/h³ (x/√(1 + x²)'s
+    derivative, which cancels to 0 at |x| > 4e3 in float32) becomes (h² − u²)/h³ = s²/h³. Only
+    the terms that read h are combined (a max's step beside them stays a term of its own: over
+    h³ it would be ∞·0 where h overflows), only over a power of h alone (h(h + |x|)² would
+    overflow where each term is finite); exact (the identity defines h), kept only where the
+    numerator gets shorter."""
     for H in sorted(d.atoms(Hypot), key=sp.default_sort_key):
-        u, s = H.args
-        h = sp.Dummy("h", positive=True)
-        num, den = sp.fraction(sp.together(d.xreplace({H: h})))
-        num = sp.expand(num)
-        if not num.is_polynomial(h):
-            continue
-        rest = sp.rem(num, h**2 - (u**2 + s**2), h)
-        if sp.count_ops(rest) < sp.count_ops(num):
-            d = (sp.factor(rest) / den).xreplace({h: H})
+        d = _reduced_over(d, H)
     return d
+
+
+def _reduced_over(d, H):
+    if isinstance(d, sp.Mul):
+        return sp.Mul(*[_reduced_over(f, H) for f in d.args])
+    if not isinstance(d, sp.Add):
+        return d
+    reading = [t for t in d.args if t.has(H)]
+    if len(reading) < 2:
+        return d
+    u, s = H.args
+    h = sp.Dummy("h", positive=True)
+    num, den = sp.fraction(sp.together(sp.Add(*reading).xreplace({H: h})))
+    num = sp.expand(num)
+    free, power = den.as_independent(h, as_Add=False)
+    if not num.is_polynomial(h) or free.has(Array) or not (power == h or (power.is_Pow and power.base == h)):
+        return d  # over one power of h only: a product with anything else (h (h + |x|)²) overflows
+    rest = sp.rem(num, h**2 - (u**2 + s**2), h)
+    if sp.count_ops(rest) >= sp.count_ops(num):
+        return d
+    return sp.Add(*[t for t in d.args if not t.has(H)]) + (sp.factor(rest) / den).xreplace({h: H})
 
 
 def _centred_sigmoid_match(e):
