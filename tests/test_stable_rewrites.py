@@ -300,6 +300,23 @@ def test_an_unstable_printed_form_is_named_by_op():
     assert not stability_warnings()  # every op of the registry prints its stable forms
 
 
+def test_a_cancellation_no_rewrite_removes_is_named_from_the_formula_alone():
+    """Declared by the formula alone (no hand-written line), three forms that no proved rewrite
+    removes yet still print what cancels: pseudo-Huber √(1 + x²) − 1 (0 at x = 1e-4 in float32
+    where the value is 5e-9), 1 − cos x, tanhshrink x − tanh x; each is named by op and form,
+    and the forms that do not cancel (x + tanh x, √(1 + x²) + 1) are not."""
+    named = {
+        "pseudo_huber_doc": (sp.sqrt(1 + x**2) - 1, "√(v² + c) − √c, which cancels where v² ≪ c"),
+        "one_minus_cos_doc": (1 - sp.cos(x), "1 − cos v, which cancels where |v| ≪ 1"),
+        "tanhshrink_doc": (x - sp.tanh(x), "v − tanh v, which cancels where |v| ≪ 1"),
+    }
+    for name, (formula, form) in named.items():
+        lines = stability_warnings([activation(name, formula)])
+        assert any(ln.startswith(f"{name}: the printed forward has {form}") for ln in lines), lines
+    for formula in (x + sp.tanh(x), sp.sqrt(1 + x**2) + 1, 1 + sp.cos(x)):
+        assert not stability_warnings([activation("fine_doc", formula)]), formula
+
+
 def test_make_codegen_prints_the_warnings(tmp_path, monkeypatch, capsys):
     import codegen.__main__ as cli
 

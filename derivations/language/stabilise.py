@@ -44,7 +44,8 @@ naming the lemmas in the method).
     centred σ       1 − 2σ(−2v), 2σ(2v) − 1 → tanh v           (log cosh's derivative: no 1 − 1)
 
 `unstable_forms(expr)` names what is left of the forms that cancel or overflow (a hand-written
-line, a rewrite that was not applicable): codegen reports them by op (`python -m codegen`).
+line, a rewrite that was not applicable), and three cancellations no rewrite removes yet
+(√(v² + c) − √c, 1 − cos v, v − tanh v): codegen reports them by op (`python -m codegen`).
 
 What is left unstable is found by the numerical-edges check (qed/tools/edges.py), which runs
 every op of the registry at ±1e-310 … 1e-8 and ±1e4 … 1e300 against the specification in exact
@@ -610,6 +611,65 @@ def stabilise(expr) -> tuple[sp.Expr, set[str]]:
     return out, used
 
 
+def _cancelling_pair(e, term_of):
+    """(k, v) where the sum e has a term k·f(v) (`term_of(t)` -> (k, v, its value at v = 0) or None)
+    and the constant −k·f(0) beside it: k f(v) − k f(0) cancels where v is small."""
+    if not isinstance(e, sp.Add):
+        return None
+    consts = sp.Add(*[t for t in e.args if not _has_array(t)])
+    for t in e.args:
+        kvz = term_of(t)
+        if kvz is None:
+            continue
+        k, v, at_zero = kvz
+        if at_zero != 0 and sp.expand(consts + k * at_zero) == 0:
+            return (k, v)
+        if at_zero == 0:  # v − tanh v: the partner is k·v itself
+            if any(sp.expand(t2 - k * v) == 0 for t2 in e.args if t2 is not t):
+                return (k, v)
+    return None
+
+
+def _factor_of(t, kind):
+    """(k, node) where the term t is k·node, node of class `kind` reading arrays, k free of them."""
+    factors = sp.Mul.make_args(t)
+    nodes = [f for f in factors if isinstance(f, kind) and _has_array(f)]
+    if len(nodes) != 1:
+        return None
+    k = sp.Mul(*[f for f in factors if f is not nodes[0]])
+    return None if _has_array(k) else (k, nodes[0])
+
+
+def _root_minus_match(e):
+    """√(v² + c) − √c (pseudo-Huber): hypot(v, s) beside −s."""
+
+    def term(t):
+        kn = _factor_of(t, Hypot)
+        return None if kn is None else (kn[0], kn[1].args[0], kn[1].args[1])
+
+    return _cancelling_pair(e, term)
+
+
+def _one_minus_cos_match(e):
+    """1 − cos v: cos v beside −1 (2 sin²(v/2) would not cancel)."""
+
+    def term(t):
+        kn = _factor_of(t, sp.cos)
+        return None if kn is None else (kn[0], kn[1].args[0], 1)
+
+    return _cancelling_pair(e, term)
+
+
+def _v_minus_tanh_match(e):
+    """v − tanh v (tanhshrink): tanh v beside v."""
+
+    def term(t):
+        kn = _factor_of(t, sp.tanh)
+        return None if kn is None else (-kn[0], kn[1].args[0], 0)
+
+    return _cancelling_pair(e, term)
+
+
 # the forms that cancel or overflow, as `unstable_forms` names them
 UNSTABLE = (
     ("e^{u} − 1 not as expm1(u)", lambda e: _expm1_match(e) if _expm1_match(e) is not None else _expm1_sum_match(e)),
@@ -618,6 +678,10 @@ UNSTABLE = (
     ("e^{v}/Σ e^{v} without the max shift", _softmax_match),
     ("v + √(v² + c) not rationalised", lambda e: _sqrt_beside_match(e, decidable=False)),
     ("√(v² + c) not as hypot(v, √c)", _hypot_match),
+    # cancellations no proved rewrite removes yet: named, so that a user sees them at codegen
+    ("√(v² + c) − √c, which cancels where v² ≪ c", _root_minus_match),
+    ("1 − cos v, which cancels where |v| ≪ 1", _one_minus_cos_match),
+    ("v − tanh v, which cancels where |v| ≪ 1", _v_minus_tanh_match),
 )
 
 
