@@ -104,6 +104,18 @@ def test_derive_log_cosh_prints_it_without_cosh_and_check_reads_the_hyperbolic_f
     assert [s.verdict for s in r.steps] == ["proved", "refuted"]
 
 
+def test_derive_prints_a_root_of_squares_as_hypot():
+    """x/√(1 + x²) (the inverse square root unit): proved, printed with hypot (no x² = ∞ from
+    |x| > 1.8e19 in float32), its derivative 1/√(1 + x²)³ reduced from the quotient rule's
+    1/h − x²/h³ (which cancels to 0 from |x| > 4e3) and printed as (1/h)³; its LaTeX reads the
+    cube of the root."""
+    d = qed.derive(r"\frac{x}{\sqrt{1 + x^2}}")
+    assert d.proved and "stability.hypot" in d.cited
+    assert "np.hypot(x, 1)" in d.numpy and "np.sqrt" not in d.numpy
+    assert "dx_recip*dx_recip*dx_recip" in d.numpy
+    assert r"\left(\sqrt{x^{2} + 1}\right)^{3}" in d.backward
+
+
 def _numeric_derivative(f, x, h=1e-6):
     return (f(x + h) - f(x - h)) / (2 * h)
 

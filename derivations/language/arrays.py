@@ -222,8 +222,9 @@ class Gaussian(DocumentFunction):
     def document_form(self) -> sp.Expr:
         return sp.exp(-(self.args[0] ** 2) / 2)
 
-    def _latex(self, printer) -> str:
-        return printer._print(self.document_form())
+    def _latex(self, printer, exp=None) -> str:
+        body = printer._print(self.document_form())
+        return body if exp is None else rf"\left({body}\right)^{{{exp}}}"
 
 
 class Hypot(DocumentFunction):
@@ -264,8 +265,9 @@ class Hypot(DocumentFunction):
     def _eval_is_positive(self):
         return True if self.args[0].is_real and self.args[1].is_positive else None
 
-    def _latex(self, printer) -> str:
-        return printer._print(self.document_form())
+    def _latex(self, printer, exp=None) -> str:
+        body = printer._print(self.document_form())
+        return body if exp is None else rf"\left({body}\right)^{{{exp}}}"
 
 
 class HalfStep(DocumentFunction):
