@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+import sympy as sp
 
 from derivations import registry
 from derivations.language.arrays import Array, ArrayError, Assign, ColSum
@@ -158,6 +159,27 @@ def test_an_equivalent_mutant_is_not_counted_as_killed_or_survived(monkeypatch):
     monkeypatch.setattr(mutation, "op_mutants", lambda o: [same])
     (result,) = mutation.audit_op(op)
     assert result.outcome == "equivalent"
+
+
+def test_a_printed_line_that_divides_by_zero_where_the_formula_has_a_value_is_refuted():
+    """Squareplus' backward with x read for hypot0 in its squared denominator, (x + |x|)²: 0 for
+    every x < 0, where the other branch's step is 0 too, so no point gives two different values.
+    The claim is refuted where the specification has a value and the printed line divides by 0;
+    the mutant is no longer a survivor of the audit."""
+    op = registry.op("squareplus")
+    line, h = op.backward[-1], op.backward[0].target
+    (den,) = [p for p in sp.preorder_traversal(line.expr) if isinstance(p, sp.Pow) and p.exp == -2]
+    bad = mutation.PrintedMutant(
+        "x-for-hypot",
+        "x read for hypot0 in (hypot0 + |x|)²",
+        "backward",
+        len(op.backward) - 1,
+        line.expr.xreplace({den: den.xreplace({h: op.inputs[0]})}),
+    )
+    ob = next(o for o in obligations.obligations(op) if o.id == "squareplus.backward.dx")
+    found = ob.refute(bad.apply(op))
+    assert found is not None and found["lhs"] == "division by zero", found
+    assert all(r.outcome != "survived" for r in mutation.audit_op(op))
 
 
 def test_qed_audit_cli_json():

@@ -218,12 +218,23 @@ class Setting:
 
 
 def counterexample(lhs, rhs, setting: Setting, tries: int = 12, tol: float = 1e-20) -> dict | None:
-    """Search concrete points where `lhs ≠ rhs`; return the first as a report, or None."""
+    """Search concrete points where `lhs ≠ rhs`; return the first as a report, or None. A point
+    where the specification (`rhs`) has a value and the printed side (`lhs`) divides by zero
+    counts: the printed line is undefined where the formula is not ((x + |x|)² under a quotient
+    for x < 0)."""
     for seed in range(tries):
         point = setting.point(seed)
         try:
-            a, b = numeric.evaluate(lhs, point), numeric.evaluate(rhs, point)
+            b = numeric.evaluate(rhs, point)
         except (numeric.EvaluationError, ZeroDivisionError, ValueError):
+            continue
+        try:
+            a = numeric.evaluate(lhs, point)
+        except ZeroDivisionError:
+            if numeric.is_finite(b):
+                return {"at": point.report(), "seed": seed, "lhs": "division by zero", "rhs": _num(b)}
+            continue
+        except (numeric.EvaluationError, ValueError):
             continue
         if numeric.relative_gap(a, b) > tol:
             return {"at": point.report(), "seed": seed, "lhs": _num(a), "rhs": _num(b)}

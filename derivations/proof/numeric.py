@@ -198,6 +198,14 @@ def _sum(body, limits, p, local):
     return total
 
 
+def is_finite(v) -> bool:
+    """A value of `evaluate` that is a finite number (a real one, or a complex one's parts)."""
+    try:
+        return bool(mpmath.isfinite(v))
+    except (TypeError, ValueError):
+        return False
+
+
 def relative_gap(a, b):
     a, b = mpmath.mpf(a), mpmath.mpf(b)
     if mpmath.isnan(a) or mpmath.isnan(b):
