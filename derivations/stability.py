@@ -21,6 +21,10 @@ written by its exponentials; log1p(u) = log(1 + u), expm1(u) = e^{u} − 1 by de
     log1p        log(1 + v) = log1p(v)                        (v > −1)
     √ beside x   x + √(x² + c) = [x ≥ 0] (x + R) + [x < 0] c/(R + |x|),  R = hypot(x, √c)
     hypot        (v² + c)^{p} = hypot(v, √c)^{2p},  c > 0, p an odd multiple of ½
+    root − √c    k √(v² + c) − k √c = k v²/(hypot(v, √c) + √c)
+    log root     log(v² + c) = 2 log hypot(v, √c);  log(1 + v²) = 2 log1p(v²/(hypot(v, 1) + 1))
+    1 − cos      k cos v − k = −2k sin²(v/2)
+    exp product  e^{a} e^{b} = e^{a + b}
     GELU (tanh)  x/2 (1 + tanh u) = x σ(2u)
     Mish         tanh(softplus x) = [x ≥ 0] (1 + 2e^{−x})/(1 + 2e^{−x} + 2e^{−2x})
                                   + [x < 0] (e^{2x} + 2e^{x})/(e^{2x} + 2e^{x} + 2)
@@ -73,6 +77,22 @@ def _rewrite_lemma(rule: rw.Rewrite, title, latex, mutants) -> Claim:
     """The lemma of a rewrite of one argument: its own stable form equals its own document form
     at u = x_ij (the very functions codegen applies), under the rewrite's claim id."""
     return _lemma(rule.lemma, title, latex, rule.stable(x), rule.document(x), mutants)
+
+
+def _cases_lemma(rule: rw.Rewrite, title, latex, matches, *, setting, mutants, method) -> Claim:
+    """The lemma of a rewrite at several matches (the cases as the rewrite finds them on arrays):
+    its stable form equals its document form at each."""
+    return index_claim(
+        rule.lemma,
+        title,
+        SOURCE,
+        latex,
+        lhs=[rule.stable(m_) for m_ in matches],
+        rhs=[rule.document(m_) for m_ in matches],
+        setting=setting,
+        mutants=mutants,
+        method=method,
+    )
 
 
 # the rewrites that codegen applies (derivations/language/stabilise.py), each proved from its own
@@ -390,14 +410,12 @@ hypot_matches = [  # (v, √c, p), as the rewrite matches them on arrays
     (sp.sqrt(alpha_root) * x, sp.S.One, -sp.S.Half),
     (x - 1, sp.sqrt(c_root), sp.Rational(3, 2)),
 ]
-hypot = index_claim(
-    rw.HYPOT.lemma,
+hypot = _cases_lemma(
+    rw.HYPOT,
     "√(v² + c) as hypot(v, √c): the root of a sum of squares without forming the squares",
-    SOURCE,
     r"\left(v^{2} + c\right)^{p} = \operatorname{hypot}\left(v, \sqrt{c}\right)^{2p}, \quad c > 0, \; "
     r"p \in \{\pm\tfrac{1}{2}, \pm\tfrac{3}{2}, \dots\}",
-    lhs=[rw.HYPOT.stable(m_) for m_ in hypot_matches],
-    rhs=[rw.HYPOT.document(m_) for m_ in hypot_matches],
+    hypot_matches,
     setting=hypot_setting,
     mutants={
         "c-not-root": (
@@ -410,6 +428,82 @@ hypot = index_claim(
         ),
     },
     method="index normaliser (hypot(v, s) = √(v² + s²))",
+)
+
+# √(v² + c) − √c (pseudo-Huber, the bent identity): 0 at v = 1e-4 in float32 where the value is
+# v²/(2√c); rationalised, v²/(hypot(v, √c) + √c), printed v·(v/(…)) (codegen/printers/code.py)
+root_minus_matches = [  # (k, v, √c, the rest of the sum)
+    (sp.S.One, x, sp.sqrt(c_root), sp.S.Zero),
+    (alpha_root, sp.sqrt(alpha_root) * x, sp.S.One, x),
+]
+root_minus = _cases_lemma(
+    rw.ROOT_MINUS,
+    "√(v² + c) − √c rationalised: v²/(hypot(v, √c) + √c), no cancellation where v² ≪ c",
+    r"k \sqrt{v^{2} + c} - k \sqrt{c} = \frac{k v^{2}}{\operatorname{hypot}(v, \sqrt{c}) + \sqrt{c}}, \quad c > 0",
+    root_minus_matches,
+    setting=hypot_setting,
+    mutants={
+        "minus": (
+            "hypot(v, √c) − √c below: the conjugate's sign",
+            [k_ * v_**2 / (Hypot(v_, s_) - s_) + r_ for k_, v_, s_, r_ in root_minus_matches],
+        ),
+        "c-not-root": (
+            "+ c below for + √c",
+            [k_ * v_**2 / (Hypot(v_, s_) + s_**2) + r_ for k_, v_, s_, r_ in root_minus_matches],
+        ),
+    },
+    method="index normaliser (hypot(v, s) = √(v² + s²))",
+)
+
+# log(v² + c): v² = ∞ at |v| > 1.8e19 in float32; as 2 log hypot(v, √c), and log(1 + v²) as
+# 2 log1p(v²/(hypot(v, 1) + 1)) (log1p(hypot − 1), hypot − 1 rationalised: accurate at small v)
+log_root_matches = [(x, sp.sqrt(c_root)), (sp.sqrt(alpha_root) * x, sp.S.One)]
+log_root = _cases_lemma(
+    rw.LOG_ROOT,
+    "log(v² + c) as 2 log hypot(v, √c), log(1 + v²) as 2 log1p(v²/(hypot(v, 1) + 1)): no v² = ∞",
+    r"\log\left(v^{2} + c\right) = 2 \log \operatorname{hypot}\left(v, \sqrt{c}\right), \quad "
+    r"\log\left(1 + v^{2}\right) = 2 \operatorname{log1p} \frac{v^{2}}{\operatorname{hypot}(v, 1) + 1}",
+    log_root_matches,
+    setting=hypot_setting,
+    mutants={
+        "not-doubled": ("log hypot for 2 log hypot", [rw.LOG_ROOT.stable(m_) / 2 for m_ in log_root_matches]),
+        "c-not-root": (
+            "hypot(v, c) for hypot(v, √c)",
+            [2 * sp.log(Hypot(x, c_root)), 2 * log1p(alpha_root * x**2 / (Hypot(sp.sqrt(alpha_root) * x, 1) + 1))],
+        ),
+    },
+    method="index normaliser (hypot(v, s) = √(v² + s²); logarithms compared by exponentiating)",
+)
+
+# k cos v − k: 0 at v = 1e-4 in float32 where 1 − cos v is 5e-9; −2k sin²(v/2) has no difference
+one_minus_cos_matches = [(-sp.S.One, x, sp.S.Zero), (c_root, 2 * x, x)]
+one_minus_cos = _cases_lemma(
+    rw.ONE_MINUS_COS,
+    "k cos v − k as −2k sin²(v/2): no cancellation where |v| ≪ 1",
+    r"k \cos v - k = -2k \sin^{2} \frac{v}{2}",
+    one_minus_cos_matches,
+    setting=root_setting,
+    mutants={
+        "not-halved": (
+            "sin² v for sin²(v/2)",
+            [-2 * k_ * sp.sin(v_) ** 2 + r_ for k_, v_, r_ in one_minus_cos_matches],
+        ),
+        "sign": ("+2k sin²(v/2)", [2 * k_ * sp.sin(v_ / 2) ** 2 + r_ for k_, v_, r_ in one_minus_cos_matches]),
+    },
+    method="index normaliser (sin, cos by their complex exponentials)",
+)
+
+# e^{a}·e^{b} with a → ∞ and b → −∞ (TanhExp's e^{x}·e^{−2e^{x}}): ∞·0 = NaN where e^{a + b} is 0
+exp_product = _lemma(
+    rw.EXP_PRODUCT.lemma,
+    "e^{a}·e^{b} as e^{a + b}: no ∞·0",
+    r"e^{x} e^{-2 e^{x}} = e^{x - 2 e^{x}}",
+    rw.EXP_PRODUCT.stable((x, -2 * sp.exp(x))),
+    rw.EXP_PRODUCT.document((x, -2 * sp.exp(x))),
+    {
+        "sign": ("e^{x + 2e^{x}}", sp.exp(x + 2 * sp.exp(x))),
+        "product": ("e^{−2x e^{x}}: the exponents multiplied", sp.exp(-2 * x * sp.exp(x))),
+    },
 )
 
 # a tanh written by its exponentials: ∞/∞ at |x| > 89 in float32, printed as the tanh node
@@ -479,6 +573,10 @@ CLAIMS: list[Claim] = [
     log1p_lemma,
     sqrt_rationalised,
     hypot,
+    root_minus,
+    log_root,
+    one_minus_cos,
+    exp_product,
     tanh_ratio,
     tanh_ratio_half,
     log_cosh,

@@ -124,9 +124,23 @@ NEW_OPS = [
     # ISRLU: x for x ≥ 0, x/√(1 + x²) below; its derivative's step stays a term of its own beside
     # the reduced 1/h³ (over h³ together it was ∞·0 = NaN at x = −1e20 in float32)
     activation("isrlu_new", sp.Max(x, 0) + sp.Min(x, 0) / sp.sqrt(1 + sp.Min(x, 0) ** 2)),
+    # cancellations and squares a rewrite removes: log(1 + x²) as 2 log1p(x²/(hypot(x, 1) + 1)),
+    # log(x² + ε) as 2 log hypot(x, √ε) (x² = ∞ from 1.8e19 in float32), 1 − cos x as 2 sin²(x/2)
+    # (0 at x = 1e-4 in float32, where the value is 5e-9)
+    activation("log_square_new", sp.log(1 + x**2)),
+    activation("log_eps_new", sp.log(x**2 + sp.Rational(1, 10**6))),
+    activation("one_minus_cos_new", 1 - sp.cos(x)),
     REGLU,
     RMS_NEW,
 ]
+# op -> the lemma that makes it stable where the formula as written is not
+CANCELLING = {
+    "pseudo_huber_new": "stability.root_minus",
+    "bent_identity_new": "stability.root_minus",
+    "log_square_new": "stability.log_root",
+    "log_eps_new": "stability.log_root",
+    "one_minus_cos_new": "stability.one_minus_cos",
+}
 ROOTS = [
     o
     for o in NEW_OPS
@@ -236,6 +250,19 @@ def test_a_root_of_squares_is_printed_as_hypot_and_stable_at_every_magnitude(reg
     reduced to c/h³: every magnitude of the check, 1e-310 to 1e300, against the exact values
     (x² alone overflows from 1.8e19 in float32; x/√(1 + x²)' cancelled to 0 from 4e3)."""
     assert "stability.hypot" in op.stability
+    for magnitude in edges.magnitudes(dtype):
+        findings = edges.check(op.name, backend, dtype, magnitude)
+        assert not findings, edges.report(findings[:8])
+
+
+@pytest.mark.parametrize("op", [o for o in NEW_OPS if o.name in CANCELLING], ids=list(CANCELLING))
+@pytest.mark.parametrize("backend", edges.BACKENDS)
+@pytest.mark.parametrize("dtype", edges.DTYPES)
+def test_a_cancelling_form_is_rewritten_and_stable_at_every_magnitude(registered, op, backend, dtype):
+    """√(x² + c) − √c rationalised (`stability.root_minus`), log(x² + c) by hypot
+    (`stability.log_root`), 1 − cos x by sin²(x/2) (`stability.one_minus_cos`): every magnitude of
+    the check, 1e-310 to 1e300, forward and backward, against the exact values."""
+    assert CANCELLING[op.name] in op.stability
     for magnitude in edges.magnitudes(dtype):
         findings = edges.check(op.name, backend, dtype, magnitude)
         assert not findings, edges.report(findings[:8])

@@ -41,6 +41,17 @@ def test_the_square_of_a_sine_is_one_minus_the_cosines():
     assert not zero(sp.sin(x[i]) ** 2 + sp.cos(y[j]) ** 2, 1)  # not one angle
 
 
+def test_sines_and_cosines_of_multiples_of_one_angle_by_their_exponentials():
+    """1 − cos u = 2 sin²(u/2) and sin 2u = 2 sin u cos u: e^{iu} written as (e^{iu/2})²."""
+    u = x[i] + y[j]
+    assert zero(1 - sp.cos(u), 2 * sp.sin(u / 2) ** 2)
+    assert zero(sp.sin(2 * u), 2 * sp.sin(u) * sp.cos(u))
+    assert zero(sp.cos(3 * u), 4 * sp.cos(u) ** 3 - 3 * sp.cos(u))
+    assert not zero(1 - sp.cos(u), 2 * sp.sin(u) ** 2)  # the half angle dropped
+    assert not zero(sp.sin(2 * u), sp.sin(u) * sp.cos(u))
+    assert not zero(sp.cos(u / 3) ** 2, sp.cos(u))
+
+
 def test_bound_names_do_not_matter():
     assert zero(sp.Sum(x[i, k] * y[k], (k, 0, n - 1)), sp.Sum(x[i, j] * y[j], (j, 0, n - 1)))
 

@@ -243,6 +243,20 @@ ASSIGN_CASES = [
         ["z_recip = 1/(x + np.hypot(x, 1))", "z = y*z_recip*z_recip"],
         ["z_recip = 1/(x + _support.hypot(x, 1))", "z = y*z_recip*z_recip"],
     ),
+    # u²/g as u·(u/g): x² overflows (|x| > 1.8e19 in float32) where x²/(hypot(x, 1) + 1) ~ |x| is finite
+    (
+        "square-over-computed",
+        x**2 / (Hypot(x, 1) + 1),
+        ["z = x*(x/(np.hypot(x, 1) + 1))"],
+        ["z = x*(x/(_support.hypot(x, 1) + 1))"],
+    ),
+    (
+        "square-over-computed-among-factors",
+        3 * y * x**2 / (Hypot(x, 1) + 1),
+        ["z = 3*x*y*(x/(np.hypot(x, 1) + 1))"],
+        ["z = 3*x*y*(x/(_support.hypot(x, 1) + 1))"],
+    ),
+    ("square-over-an-input-is-not-split-twice", x**2 / y**2, ["z = x*x/(y*y)"], ["z = x*x/(y*y)"]),
     (
         "silu-grad-shares-sigmoid",
         Sigmoid(x) * (1 + x * (1 - Sigmoid(x))),

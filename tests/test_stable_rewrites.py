@@ -6,7 +6,13 @@ Ops declared here by their formula alone, as docs/adding-an-op.md tells a user t
 * ELU as the docs write it, max(x, 0) + e^{min(x, 0)} − 1: e^{u} − 1 inside a three-term sum,
   printed expm1 (`stability.expm1_in_sum`);
 * x/2 + 3e^{x} − 3: a coefficient and a third term (`stability.expm1_in_sum`);
-* log(1 + x²): printed log1p (`stability.log1p`);
+* log(1 + x⁴): printed log1p (`stability.log1p`);
+* log(1 + x²): printed 2 log1p(x²/(hypot(x, 1) + 1)) (`stability.log_root`: no x² = ∞);
+* pseudo-Huber √(1 + x²) − 1: rationalised, x²/(hypot(x, 1) + 1) printed x·(x/(…))
+  (`stability.root_minus`: no 1 − 1 at small x);
+* 1 − cos x: printed 2 sin²(x/2) (`stability.one_minus_cos`);
+* TanhExp x·tanh(e^{x}): its backward's e^{x}·sech²(e^{x}) as one exponential
+  (`stability.exp_product`: no ∞·0 from x > 88 in float32);
 * log-softmax as its formula, x − log Σ_j e^{x_j}: printed with the row max shifted out
   (`stability.logsumexp`);
 * squareplus (x + √(x² + b))/2: rationalised where x < 0 (`stability.sqrt_rationalised`), its
@@ -48,7 +54,11 @@ def activation(name, formula, **kw) -> Op:
 
 ELU = activation("elu_doc", sp.Max(x, 0) + sp.exp(sp.Min(x, 0)) - 1)
 EXPM1_SUM = activation("expm1_sum", x / 2 + 3 * (sp.exp(x) - 1))  # SymPy: x/2 + 3e^{x} − 3
-LOG1P = activation("log1p_square", sp.log(1 + x**2))
+LOG1P = activation("log1p_quartic", sp.log(1 + x**4))
+LOG_SQUARE = activation("log_square", sp.log(1 + x**2))
+PSEUDO_HUBER = activation("pseudo_huber_doc", sp.sqrt(1 + x**2) - 1)
+ONE_MINUS_COS = activation("one_minus_cos_doc", 1 - sp.cos(x))
+TANHEXP = activation("tanhexp_doc", x * sp.tanh(sp.exp(x)))
 SQUAREPLUS = activation(
     "squareplus_doc", (x + sp.sqrt(x**2 + b)) / 2, options=[Option(b, "b", 4.0, "the smoothing b > 0")]
 )
@@ -72,14 +82,18 @@ SOFTMAX = Op(
     optional_axes=1,
     sizes={n: (x, 1)},
 )
-OPS = [ELU, EXPM1_SUM, LOG1P, SQUAREPLUS, ISRU, LOG_SOFTMAX, SOFTMAX]
+OPS = [ELU, EXPM1_SUM, LOG1P, LOG_SQUARE, PSEUDO_HUBER, ONE_MINUS_COS, TANHEXP, SQUAREPLUS, ISRU, LOG_SOFTMAX, SOFTMAX]
 IDS = [o.name for o in OPS]
 
 # op -> (the lemma it cites, what its printed NumPy forward must call, what it must not print)
 PRINTED = {
     "elu_doc": ("stability.expm1_in_sum", ["np.expm1("], ["np.exp("]),
     "expm1_sum": ("stability.expm1_in_sum", ["np.expm1("], ["np.exp("]),
-    "log1p_square": ("stability.log1p", ["np.log1p("], ["np.log("]),
+    "log1p_quartic": ("stability.log1p", ["np.log1p("], ["np.log("]),
+    "log_square": ("stability.log_root", ["np.log1p(", "np.hypot(x, 1)"], ["np.log(", "x*x"]),
+    "pseudo_huber_doc": ("stability.root_minus", ["np.hypot(x, 1)"], ["np.sqrt(", "x*x", "- 1"]),
+    "one_minus_cos_doc": ("stability.one_minus_cos", ["np.sin("], ["np.cos("]),
+    "tanhexp_doc": ("stability.exp_product", ["np.tanh("], []),
     "squareplus_doc": ("stability.sqrt_rationalised", ["np.hypot(x, math.sqrt(b))", "np.abs(x)"], ["np.sqrt("]),
     "isru_doc": ("stability.hypot", ["np.hypot("], ["np.sqrt(", "x*x", "x**2"]),
     "log_softmax_doc": ("stability.logsumexp", ["np.max(x, axis=-1, keepdims=True)", "np.exp(x - np.max("], []),
@@ -94,8 +108,17 @@ def exact(name, row):
         return [max(t, 0) + mpmath.expm1(min(t, 0)) for t in v]
     if name == "expm1_sum":
         return [t / 2 + 3 * mpmath.expm1(t) for t in v]
-    if name == "log1p_square":
+    if name == "log1p_quartic":
+        return [mpmath.log1p(t**4) for t in v]
+    if name == "log_square":
         return [mpmath.log1p(t * t) for t in v]
+    if name == "pseudo_huber_doc":  # the document's difference, in 800 digits: 1e-20² next to 1
+        with mpmath.workdps(800):
+            return [+(mpmath.sqrt(1 + t * t) - 1) for t in v]
+    if name == "one_minus_cos_doc":
+        return [2 * mpmath.sin(t / 2) ** 2 for t in v]
+    if name == "tanhexp_doc":
+        return [t * mpmath.tanh(mpmath.exp(t)) for t in v]
     if name == "squareplus_doc":  # the document's sum, in 800 digits: x = −1e150 cancels 300 of them
         with mpmath.workdps(800):
             return [+((t + mpmath.sqrt(t * t + 4)) / 2) for t in v]
@@ -118,6 +141,14 @@ def exact_grad(name, row):
             return [+((1 + t / mpmath.sqrt(t * t + 4)) / 2) for t in v]
     if name == "isru_doc":  # (1 + x²)^{−3/2}
         return [(1 + t * t) ** mpmath.mpf(-1.5) for t in v]
+    if name == "log_square":
+        return [2 * t / (1 + t * t) for t in v]
+    if name == "pseudo_huber_doc":
+        return [t / mpmath.sqrt(1 + t * t) for t in v]
+    if name == "one_minus_cos_doc":
+        return [mpmath.sin(t) for t in v]
+    if name == "tanhexp_doc":  # tanh e^{x} + x e^{x} sech²(e^{x})
+        return [mpmath.tanh(mpmath.exp(t)) + t * mpmath.exp(t) * mpmath.sech(mpmath.exp(t)) ** 2 for t in v]
     return None
 
 
@@ -129,9 +160,21 @@ POINTS = {
     ("elu_doc", np.float64): SMALL64,
     ("expm1_sum", np.float32): SMALL32,
     ("expm1_sum", np.float64): SMALL64,
-    # log(1 + x²): x² ~ 1e-8 is lost next to 1 in float32; x² = 1e-320 is subnormal in float64
-    ("log1p_square", np.float32): [1e-4, -3e-4, 1e-7, 1e-20, 0.5, -3.0],
-    ("log1p_square", np.float64): [1e-8, -3e-9, 1e-160, 1e-155, 0.5, -3.0],
+    # log(1 + x⁴): x⁴ ~ 1e-8 is lost next to 1 in float32
+    ("log1p_quartic", np.float32): [1e-2, -3e-2, 3e-3, 1e-5, 0.5, -3.0],
+    ("log1p_quartic", np.float64): [1e-4, -3e-5, 1e-40, 0.5, -3.0],
+    # log(1 + x²): x² ~ 1e-8 is lost next to 1 in float32; x² = ∞ from |x| > 1.8e19
+    ("log_square", np.float32): [1e-4, -3e-4, 1e-7, 1e-20, 0.5, -3.0, 1e20, -3e30],
+    ("log_square", np.float64): [1e-8, -3e-9, 1e-160, 1e-155, 0.5, -3.0, 1e160, -1e300],
+    # √(1 + x²) − 1: 0 at x = 1e-4 in float32 (the value 5e-9); x² = ∞ from |x| > 1.8e19
+    ("pseudo_huber_doc", np.float32): [1e-4, -3e-4, 1e-7, 1e-20, 0.5, -3.0, 1e20, -3e30],
+    ("pseudo_huber_doc", np.float64): [1e-8, -3e-9, 1e-150, 0.5, -3.0, 1e160, -1e300],
+    # 1 − cos x: 0 at x = 1e-4 in float32 (the value 5e-9)
+    ("one_minus_cos_doc", np.float32): [1e-4, -3e-4, 1e-7, 1e-15, 0.5, -3.0],
+    ("one_minus_cos_doc", np.float64): [1e-8, -3e-9, 1e-150, 0.5, -3.0],
+    # x tanh e^{x}: its backward's e^{x}·sech²(e^{x}) is ∞·0 = NaN from x > 88 in float32 (709 in float64)
+    ("tanhexp_doc", np.float32): [100.0, 89.0, 50.0, 1.0, -2.0, 0.5, -30.0],
+    ("tanhexp_doc", np.float64): [800.0, 710.0, 100.0, 1.0, -2.0, 0.5, -30.0],
     # (x + √(x² + 4))/2 cancels for x ≪ 0: 1e-4 at x = −1e4, not 0; x² = ∞ from |x| > 1.8e19
     # in float32 (1.3e154 in float64)
     ("squareplus_doc", np.float32): [-1e4, -3e3, -1e7, -1e-7, 1e-7, 0.0, 2.0, 1e4, 1e20, -1e20, 3e37],
@@ -197,8 +240,10 @@ def test_values_at_small_and_large_magnitudes_are_within_a_few_ulps(scratch, op,
         got, grad = out.detach().numpy(), xs.grad.numpy()
     else:
         mod = scratch[(op.name, backend)]
-        got, cache = getattr(mod, f"{op.name}_forward")(row)
-        grad = getattr(mod, f"{op.name}_backward")(np.ones_like(got), cache)
+        # TanhExp's e^{x} overflows on the way (tanh ∞ = 1, e^{x − 2e^{x}} = 0: the values are right)
+        with np.errstate(over="ignore" if op.name == "tanhexp_doc" else "warn"):
+            got, cache = getattr(mod, f"{op.name}_forward")(row)
+            grad = getattr(mod, f"{op.name}_backward")(np.ones_like(got), cache)
     assert got.dtype == dtype
     want = exact(op.name, row[0])
     bad = [(float(t), float(g), float(w), ulps(g, w, dtype)) for t, g, w in zip(row[0], got[0], want)]
@@ -217,19 +262,26 @@ def test_values_at_small_and_large_magnitudes_are_within_a_few_ulps(scratch, op,
 
 @pytest.mark.parametrize("op", OPS, ids=IDS)
 def test_the_document_form_would_not_have_been_accurate(op):
-    """The points above are where the formula as written fails in float32 (the check has teeth)."""
+    """The points above are where the formula as written fails in float32 (the check has teeth;
+    for TanhExp its backward as differentiated)."""
     row = np.array(POINTS[(op.name, np.float32)], dtype=np.float32)
     with np.errstate(all="ignore"):
         naive = {
             "elu_doc": lambda t: np.maximum(t, 0) + np.exp(np.minimum(t, 0)) - 1,
             "expm1_sum": lambda t: t / 2 + 3 * np.exp(t) - 3,
-            "log1p_square": lambda t: np.log(1 + t * t),
+            "log1p_quartic": lambda t: np.log(1 + t**4),
+            "log_square": lambda t: np.log(1 + t * t),
+            "pseudo_huber_doc": lambda t: np.sqrt(1 + t * t) - 1,
+            "one_minus_cos_doc": lambda t: 1 - np.cos(t),
+            # the backward as differentiated: tanh e^{x} + x e^{x} (1 − tanh²(e^{x}))
+            "tanhexp_doc": lambda t: np.tanh(np.exp(t)) + t * np.exp(t) * (1 - np.tanh(np.exp(t)) ** 2),
             "squareplus_doc": lambda t: (t + np.sqrt(t * t + 4)) / 2,
             "isru_doc": lambda t: t / np.sqrt(1 + t * t),
             "log_softmax_doc": lambda t: t - np.log(np.sum(np.exp(t))),
             "softmax_doc": lambda t: np.exp(t) / np.sum(np.exp(t)),
         }[op.name](row)
-    errors = [ulps(g, w, np.float32) if np.isfinite(g) else np.inf for g, w in zip(naive, exact(op.name, row))]
+    want = (exact_grad if op.name == "tanhexp_doc" else exact)(op.name, row)
+    errors = [ulps(g, w, np.float32) if np.isfinite(g) else np.inf for g, w in zip(naive, want)]
     assert max(errors) > 1000
 
 
@@ -249,6 +301,10 @@ LEMMAS = [
     "stability.softmax_shift",
     "stability.sqrt_rationalised",
     "stability.hypot",
+    "stability.root_minus",
+    "stability.log_root",
+    "stability.one_minus_cos",
+    "stability.exp_product",
 ]
 
 
@@ -300,18 +356,35 @@ def test_an_unstable_printed_form_is_named_by_op():
     assert not stability_warnings()  # every op of the registry prints its stable forms
 
 
+def by_hand(name, formula) -> Op:
+    return Op(
+        name=name,
+        module=__name__,
+        inputs=[x],
+        outputs=[y],
+        spec=[Assign(y, formula)],
+        forward=[Assign(y, formula)],
+        optional_axes=2,
+    )
+
+
 def test_a_cancellation_no_rewrite_removes_is_named_from_the_formula_alone():
-    """Declared by the formula alone (no hand-written line), three forms that no proved rewrite
-    removes yet still print what cancels: pseudo-Huber √(1 + x²) − 1 (0 at x = 1e-4 in float32
-    where the value is 5e-9), 1 − cos x, tanhshrink x − tanh x; each is named by op and form,
-    and the forms that do not cancel (x + tanh x, √(1 + x²) + 1) are not."""
+    """Declared by the formula alone, tanhshrink x − tanh x (no proved rewrite removes it yet) still
+    prints what cancels and is named by op and form; pseudo-Huber, 1 − cos x and log(x² + c) are
+    rewritten and not named, but written by hand (a forward line as the document has it) they are;
+    the forms that do not cancel (x + tanh x, √(1 + x²) + 1, 1 + cos x) are never named."""
+    lines = stability_warnings([activation("tanhshrink_doc", x - sp.tanh(x))])
+    assert any(ln.startswith("tanhshrink_doc: the printed forward has v − tanh v, which cancels") for ln in lines), (
+        lines
+    )
     named = {
-        "pseudo_huber_doc": (sp.sqrt(1 + x**2) - 1, "√(v² + c) − √c, which cancels where v² ≪ c"),
-        "one_minus_cos_doc": (1 - sp.cos(x), "1 − cos v, which cancels where |v| ≪ 1"),
-        "tanhshrink_doc": (x - sp.tanh(x), "v − tanh v, which cancels where |v| ≪ 1"),
+        "pseudo_huber_hand": (sp.sqrt(1 + x**2) - 1, "√(v² + c) not as hypot(v, √c)"),
+        "one_minus_cos_hand": (1 - sp.cos(x), "1 − cos v, which cancels where |v| ≪ 1"),
+        "log_eps_hand": (sp.log(x**2 + sp.Rational(1, 10**6)), "log(v² + c), whose v² overflows"),
     }
     for name, (formula, form) in named.items():
-        lines = stability_warnings([activation(name, formula)])
+        assert not stability_warnings([activation(name.replace("hand", "doc"), formula)]), formula
+        lines = stability_warnings([by_hand(name, formula)])
         assert any(ln.startswith(f"{name}: the printed forward has {form}") for ln in lines), lines
     for formula in (x + sp.tanh(x), sp.sqrt(1 + x**2) + 1, 1 + sp.cos(x)):
         assert not stability_warnings([activation("fine_doc", formula)]), formula

@@ -23,7 +23,7 @@ import sympy as sp
 
 from derivations.language.arrays import Array
 
-from ..printers.code import reciprocal_power, split_sign
+from ..printers.code import reciprocal_power, split_sign, square_over
 
 __all__ = ["Update", "Facts", "plan", "reads", "fuse_multiply_add", "VIEWS"]
 
@@ -137,6 +137,11 @@ def plan(expr, facts: Facts) -> list[Update] | None:
     def mul(e) -> bool:
         coeff, rest = e.as_coeff_Mul()
         factors = [reciprocal_power(f) for f in (rest.as_ordered_factors() if rest.is_Mul else [rest])]
+        factors = square_over(factors, lambda f: f in facts.repeated or scalar(f))  # u²/g as u·(u/g)
+        if any(f.is_Pow and f.base.is_Pow and f.base.exp == -1 for f in factors):
+            # (1/g)^k: printed whole, left to right (u·(1/g)·(1/g): u/g first); started in place
+            # from (1/g)·(1/g) it would underflow where u/g² is a normal number
+            return False
         numer = [f for f in factors if not (f.is_Pow and f.exp.is_Number and f.exp < 0)]
         denom = [f.base if f.exp == -1 else sp.Pow(f.base, -f.exp) for f in factors if f not in numer]
         pick = next((f for f in numer if computed(f)), None)

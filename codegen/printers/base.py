@@ -44,7 +44,7 @@ from derivations.language import functions
 from derivations.language.arrays import Array, NormalCDF, is_scalar
 
 from ..names import PrinterError, check_name
-from .code import ADD, ATOM, MUL, POW, UNARY, Code, positive_first, reciprocal_power, show, split_sign
+from .code import ADD, ATOM, MUL, POW, UNARY, Code, positive_first, reciprocal_power, show, split_sign, square_over
 from .nodes import NodeRules
 
 __all__ = ["ArrayPrinter"]
@@ -262,6 +262,9 @@ class ArrayPrinter(NodeRules, Printer):
                     denom.append(sp.Integer(c.q))
             else:
                 lead.append(str(self._print(c)))
+        repeated = self.binder.repeated if self.binder is not None else ()
+        factors = square_over(factors, lambda f: f in repeated or self._scalar(f))
+        quotients = [f for f in factors if f.is_Mul]  # u/g of u·(u/g): printed in parentheses
         for f in factors:
             hoisted = self.binder is not None and f in self.binder.repeated
             f = f if hoisted or self._scalar(f) else reciprocal_power(f)
@@ -283,7 +286,10 @@ class ArrayPrinter(NodeRules, Printer):
         # scalars first: Python evaluates left to right, so scalar products stay scalar
         numer.sort(key=lambda e: not self._scalar(e))
         denom.sort(key=lambda e: not self._scalar(e))
-        num_txt = lead + [self._operand(self._print(f), MUL - 1) for f in numer]
+        num_txt = lead + [
+            f"({self._print(f)})" if any(f is q for q in quotients) else self._operand(self._print(f), MUL - 1)
+            for f in numer
+        ]
         text = "*".join(num_txt) if num_txt else "1"
         if denom:
             if len(denom) == 1:

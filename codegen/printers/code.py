@@ -17,6 +17,7 @@ __all__ = [
     "split_sign",
     "positive_first",
     "reciprocal_power",
+    "square_over",
 ]
 
 # the import line of each module that printed text may call (a printer's `modules`)
@@ -81,3 +82,26 @@ def reciprocal_power(f):
     if f.is_Pow and f.exp.is_Integer and -4 <= f.exp < -1 and not (f.base.is_number or f.base.is_Symbol):
         return sp.Pow(sp.Pow(f.base, -1, evaluate=False), -f.exp, evaluate=False)
     return f
+
+
+def square_over(factors: list, scalar) -> list:
+    """A product's factors with u²/g (u and g array expressions: a rationalised root's
+    v²/(hypot(v, s) + s)) as u·(u/g): the quotient first, then the product.
+    u² overflows (|u| > 1.8e19 in float32) or underflows where u/g is about 1 and the product is
+    finite; u·(u/g) is never out of range where (u·u)/g is in it, with as many roundings. The
+    quotient is an unevaluated product, printed in parentheses; any other product as it is."""
+    squares = [f for f in factors if f.is_Pow and f.exp == 2 and not f.base.is_number and not scalar(f)]
+    over = [f for f in factors if f.is_Pow and f.exp == -1 and not scalar(f)]
+    if len(squares) != 1 or len(over) != 1:
+        return factors
+    (square,), (inverse,) = squares, over
+    u = square.base
+    out = []
+    for f in factors:
+        if f is square:
+            out.append(u)
+        elif f is inverse:
+            out.append(sp.Mul(u, inverse, evaluate=False))
+        else:
+            out.append(f)
+    return out

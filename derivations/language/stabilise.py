@@ -37,6 +37,11 @@ naming the lemmas in the method).
                                                               where the root is finite)
     rationalised    v + √(v² + c), c > 0  → [v ≥ 0] (v + R) + [v < 0] c/(R + |v|),
                                               R = hypot(v, √c)  (no v + |v| cancellation at v ≪ 0)
+    root − √c       k √(v² + c) − k √c    → k v²/(hypot(v, √c) + √c)  (no 1 − 1 where v² ≪ c;
+                                              printed v·(v/(…)): no v² = ∞)
+    log root        log(v² + c)           → 2 log hypot(v, √c);  log(1 + v²) → 2 log1p(v²/(hypot(v, 1) + 1))
+    1 − cos         k cos v − k           → −2k sin²(v/2)     (anywhere in a sum)
+    exp product     e^{a}·e^{b}, b ≤ 0    → e^{a + b}          (no ∞·0: TanhExp's e^{x}·e^{−2e^{x}})
     tanh            (e^{u} − e^{−u})/(e^{u} + e^{−u}) → tanh u  (no ∞/∞ at |u| > 89 in float32;
                     (e^{w} − 1)/(e^{w} + 1) → tanh(w/2)        a factor of any product)
                     sinh u / cosh u → tanh u
@@ -44,8 +49,8 @@ naming the lemmas in the method).
     centred σ       1 − 2σ(−2v), 2σ(2v) − 1 → tanh v           (log cosh's derivative: no 1 − 1)
 
 `unstable_forms(expr)` names what is left of the forms that cancel or overflow (a hand-written
-line, a rewrite that was not applicable), and three cancellations no rewrite removes yet
-(√(v² + c) − √c, 1 − cos v, v − tanh v): codegen reports them by op (`python -m codegen`).
+line, a rewrite that was not applicable), and one cancellation no rewrite removes yet
+(v − tanh v): codegen reports them by op (`python -m codegen`).
 
 What is left unstable is found by the numerical-edges check (qed/tools/edges.py), which runs
 every op of the registry at ±1e-310 … 1e-8 and ±1e4 … 1e300 against the specification in exact
@@ -361,12 +366,91 @@ SOFTMAX = Rewrite(
     lambda Rvk: Rvk[2] * sp.exp(Rvk[1] - RowMax(Rvk[1])) / Rvk[0](sp.exp(Rvk[1] - RowMax(Rvk[1]))),
     _softmax_match,
 )
+
+
+def _root_minus_rewrite_match(e):
+    """(k, v, s, rest) where e is k·hypot(v, s) − k·s + rest: the root's own value at v = 0
+    subtracted (pseudo-Huber √(1 + x²) − 1), every constant term of the sum together −k·s."""
+    if not isinstance(e, sp.Add):
+        return None
+    consts = sp.Add(*[t for t in e.args if not _has_array(t)])
+    for t in e.args:
+        kn = _factor_of(t, Hypot)
+        if kn is None:
+            continue
+        k, (v, root) = kn[0], kn[1].args
+        if consts != 0 and sp.expand(consts + k * root) == 0:
+            return (k, v, root, sp.Add(*[a for a in e.args if a is not t and _has_array(a)]))
+    return None
+
+
+def _log_root_match(e):
+    """(v, s) where e is log(v² + s²), v² a square of an array expression (k w² for a positive
+    k free of arrays), s² a positive number free of arrays."""
+    if not (isinstance(e, sp.log) and isinstance(e.args[0], sp.Add)):
+        return None
+    inner = e.args[0]
+    c, B = inner.as_independent(*[a for a in inner.free_symbols if isinstance(a, Array)])
+    if c.is_positive is not True or not _has_array(B):
+        return None
+    v = _square_root_of(B)
+    return None if v is None else (v, sp.sqrt(c))
+
+
+def _log_root(v, s):
+    """log(v² + s²) without v² and without log(1 + tiny): 2 log hypot(v, s), and where s = 1
+    (log(1 + x²)), 2 log1p(v²/(hypot(v, 1) + 1)), hypot − 1 rationalised (printed v·(v/(…)))."""
+    R = Hypot(v, s)
+    return 2 * log1p(v**2 / (R + 1)) if s == 1 else 2 * sp.log(R)
+
+
+def _cos_term(t):
+    """(k, v) where the term t is k·cos v, k free of arrays, v reading arrays."""
+    kn = _factor_of(t, sp.cos)
+    return None if kn is None else (kn[0], kn[1].args[0])
+
+
+def _one_minus_cos_rewrite_match(e):
+    """(k, v, rest) where e is k cos v − k + rest: cos v beside its own value at 0."""
+    if not isinstance(e, sp.Add):
+        return None
+    consts = sp.Add(*[t for t in e.args if not _has_array(t)])
+    for t in e.args:
+        kv = _cos_term(t)
+        if kv is not None and consts != 0 and sp.expand(consts + kv[0]) == 0:
+            return (kv[0], kv[1], sp.Add(*[a for a in e.args if a is not t and _has_array(a)]))
+    return None
+
+
 SQRT_BESIDE = Rewrite(
     "stability.sqrt_rationalised",
     "v + √(v² + c) rationalised where v < 0: no cancellation",
     lambda kvcs: kvcs[0] * (kvcs[1] + sp.sqrt(kvcs[1] ** 2 + kvcs[2])) + kvcs[3],
     lambda kvcs: kvcs[0] * _rationalised(kvcs[1], kvcs[2]) + kvcs[3],
     _sqrt_beside_match,
+)
+
+
+ROOT_MINUS = Rewrite(
+    "stability.root_minus",
+    "√(v² + c) − √c rationalised: v²/(√(v² + c) + √c), no cancellation where v² ≪ c",
+    lambda kvsr: kvsr[0] * Hypot(kvsr[1], kvsr[2]) - kvsr[0] * kvsr[2] + kvsr[3],
+    lambda kvsr: kvsr[0] * kvsr[1] ** 2 / (Hypot(kvsr[1], kvsr[2]) + kvsr[2]) + kvsr[3],
+    _root_minus_rewrite_match,
+)
+LOG_ROOT = Rewrite(
+    "stability.log_root",
+    "log(v² + c) as 2 log hypot(v, √c): no v² = ∞ (and log(1 + v²) from log1p, accurate at small v)",
+    lambda vs: sp.log(vs[0] ** 2 + vs[1] ** 2),
+    lambda vs: _log_root(*vs),
+    _log_root_match,
+)
+ONE_MINUS_COS = Rewrite(
+    "stability.one_minus_cos",
+    "k cos v − k as −2k sin²(v/2): no 1 − 1 where |v| ≪ 1",
+    lambda kvr: kvr[0] * sp.cos(kvr[1]) - kvr[0] + kvr[2],
+    lambda kvr: -2 * kvr[0] * sp.sin(kvr[1] / 2) ** 2 + kvr[2],
+    _one_minus_cos_rewrite_match,
 )
 
 
@@ -395,22 +479,62 @@ def hypot_reduced(d):
 def _reduced_over(d, H):
     if isinstance(d, sp.Mul):
         return sp.Mul(*[_reduced_over(f, H) for f in d.args])
+    if isinstance(d, sp.Pow) and d.exp.is_Integer:
+        return sp.Pow(_reduced_over(d.base, H), d.exp)  # a denominator: 1 + x²/(h + 1) is h
     if not isinstance(d, sp.Add):
         return d
+    u, s = H.args
     reading = [t for t in d.args if t.has(H)]
-    if len(reading) < 2:
-        return d
+    constants = [t for t in d.args if not t.has(H) and t.free_symbols <= s.free_symbols]
+    groups = ([reading] if len(reading) > 1 else []) + ([reading + constants] if reading and constants else [])
+    for group in groups:
+        combined = _combined(group, H)
+        if combined is not None:
+            return sp.Add(*[t for t in d.args if not any(t is g for g in group)]) + combined
+    return d
+
+
+def _combined(terms, H):
+    """The sum of `terms` over one denominator, reduced by h² = u² + s² (h = H), where that leaves
+    it over a power of h alone; else None."""
     u, s = H.args
     h = sp.Dummy("h", positive=True)
-    num, den = sp.fraction(sp.together(sp.Add(*reading).xreplace({H: h})))
+    num, den = sp.fraction(sp.together(sp.Add(*terms).xreplace({H: h})))
     num = sp.expand(num)
     free, power = den.as_independent(h, as_Add=False)
-    if not num.is_polynomial(h) or free.has(Array) or not (power == h or (power.is_Pow and power.base == h)):
-        return d  # over one power of h only: a product with anything else (h (h + |x|)²) overflows
-    rest = sp.rem(num, h**2 - (u**2 + s**2), h)
-    if sp.count_ops(rest) >= sp.count_ops(num):
-        return d
-    return sp.Add(*[t for t in d.args if not t.has(H)]) + (sp.factor(rest) / den).xreplace({h: H})
+    if not num.is_polynomial(h) or not power.is_polynomial(h) or free.has(Array):
+        return None
+
+    def of_h(e):  # a power of h alone (h⁰ = 1 included)
+        return e == 1 or e == h or (e.is_Pow and e.base == h)
+
+    square = h**2 - (u**2 + s**2)
+    rest = sp.rem(num, square, h)
+    if of_h(power) and power != 1:
+        if sp.count_ops(rest) >= sp.count_ops(num):
+            return None
+        return (sp.factor(rest) / den).xreplace({h: H})
+    # otherwise u² eliminated in favour of h² − s² in numerator and denominator, and what the two
+    # share cancelled: the rationalised root's v²/(h + s) has the derivative 2v/(h + s) − v³/(h (h + s)²)
+    # = v (h + s)²/(h (h + s)²) = v/h, and 1 + v²/(h + 1) is h; kept only where no sum that reads h
+    # is left above and a power of h alone below (h − 1 would cancel where v²/(h + 1) did not)
+    leaves = sorted(u.free_symbols, key=sp.default_sort_key)
+    if not leaves or not all(e.is_polynomial(*leaves, h) for e in (u, num, den)):
+        return None
+    G = sp.expand(h**2 - u**2 - s**2)
+    powers = sp.Mul(*[f for f in sp.Mul.make_args(power) if of_h(f)])  # kept as they are
+    D = sp.Mul(*[f for f in sp.Mul.make_args(power) if not of_h(f)])
+    for reduce in (
+        lambda e: sp.rem(sp.expand(e), square, h),  # h² eliminated
+        lambda e: sp.reduced(sp.expand(e), [G], *leaves, h, order="lex")[1],  # u² eliminated
+    ):
+        top, bottom = sp.fraction(sp.cancel(reduce(num) / reduce(D)))
+        top = sp.factor(top)
+        k, below = bottom.as_independent(h, as_Add=False)
+        sums_of_h = [f for f in sp.Mul.make_args(top) if isinstance(f, sp.Add) and f.has(h)]
+        if not sums_of_h and of_h(below) and not k.has(*leaves):
+            return (top / (free * powers * bottom)).xreplace({h: H})
+    return None
 
 
 def _centred_sigmoid_match(e):
@@ -471,11 +595,14 @@ REWRITES: tuple[Rewrite, ...] = (
     SECH2,
     EXPM1,
     EXPM1_SUM,
+    LOG_ROOT,
     LOG1P,
     LOGSUMEXP,
     SOFTMAX,
     SQRT_BESIDE,
     HYPOT,
+    ROOT_MINUS,
+    ONE_MINUS_COS,
     LOG_COSH,
     CENTRED_SIGMOID,
 )
@@ -495,6 +622,8 @@ def sign_decidable(u) -> bool:
     from .arrays import Array
 
     u = sp.sympify(u)
+    if u.is_positive or u.is_negative:
+        return True  # |u|, max(u, 0) evaluate by the sign itself (e^{x}): no split is needed
     arrays = [s for s in u.free_symbols if isinstance(s, Array)] + list(u.atoms(sp.Indexed))
     if len(arrays) != 1:
         return False
@@ -580,6 +709,29 @@ def _tanh_ratios(e: sp.Mul, used: set) -> sp.Expr:
     return e
 
 
+EXP_PRODUCT = Rewrite(
+    "stability.exp_product",
+    "e^{a}·e^{b} as e^{a + b}: no ∞·0 where one overflows and the other underflows",
+    lambda ab: sp.exp(ab[0]) * sp.exp(ab[1]),
+    lambda ab: sp.exp(ab[0] + ab[1]),
+    lambda e: None,  # applied by the product pass `_exp_products`
+)
+
+
+def _exp_products(e: sp.Mul, used: set) -> sp.Expr:
+    """The exponentials of a product as one: e^{x}·e^{−2e^{x}} (TanhExp's x e^{x} sech²(e^{x}),
+    sech² from e^{−2|u|}) is ∞·0 = NaN at x > 88 in float32 where e^{x − 2e^{x}} is 0
+    (`stability.exp_product`). Only where one exponent is known ≤ 0 (it may underflow while
+    another overflows), before the sigmoid pass (then (1 + e^{−2e^{x}})^{−2} is σ(2e^{x})²).
+    e^{a + b} overflows only where the product does."""
+    exps = [f for f in e.args if isinstance(f, sp.exp) and _has_array(f)]
+    if len(exps) < 2 or not any(g.args[0].is_nonpositive for g in exps):
+        return e  # no exponent known ≤ 0: e^{v}·e^{w}/(1 + e^{v}) is e^{w}σ(v) as it is, where e^{v + w} may overflow
+    used.add(EXP_PRODUCT.lemma)
+    rest = [f for f in e.args if not any(f is g for g in exps)]
+    return sp.Mul(*rest, sp.exp(sp.Add(*[g.args[0] for g in exps])))
+
+
 def stabilise(expr) -> tuple[sp.Expr, set[str]]:
     """`expr` with every document form replaced by its stable form, and the lemmas used."""
     used: set[str] = set()
@@ -595,7 +747,9 @@ def stabilise(expr) -> tuple[sp.Expr, set[str]]:
             e = _tanh_ratios(e, used)
             if not isinstance(e, sp.Mul):
                 return walk(e, factor_of_product)  # a product that was just the ratio: tanh u
-            e = _sigmoid_ratios(e, used)
+            e = _exp_products(e, used)
+            if isinstance(e, sp.Mul):
+                e = _sigmoid_ratios(e, used)
         for rule in REWRITES:
             if rule is SIGMOID and factor_of_product:
                 continue  # the product's own pass pairs it with an e^{v} factor
@@ -678,7 +832,9 @@ UNSTABLE = (
     ("e^{v}/Σ e^{v} without the max shift", _softmax_match),
     ("v + √(v² + c) not rationalised", lambda e: _sqrt_beside_match(e, decidable=False)),
     ("√(v² + c) not as hypot(v, √c)", _hypot_match),
-    # cancellations no proved rewrite removes yet: named, so that a user sees them at codegen
+    ("log(v² + c), whose v² overflows", _log_root_match),
+    # cancellations: rewritten where a document form is printed (a hand-written line keeps them);
+    # v − tanh v has no proved rewrite yet: named, so that a user sees it at codegen
     ("√(v² + c) − √c, which cancels where v² ≪ c", _root_minus_match),
     ("1 − cos v, which cancels where |v| ≪ 1", _one_minus_cos_match),
     ("v − tanh v, which cancels where |v| ≪ 1", _v_minus_tanh_match),

@@ -377,9 +377,39 @@ class Normaliser:
             if self._decide(self.canon(exps), depth, rewritten=True) == 0:
                 self._record("discharged", "tanh, cosh, sinh by their exponentials", show=False)
                 return sp.Integer(0)
+        if canonical.has(sp.sin, sp.cos) and not rewritten and self._trig_cancels(canonical):
+            return sp.Integer(0)
         if depth < _MAX_SPLITS and self._split_on_sign(canonical, depth):
             return sp.Integer(0)
         return self._unhide(result, table)
+
+    def _trig_cancels(self, canonical) -> bool:
+        """sin u and cos u by the complex exponentials, cos u = (z + 1/z)/2 and
+        sin u = (z − 1/z)/(2i) with z = e^{iu}, and the exponentials of rational multiples of one
+        argument as powers of one root (e^{iu} = (e^{iu/2})²): an exact rational function of the
+        roots, 0 iff the identity holds (1 − cos x = 2 sin²(x/2), sin² + cos² = 1)."""
+
+        def by_exps(e):
+            z = sp.exp(sp.I * e.args[0])
+            return (z + 1 / z) / 2 if isinstance(e, sp.cos) else (z - 1 / z) / (2 * sp.I)
+
+        exps = canonical.replace(lambda e: isinstance(e, (sp.sin, sp.cos)), by_exps)
+        table: dict = {}
+        hidden = sp.together(self._hide(self._combine_bodies(self.canon(exps)), table))
+        roots: dict = {}  # the argument w of e^{c·w} (c rational) -> the lcm of the c's denominators
+        parts = {}
+        for atom, dummy in table.items():
+            if isinstance(atom, sp.exp):
+                c, w = atom.args[0].as_coeff_Mul()
+                if c.is_Rational:
+                    parts[dummy] = (c, w)
+                    roots[w] = sp.ilcm(roots.get(w, 1), c.q)
+        names = {w: sp.Dummy("root") for w in roots}
+        powers = {dummy: names[w] ** (c * roots[w]) for dummy, (c, w) in parts.items()}
+        if sp.cancel(sp.together(hidden.xreplace(powers))) != 0:
+            return False
+        self._record("discharged", "sin, cos by their complex exponentials", show=False)
+        return True
 
     # ---------------------------------------------------------------- region reasoning
     def _logs_cancel(self, canonical) -> bool:
