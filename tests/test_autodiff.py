@@ -372,3 +372,16 @@ def test_the_audit_kills_the_wrong_edits_of_a_derived_backward(op):
 
     results = mutation.audit_op(op, limit=12)
     assert results and not [r for r in results if r.outcome == "survived"]
+
+
+def test_a_forward_value_with_a_numeric_coefficient_is_read_with_it_divided_out():
+    """y = 2x²/(x² + 4): the backward's x²/(x² + 4) is y/2, not y (the coefficient was dropped
+    once, and the derived backward was refuted)."""
+    from derivations.language.autodiff import recognise
+
+    r_, n_ = size("r"), size("n")
+    X, Y = Array("x", (r_, n_)), Array("y", (r_, n_))
+    value = 2 * X**2 / (X**2 + 4)
+    got = recognise(4 * X**3 / (X**2 + 4) ** 2, {value: Y})
+    assert sp.simplify(got.xreplace({Y: value}) - 4 * X**3 / (X**2 + 4) ** 2) == 0
+    assert got.has(Y)

@@ -130,6 +130,9 @@ NEW_OPS = [
     activation("log_square_new", sp.log(1 + x**2)),
     activation("log_eps_new", sp.log(x**2 + sp.Rational(1, 10**6))),
     activation("one_minus_cos_new", 1 - sp.cos(x)),
+    # Geman–McClure 2x²/(x² + 4): a numeric coefficient in a forward value the backward reads
+    # (x²/(x² + 4) is y/2, once read as y: a refuted backward); printed 2(x/hypot(x, 2))²
+    activation("geman_mcclure_new", 2 * x**2 / (x**2 + 4)),
     REGLU,
     RMS_NEW,
 ]
@@ -140,6 +143,7 @@ CANCELLING = {
     "log_square_new": "stability.log_root",
     "log_eps_new": "stability.log_root",
     "one_minus_cos_new": "stability.one_minus_cos",
+    "geman_mcclure_new": "stability.hypot",
 }
 ROOTS = [
     o

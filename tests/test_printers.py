@@ -253,10 +253,29 @@ ASSIGN_CASES = [
     (
         "square-over-computed-among-factors",
         3 * y * x**2 / (Hypot(x, 1) + 1),
-        ["z = 3*x*y*(x/(np.hypot(x, 1) + 1))"],
-        ["z = 3*x*y*(x/(_support.hypot(x, 1) + 1))"],
+        ["z = 3*x*(x/(np.hypot(x, 1) + 1))*y"],
+        ["z = 3*x*(x/(_support.hypot(x, 1) + 1))*y"],
     ),
-    ("square-over-an-input-is-not-split-twice", x**2 / y**2, ["z = x*x/(y*y)"], ["z = x*x/(y*y)"]),
+    # u²/g² as (u/g)²: Geman–McClure's 2x²/(x² + 4) printed 2(x/hypot(x, 2))²
+    (
+        "square-over-square",
+        2 * x**2 / Hypot(x, 2) ** 2,
+        ["z_prod = x/np.hypot(x, 2)", "z = 2*z_prod*z_prod"],
+        ["z_prod = x/_support.hypot(x, 2)", "z = 2*z_prod*z_prod"],
+    ),
+    (
+        "cube-over-cube",
+        x**3 / y**3,
+        ["z_prod = x/y", "z = z_prod*z_prod*z_prod"],
+        ["z_prod = x/y", "z = z_prod*z_prod*z_prod"],
+    ),
+    # one factor over one: nothing to pair (u/g² is printed u·(1/g)·(1/g), left to right)
+    (
+        "square-over-two-factors",
+        x**2 / (y * Hypot(x, 1)),
+        ["z = x*x/(y*np.hypot(x, 1))"],
+        ["z = x*x/(y*_support.hypot(x, 1))"],
+    ),
     (
         "silu-grad-shares-sigmoid",
         Sigmoid(x) * (1 + x * (1 - Sigmoid(x))),

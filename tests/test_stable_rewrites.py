@@ -398,3 +398,22 @@ def test_make_codegen_prints_the_warnings(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     for op in BY_HAND:
         assert f"codegen: warning: {op.name}: the printed forward has" in err
+
+
+def test_a_power_of_one_plus_an_exponential_is_printed_as_sigmoids():
+    """(1 + e^{−x})^{−2} is σ(x)² (`stability.sigmoid_node`): no e^{1e4} = ∞ in the forward, where
+    the formula as written overflows (a floating-point exception under `np.errstate(all="raise")`)."""
+    from codegen.render import render_op
+
+    op = activation("sigmoid_squared_doc", 1 / (1 + sp.exp(-x)) ** 2)
+    assert "stability.sigmoid_node" in op.stability
+    text = render_op(op, "numpy")
+    forward = text[text.index("def sigmoid_squared_doc_forward") : text.index("def sigmoid_squared_doc_backward")]
+    assert "scipy.special.expit(" in forward and "np.exp(" not in forward, forward
+    row = np.array([[-1e4, -100.0, 0.5, 100.0, 1e4]], dtype=np.float32)
+    with ScratchKernels() as pkg, np.errstate(all="raise"):
+        got, _ = pkg.module(op, "numpy").sigmoid_squared_doc_forward(row)
+        with pytest.raises(FloatingPointError):
+            1 / (1 + np.exp(-row)) ** 2  # the document's form
+    want = [mpmath.mpf(1) / (1 + mpmath.exp(-mpmath.mpf(float(t)))) ** 2 for t in row[0]]
+    assert all(ulps(g, w, np.float32) <= ULPS for g, w in zip(got[0], want)), got

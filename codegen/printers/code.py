@@ -85,23 +85,29 @@ def reciprocal_power(f):
 
 
 def square_over(factors: list, scalar) -> list:
-    """A product's factors with u²/g (u and g array expressions: a rationalised root's
-    v²/(hypot(v, s) + s)) as u·(u/g): the quotient first, then the product.
-    u² overflows (|u| > 1.8e19 in float32) or underflows where u/g is about 1 and the product is
-    finite; u·(u/g) is never out of range where (u·u)/g is in it, with as many roundings. The
-    quotient is an unevaluated product, printed in parentheses; any other product as it is."""
-    squares = [f for f in factors if f.is_Pow and f.exp == 2 and not f.base.is_number and not scalar(f)]
-    over = [f for f in factors if f.is_Pow and f.exp == -1 and not scalar(f)]
-    if len(squares) != 1 or len(over) != 1:
+    """A product's factors with u^m/g^k (u and g array expressions, m ≥ 2 or k ≥ 2: a
+    rationalised root's v²/(hypot(v, s) + s), Geman–McClure's x²/hypot(x, 2)²) as (u/g)^q·u^{m−q}
+    /g^{k−q}, q = min(m, k): the quotients first, then the products. u² overflows (|u| > 1.8e19 in
+    float32) where u/g is about 1 and the product is finite; (u/g)^q is never out of range where
+    u^m/g^k is in it and its own factors are. The quotient is an unevaluated product (printed in
+    parentheses); any other product as it is."""
+    powers = [f for f in factors if f.is_Pow and f.exp.is_Integer and f.exp >= 2 and not f.base.is_number]
+    powers = [f for f in powers if not scalar(f)]
+    over = [f for f in factors if f.is_Pow and f.exp.is_Integer and f.exp < 0 and not scalar(f)]
+    if len(powers) != 1 or len(over) != 1:
         return factors
-    (square,), (inverse,) = squares, over
-    u = square.base
+    (power,), (inverse,) = powers, over
+    u, m, g, k = power.base, int(power.exp), inverse.base, -int(inverse.exp)
+    q = min(m, k)
+    quotient = sp.Mul(u, sp.Pow(g, -1), evaluate=False)
     out = []
     for f in factors:
-        if f is square:
-            out.append(u)
-        elif f is inverse:
-            out.append(sp.Mul(u, inverse, evaluate=False))
-        else:
+        if f is power:
+            if m > q:
+                out.append(u if m - q == 1 else sp.Pow(u, m - q, evaluate=False))
+            out.append(sp.Pow(quotient, q, evaluate=False) if q > 1 else quotient)
+        elif f is not inverse:
             out.append(f)
+        elif k > q:
+            out.append(sp.Pow(g, q - k))
     return out

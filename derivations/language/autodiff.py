@@ -301,9 +301,10 @@ def recognise(expr, names: dict) -> sp.Expr:
     """`expr` with every subexpression that is the value of a forward array replaced by that
     array. A product matches when its factors contain the value's (e^{s−m} R^{−2} is att · R^{−1}
     for att = e^{s−m} R^{−1}), a power when it is a multiple of the value's ((v + ε)^{−3/2} is
-    rstd³ for rstd = (v + ε)^{−1/2}); exact algebra of commuting factors and powers."""
+    rstd³ for rstd = (v + ε)^{−1/2}), the value's numeric coefficient divided out (x²/(x² + 4) is
+    y/2 for y = 2x²/(x² + 4)); exact algebra of commuting factors and powers."""
     products = sorted(
-        ((a, _powers(v)) for v, a in names.items() if isinstance(v, (sp.Mul, sp.Pow))),
+        ((a, _powers(v), v.as_coeff_Mul()[0]) for v, a in names.items() if isinstance(v, (sp.Mul, sp.Pow))),
         key=lambda p: (-len(p[1]), p[0].name),
     )
 
@@ -323,7 +324,8 @@ def recognise(expr, names: dict) -> sp.Expr:
 
 
 def _powers(e) -> dict:
-    """Factors and rational exponents of a product (the numeric coefficient left out)."""
+    """Factors and rational exponents of a product (the numeric coefficient left out: the match
+    divides by it)."""
     out: dict = {}
     for f in sp.Mul.make_args(e):
         if f.is_Number:
@@ -343,7 +345,7 @@ def _match_products(e, products):
             factors.append(f)
     have = _powers(sp.Mul(*factors))
     changed = False
-    for name, want in products:
+    for name, want, scale in products:
         while True:
             times = None
             for base, power in want.items():
@@ -358,6 +360,7 @@ def _match_products(e, products):
             for base, power in want.items():
                 have[base] = have[base] - times * power
             have[name] = have.get(name, 0) + times
+            coeff /= scale**times  # the value's own number: x²/(x² + 4) is y/2 for y = 2x²/(x² + 4)
             changed = True
     if not changed:
         return e

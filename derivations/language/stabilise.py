@@ -239,8 +239,11 @@ def _square_root_of(B):
 
 def _hypot_match(e):
     """(v, s, p) where e is (v² + s²)^p, v² a square of an array expression, s² a positive number
-    free of arrays, p an odd multiple of ½ (√, 1/√, ...)."""
-    if not (isinstance(e, sp.Pow) and e.exp.is_Rational and (2 * e.exp).is_odd and isinstance(e.base, sp.Add)):
+    free of arrays, p an odd multiple of ½ (√, 1/√, ...) or a negative integer (1/(v² + c):
+    hypot(v, √c)^{−2}, printed (1/h)·(1/h), where 1/(v² + c) is 1/∞)."""
+    if not (isinstance(e, sp.Pow) and e.exp.is_Rational and isinstance(e.base, sp.Add)):
+        return None
+    if not ((2 * e.exp).is_odd or (e.exp.is_Integer and e.exp < 0)):
         return None
     c, B = e.base.as_independent(*[a for a in e.base.free_symbols if isinstance(a, Array)])
     if c.is_positive is not True or not _has_array(B):
@@ -750,6 +753,11 @@ def stabilise(expr) -> tuple[sp.Expr, set[str]]:
             e = _exp_products(e, used)
             if isinstance(e, sp.Mul):
                 e = _sigmoid_ratios(e, used)
+        if isinstance(e, sp.Pow) and e.exp.is_Integer and e.exp < -1 and not factor_of_product:
+            v = _one_plus_exp(e.base)
+            if v is not None:  # (1 + e^{v})^{−k} = σ(−v)^k (a product's own pass pairs its factors)
+                used.add(SIGMOID.lemma)
+                return Sigmoid(-v) ** (-e.exp)
         for rule in REWRITES:
             if rule is SIGMOID and factor_of_product:
                 continue  # the product's own pass pairs it with an e^{v} factor
