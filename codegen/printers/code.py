@@ -75,11 +75,11 @@ def positive_first(terms: list) -> list:
 
 
 def reciprocal_power(f):
-    """1/g^k (k = 2..4, g computed: neither a number nor one array) as (1/g)^k, a factor of the
+    """1/g^k (k = 2..8, g computed: neither a number nor one array) as (1/g)^k, a factor of the
     numerator (1/g is formed once, a temporary of its own): g squared or cubed
     overflows (g ~ 1e20 in float32: a hypot's |x|) where the quotient underflows to its correctly
     rounded 0. Any other factor as it is."""
-    if f.is_Pow and f.exp.is_Integer and -4 <= f.exp < -1 and not (f.base.is_number or f.base.is_Symbol):
+    if f.is_Pow and f.exp.is_Integer and -8 <= f.exp < -1 and not (f.base.is_number or f.base.is_Symbol):
         return sp.Pow(sp.Pow(f.base, -1, evaluate=False), -f.exp, evaluate=False)
     return f
 

@@ -69,7 +69,7 @@ from .arrays import (
     is_scalar,
     shape_of,
 )
-from .stabilise import hypot_reduced, stabilise, stabilise_assigns
+from .stabilise import hypot_reduced, quotients_combined, stabilise, stabilise_assigns
 
 __all__ = [
     "derive_op",
@@ -245,12 +245,13 @@ def derivative(expr, leaf):
     """∂expr/∂leaf for an elementwise expression, by `sp.diff` with every operand a real symbol
     (so that |u|′ = sign u, σ′ = σ(1 − σ) and Φ′ = φ by the nodes' own `fdiff`, proved in
     `ad.sigmoid`, `ad.normal_cdf`); with a hypot in it, over one denominator and reduced by
-    hypot(u, s)² = u² + s² (`stabilise.hypot_reduced`)."""
+    hypot(u, s)² = u² + s² (`stabilise.hypot_reduced`); terms over powers of one sum over the
+    highest where they cancel (`stabilise.quotients_combined`)."""
     leaves = _leaves(expr)
     symbols = {a: sp.Dummy(f"u{n}", real=True) for n, a in enumerate(leaves)}
     d = sp.diff(sp.sympify(expr).xreplace(symbols), symbols[leaf])
     # a root's quotient rule reduced by hypot² = u² + s² (1/h − u²/h³ = s²/h³: no cancellation)
-    return hypot_reduced(_kinks(d)).xreplace({v: k for k, v in symbols.items()})
+    return quotients_combined(hypot_reduced(_kinks(d))).xreplace({v: k for k, v in symbols.items()})
 
 
 def elementwise_vjp(expr, G, batched, recognised=None, stable: set | None = None) -> list[tuple[sp.Expr, sp.Expr]]:

@@ -67,7 +67,15 @@ from sympy.codegen.cfunctions import expm1, log1p
 
 from .arrays import Array, Gaussian, Hypot, NormalCDF, RowMax, RowMean, RowSum, Sigmoid
 
-__all__ = ["Rewrite", "REWRITES", "stabilise", "stabilise_assigns", "unstable_forms", "hypot_reduced"]
+__all__ = [
+    "Rewrite",
+    "REWRITES",
+    "stabilise",
+    "stabilise_assigns",
+    "unstable_forms",
+    "hypot_reduced",
+    "quotients_combined",
+]
 
 
 @dataclass(frozen=True)
@@ -516,7 +524,10 @@ def _combined(terms, H):
     if of_h(power) and power != 1:
         if sp.count_ops(rest) >= sp.count_ops(num):
             return None
-        return (sp.factor(rest) / den).xreplace({h: H})
+        # a term over the power of h for each power of u in the numerator: (6 − 4x²)/h⁵ as
+        # 6/h⁵ − 4x²/h⁵, each printed as quotients ((x/h)²/h³), where (6 − 4x²) forms x² = ∞
+        terms = sp.Add.make_args(sp.expand(rest))
+        return sp.Add(*[t / den for t in terms]).xreplace({h: H})
     # otherwise u² eliminated in favour of h² − s² in numerator and denominator, and what the two
     # share cancelled: the rationalised root's v²/(h + s) has the derivative 2v/(h + s) − v³/(h (h + s)²)
     # = v (h + s)²/(h (h + s)²) = v/h, and 1 + v²/(h + 1) is h; kept only where no sum that reads h
@@ -538,6 +549,39 @@ def _combined(terms, H):
         if not sums_of_h and of_h(below) and not k.has(*leaves):
             return (top / (free * powers * bottom)).xreplace({h: H})
     return None
+
+
+def quotients_combined(d):
+    """A derivative's terms over powers of one computed denominator g (a sum) put over the highest
+    power, kept only where the numerator gets shorter: the quotient rule's 2 sign x/(1 + |x|) −
+    2|x| sign x/(1 + |x|)² (the derivative of 2|x|/(1 + |x|), whose terms cancel to 0.2 % at
+    |x| = 1e6 in float32) is 2 sign x/(1 + |x|)². Exact algebra; only terms whose denominators are
+    powers of g alone (a product of different denominators could overflow where each is finite)."""
+    if isinstance(d, sp.Mul):
+        return sp.Mul(*[quotients_combined(f) for f in d.args])
+    if isinstance(d, sp.Pow) and d.exp.is_Integer:
+        return sp.Pow(quotients_combined(d.base), d.exp)
+    if not isinstance(d, sp.Add):
+        return d
+
+    def over(t):  # (g, k, the rest) where t is rest·g^{−k}, g a sum, rest with no other denominator
+        inverses = [f for f in sp.Mul.make_args(t) if f.is_Pow and f.exp.is_Integer and f.exp < 0]
+        if len(inverses) != 1 or not isinstance(inverses[0].base, sp.Add):
+            return None
+        (f,) = inverses
+        return f.base, -int(f.exp), sp.Mul(*[a for a in sp.Mul.make_args(t) if a is not f])
+
+    parts = {t: over(t) for t in d.args}
+    for g in {p[0] for p in parts.values() if p is not None}:
+        group = [t for t, p in parts.items() if p is not None and p[0] == g]
+        if len(group) < 2:
+            continue
+        K = max(parts[t][1] for t in group)
+        num = sp.expand(sp.Add(*[parts[t][2] * g ** (K - parts[t][1]) for t in group]))
+        combined = num / g**K
+        if sp.count_ops(combined) < sp.count_ops(sp.Add(*group)):
+            return sp.Add(*[t for t in d.args if t not in group]) + combined
+    return d
 
 
 def _centred_sigmoid_match(e):
@@ -735,6 +779,22 @@ def _exp_products(e: sp.Mul, used: set) -> sp.Expr:
     return sp.Mul(*rest, sp.exp(sp.Add(*[g.args[0] for g in exps])))
 
 
+def _numbers_out(e):
+    """A number that SymPy distributed over a sum or left inside a row reduction, taken out, so
+    that the forms above match with it: (2 + 2e^{−x})^{−1} is (1 + e^{−x})^{−1}/2 (a sigmoid),
+    Σ_j 2e^{x_j} is 2 Σ_j e^{x_j} (a softmax's denominator). Exact algebra (the generated claims
+    prove the printed line against the specification)."""
+    if isinstance(e, sp.Pow) and isinstance(e.base, sp.Add) and e.exp.is_Integer and e.exp < 0:
+        k, primitive = e.base.primitive()
+        if k != 1 and k.is_positive and _one_plus_exp(primitive) is not None:
+            return k**e.exp * sp.Pow(primitive, e.exp)
+    if isinstance(e, (RowSum, RowMean)) and isinstance(e.args[0], sp.Mul):
+        k, rest = e.args[0].as_coeff_Mul()
+        if k != 1 and k.is_Number:
+            return k * type(e)(rest)
+    return e
+
+
 def stabilise(expr) -> tuple[sp.Expr, set[str]]:
     """`expr` with every document form replaced by its stable form, and the lemmas used."""
     used: set[str] = set()
@@ -742,6 +802,7 @@ def stabilise(expr) -> tuple[sp.Expr, set[str]]:
     def walk(e, factor_of_product=False):
         if not isinstance(e, sp.Basic) or not e.args or e.is_Atom or isinstance(e, sp.Indexed):
             return e
+        e = _numbers_out(e)
         product = isinstance(e, sp.Mul)
         args = tuple(walk(a, product) for a in e.args)
         if args != e.args:
