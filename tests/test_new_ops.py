@@ -71,6 +71,8 @@ RMS_NEW = Op(
     spec=[Assign(ny, nx / sp.sqrt(RowMean(nx**2) + eps) * gain)],
 )
 
+gain_row, zg = Array("g", (1, n)), Array("z", (r, n))
+
 NEW_OPS = [
     activation("leaky_relu_new", sp.Max(x, x / 100)),  # max(x, x/100)
     activation("softsign_new", x / (1 + sp.Abs(x))),  # x/(1 + |x|)
@@ -147,6 +149,17 @@ NEW_OPS = [
         sizes={n: (x, 1)},
     ),
     activation("soft_fraction_new", 2 * sp.Abs(x) / (1 + sp.Abs(x))),
+    # a gain inside a fraction: its gradient's sum over rows against the specification's, one
+    # written over hypot(z, 1)⁴ and one over (z² + 1)² expanded (sums over the same rows merged)
+    Op(
+        name="gain_fraction_new",
+        module=__name__,
+        inputs=[x],
+        params=[gain_row],
+        outputs=[y],
+        spec=[Assign(zg, 2 * gain_row * x), Assign(y, zg / (1 + zg**2))],
+        optional_axes=2,
+    ),
     REGLU,
     RMS_NEW,
 ]
@@ -314,6 +327,8 @@ def test_the_printed_torch_kernel_agrees_with_autograd_over_the_specification(sc
 @pytest.mark.parametrize("op", NEW_OPS, ids=IDS)
 def test_the_model_role_follows_from_the_signature(op):
     want = "norm" if op is RMS_NEW else "ffn" if op.params else "" if op.optional_axes == 1 else "activation"
+    if op.name == "gain_fraction_new":
+        want = "residual_scale"  # elementwise with one gain of the model's width: LayerScale's signature
     assert model_role(op) == want  # a row-wise op (a softmax) is no elementwise activation
 
 

@@ -360,6 +360,8 @@ class Normaliser:
         result = sp.cancel(sp.together(self._hide(combined, table)))
         if result == 0:
             return sp.Integer(0)
+        if self._bodies_cancel(combined):
+            return sp.Integer(0)
         if canonical.has(sp.log) and self._logs_cancel(canonical):
             return sp.Integer(0)
         if canonical.has(sp.tanh, sp.cosh, sp.sinh) and not rewritten:
@@ -382,6 +384,30 @@ class Normaliser:
         if depth < _MAX_SPLITS and self._split_on_sign(canonical, depth):
             return sp.Integer(0)
         return self._unhide(result, table)
+
+    def _bodies_cancel(self, expr) -> bool:
+        """Σ_k a(k) + Σ_k b(k) = Σ_k (a(k) + b(k)) for identical limits, whatever the bodies'
+        skeletons (a rational function written with its denominator expanded on one side and
+        squared on the other, 1/(4x² + 1)² and 1/(16x⁴ + 8x² + 1)): the whole residual is 0 where
+        every term is such a sum and each limits' merged body cancels to 0."""
+        groups: dict = {}
+        for term in sp.Add.make_args(expr):
+            sums = [f for f in sp.Mul.make_args(term) if isinstance(f, sp.Sum)]
+            if len(sums) != 1:
+                return False
+            coeff = term / sums[0]
+            bound = {v for v, *_ in sums[0].limits}
+            if coeff.free_symbols & bound:
+                return False
+            groups.setdefault(sums[0].limits, []).append(coeff * sums[0].function)
+        if len(groups) == len(sp.Add.make_args(expr)):
+            return False  # no two sums over the same limits: nothing to merge
+        for bodies in groups.values():
+            table: dict = {}
+            if sp.cancel(sp.together(self._hide(sp.Add(*bodies), table))) != 0:
+                return False
+        self._record("discharged", "sums over the same limits merged: their bodies cancel", show=False)
+        return True
 
     def _trig_cancels(self, canonical) -> bool:
         """sin u and cos u by the complex exponentials, cos u = (z + 1/z)/2 and
