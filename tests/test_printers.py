@@ -78,7 +78,7 @@ CASES = [
     ("sqrt", sp.sqrt(x), "np.sqrt(x)", "torch.sqrt(x)"),
     ("rsqrt", 1 / sp.sqrt(x), "1/np.sqrt(x)", "torch.rsqrt(x)"),
     ("reciprocal", 1 / x, "1/x", "1/x"),
-    ("inverse-square", x**-2, "1/(x*x)", "1/(x*x)"),
+    ("inverse-square", x**-2, "(1/x)*(1/x)", "(1/x)*(1/x)"),  # no x² = ∞ where 1/x² is a number
     ("hypot", Hypot(x, 1), "np.hypot(x, 1)", "_support.hypot(x, 1)"),  # √(x² + 1) without x²
     ("hypot-of-option", Hypot(x, sp.sqrt(d_k)), "np.hypot(x, math.sqrt(d_k))", "_support.hypot(x, math.sqrt(d_k))"),
     ("scalar-hypot", Hypot(d_k, 1), "math.hypot(d_k, 1)", "math.hypot(d_k, 1)"),
@@ -242,6 +242,13 @@ ASSIGN_CASES = [
         y * (x + Hypot(x, 1)) ** -2,
         ["z_recip = 1/(x + np.hypot(x, 1))", "z = y*z_recip*z_recip"],
         ["z_recip = 1/(x + _support.hypot(x, 1))", "z = y*z_recip*z_recip"],
+    ),
+    # 1/g^k with one 1/g after each array factor: x(x + 3) ~ g² is never formed whole
+    (
+        "reciprocal-after-each-factor",
+        4 * x * (x + 3) / Hypot(x, 1) ** 4,
+        ["z_recip = 1/np.hypot(x, 1)", "z = 4*x*z_recip*(x + 3)*z_recip*z_recip*z_recip"],
+        ["z_recip = 1/_support.hypot(x, 1)", "z = 4*x*z_recip*(x + 3)*z_recip*z_recip*z_recip"],
     ),
     # u²/g as u·(u/g): x² overflows (|x| > 1.8e19 in float32) where x²/(hypot(x, 1) + 1) ~ |x| is finite
     (

@@ -136,14 +136,27 @@ def plan(expr, facts: Facts) -> list[Update] | None:
 
     def mul(e) -> bool:
         coeff, rest = e.as_coeff_Mul()
-        factors = [reciprocal_power(f) for f in (rest.as_ordered_factors() if rest.is_Mul else [rest])]
+        factors = [
+            f if scalar(f) else reciprocal_power(f) for f in (rest.as_ordered_factors() if rest.is_Mul else [rest])
+        ]
         factors = square_over(factors, lambda f: f in facts.repeated or scalar(f))  # u²/g as u·(u/g)
         if any(f.is_Pow and f.base.is_Pow and f.base.exp == -1 for f in factors):
             # (1/g)^k: printed whole, left to right (u·(1/g)·(1/g): u/g first); started in place
             # from (1/g)·(1/g) it would underflow where u/g² is a normal number
             return False
         numer = [f for f in factors if not (f.is_Pow and f.exp.is_Number and f.exp < 0)]
-        denom = [f.base if f.exp == -1 else sp.Pow(f.base, -f.exp) for f in factors if f not in numer]
+        # an integer power of an array below as one division per factor (t /= g; t /= g: g² is
+        # never formed, which overflows where t/g² is in range)
+        denom = [
+            b
+            for f in factors
+            if f not in numer
+            for b in (
+                [f.base] * int(-f.exp)
+                if f.exp.is_Integer and -8 <= f.exp <= -2 and not scalar(f.base)
+                else [f.base if f.exp == -1 else sp.Pow(f.base, -f.exp)]
+            )
+        ]
         pick = next((f for f in numer if computed(f)), None)
         arrays = [f for f in numer + denom if not scalar(f)]
         if pick is None and coeff == 1 and len(factors) == 2 and len(arrays) == 2:

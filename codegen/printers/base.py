@@ -286,10 +286,24 @@ class ArrayPrinter(NodeRules, Printer):
         # scalars first: Python evaluates left to right, so scalar products stay scalar
         numer.sort(key=lambda e: not self._scalar(e))
         denom.sort(key=lambda e: not self._scalar(e))
-        num_txt = lead + [
-            f"({self._print(f)})" if any(f is q for q in quotients) else self._operand(self._print(f), MUL - 1)
-            for f in numer
-        ]
+        recips = [f for f in numer if f.is_Pow and f.base.is_Pow and f.base.exp == -1 and f.exp.is_Integer]
+        interleave = len(recips) == 1 and any(not self._scalar(f) for f in numer if f is not recips[0])
+        texts = []
+        left = int(recips[0].exp) if interleave else 0
+        for f in numer:
+            if interleave and f is recips[0]:
+                continue
+            texts.append(
+                f"({self._print(f)})" if any(f is q for q in quotients) else self._operand(self._print(f), MUL - 1)
+            )
+            if left and not self._scalar(f):
+                # (1/g)^k after the array factors one at a time: u·(1/g)·w·(1/g), left to right, so that
+                # u·w (x·(x + 3) ~ g²) is never formed whole where the quotient is in range
+                texts.append(str(self._atomic(recips[0].base)))
+                left -= 1
+        if left:
+            texts += [str(self._atomic(recips[0].base))] * left
+        num_txt = lead + texts
         text = "*".join(num_txt) if num_txt else "1"
         if denom:
             if len(denom) == 1:

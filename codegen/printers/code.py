@@ -79,7 +79,7 @@ def reciprocal_power(f):
     numerator (1/g is formed once, a temporary of its own): g squared or cubed
     overflows (g ~ 1e20 in float32: a hypot's |x|) where the quotient underflows to its correctly
     rounded 0. Any other factor as it is."""
-    if f.is_Pow and f.exp.is_Integer and -8 <= f.exp < -1 and not (f.base.is_number or f.base.is_Symbol):
+    if f.is_Pow and f.exp.is_Integer and -8 <= f.exp < -1 and not f.base.is_number:
         return sp.Pow(sp.Pow(f.base, -1, evaluate=False), -f.exp, evaluate=False)
     return f
 
