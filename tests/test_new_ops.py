@@ -149,6 +149,9 @@ NEW_OPS = [
         sizes={n: (x, 1)},
     ),
     activation("soft_fraction_new", 2 * sp.Abs(x) / (1 + sp.Abs(x))),
+    # asinh as log(x + √(x² + 1)): its sum rationalised where x < 0; proved through the log, whose
+    # argument the normaliser knows positive (√(x² + 1) > |x|)
+    activation("asinh_new", sp.log(x + sp.sqrt(x**2 + 1))),
     # a gain inside a fraction: its gradient's sum over rows against the specification's, one
     # written over hypot(z, 1)⁴ and one over (z² + 1)² expanded (sums over the same rows merged)
     Op(
@@ -173,6 +176,7 @@ CANCELLING = {
     "geman_mcclure_new": "stability.hypot",
     "half_swish_new": "stability.sigmoid_node",
     "half_softmax_new": "stability.softmax_shift",
+    "asinh_new": "stability.sqrt_rationalised",
     "soft_fraction_new": None,  # exact algebra in the derivative (`stabilise.quotients_combined`)
 }
 ROOTS = [

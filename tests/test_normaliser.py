@@ -52,6 +52,16 @@ def test_sines_and_cosines_of_multiples_of_one_angle_by_their_exponentials():
     assert not zero(sp.cos(u / 3) ** 2, sp.cos(u))
 
 
+def test_a_root_beside_its_square_root_is_positive():
+    """x + √(x² + c) > 0 (c > 0): logarithms of it compare by exponentiating; x + √(x² − 1) is not."""
+    r = sp.sqrt(x[i] ** 2 + 1)
+    assert zero(sp.log(x[i] + r) + sp.log(r - x[i]), 0)  # (r + x)(r − x) = 1
+    assert zero(sp.log(2 * x[i] + 2 * r), sp.log(2) + sp.log(x[i] + r))
+    assert not zero(sp.log(x[i] + r) + sp.log(r - x[i]), sp.log(2))
+    s = sp.sqrt(x[i] ** 2 - 1)
+    assert not zero(sp.log(x[i] + s) + sp.log(x[i] - s), 0)  # not positive for x < −1
+
+
 def test_bound_names_do_not_matter():
     assert zero(sp.Sum(x[i, k] * y[k], (k, 0, n - 1)), sp.Sum(x[i, j] * y[j], (j, 0, n - 1)))
 

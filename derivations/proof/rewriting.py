@@ -307,6 +307,8 @@ class Normaliser:
             if rng is not None and _nonneg_constant(rng[0]):
                 return sp.Dummy("nonneg", nonnegative=True)
             return e
+        if isinstance(e, sp.Add) and _root_beside_positive(e):
+            return sp.Dummy("pos", positive=True)
         if isinstance(e, (sp.Add, sp.Mul, sp.Pow)):
             return e.func(*[self._sign_form(a, ctx) for a in e.args])
         return e
@@ -962,6 +964,24 @@ class Normaliser:
     @staticmethod
     def _unhide(e, table: dict):
         return e.xreplace({v: k for k, v in table.items()})
+
+
+def _root_beside_positive(e: sp.Add) -> bool:
+    """e = k v + k √(v² + c) with k > 0 and c > 0 (asinh's log argument, squareplus' sum):
+    √(v² + c) > |v| ≥ −v, so e > 0 for every real v."""
+    if len(e.args) != 2:
+        return False
+    for t, other in (e.args, e.args[::-1]):
+        roots = [f for f in sp.Mul.make_args(t) if isinstance(f, sp.Pow) and f.exp == sp.S.Half]
+        if len(roots) != 1:
+            continue
+        k = t / roots[0]
+        if k.is_positive is not True:
+            continue
+        v = other / k
+        if sp.expand(roots[0].base - v**2).is_positive is True:
+            return True
+    return False
 
 
 class Indicator(sp.Function):
