@@ -493,6 +493,32 @@ one_minus_cos = _cases_lemma(
     method="index normaliser (sin, cos by their complex exponentials)",
 )
 
+# k e^{u} − k e^{−u}: 0 at u = 1e-8 in float32 where (e^{u} − e^{−u})/2 is 1e-8; 2k sinh u has no
+# difference (and k e^{u} + k e^{−u} is 2k cosh u, so that log((e^{x} + e^{−x})/2) is a log cosh)
+exp_pair_matches = [
+    (sp.S.Half, x, sp.S.NegativeOne, sp.S.Zero),
+    (sp.S.Half, x, sp.S.One, sp.S.Zero),
+    (c_root, 2 * x, sp.S.NegativeOne, x),
+]
+exp_pair = _cases_lemma(
+    rw.EXP_PAIR,
+    "k e^{u} ± k e^{−u} as 2k cosh u, 2k sinh u: no cancellation where |u| ≪ 1",
+    r"k e^{u} - k e^{-u} = 2k \sinh u, \quad k e^{u} + k e^{-u} = 2k \cosh u",
+    exp_pair_matches,
+    setting=root_setting,
+    mutants={
+        "swapped": (
+            "cosh for sinh and sinh for cosh",
+            [2 * k_ * (sp.sinh(u_) if s_ == 1 else sp.cosh(u_)) + r_ for k_, u_, s_, r_ in exp_pair_matches],
+        ),
+        "not-doubled": (
+            "k cosh u, k sinh u",
+            [k_ * (sp.cosh(u_) if s_ == 1 else sp.sinh(u_)) + r_ for k_, u_, s_, r_ in exp_pair_matches],
+        ),
+    },
+    method="index normaliser (sinh, cosh by their exponentials)",
+)
+
 # e^{a}·e^{b} with a → ∞ and b → −∞ (TanhExp's e^{x}·e^{−2e^{x}}): ∞·0 = NaN where e^{a + b} is 0
 exp_product = _lemma(
     rw.EXP_PRODUCT.lemma,
@@ -576,6 +602,7 @@ CLAIMS: list[Claim] = [
     root_minus,
     log_root,
     one_minus_cos,
+    exp_pair,
     exp_product,
     tanh_ratio,
     tanh_ratio_half,

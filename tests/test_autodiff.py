@@ -385,3 +385,18 @@ def test_a_forward_value_with_a_numeric_coefficient_is_read_with_it_divided_out(
     got = recognise(4 * X**3 / (X**2 + 4) ** 2, {value: Y})
     assert sp.simplify(got.xreplace({Y: value}) - 4 * X**3 / (X**2 + 4) ** 2) == 0
     assert got.has(Y)
+
+
+def test_a_forward_value_with_a_square_beside_another_factor_is_not_read_back():
+    """y = x²σ(x) overflows with x² (|x| > 1.8e19 in float32) where x²σ(x)(1 − σ(x)) in its
+    derivative is finite (0 at x = 1e20): the backward recomputes that term rather than read
+    y·(1 − σ), ∞·0 = NaN there. A value without such a square is read back as before."""
+    from derivations.language.arrays import Sigmoid
+    from derivations.language.autodiff import recognise
+
+    r_, n_ = size("r"), size("n")
+    X, Y = Array("x", (r_, n_)), Array("y", (r_, n_))
+    gate = Sigmoid(X)
+    term = X**2 * gate * (1 - gate)
+    assert not recognise(term, {X**2 * gate: Y}).has(Y)
+    assert recognise(X * gate * (1 - gate), {X * gate: Y}).has(Y)  # SiLU's y·(1 − σ): read

@@ -163,6 +163,19 @@ NEW_OPS = [
         spec=[Assign(zg, 2 * gain_row * x), Assign(y, zg / (1 + zg**2))],
         optional_axes=2,
     ),
+    # steps written as products: the derivative's x·δ(x) and x²·2δ(x) are 0 off x = 0, the point
+    # checked by the kink gate; 1/x: a denominator that is an input itself, checked nonzero
+    # exponentials in pairs: sinh by them cancels at small x; log((e^x + e^{−x})/2) overflowed
+    # from |x| > 89 in float32 (a log cosh once the pair is 2 cosh x)
+    activation("sinh_by_exps_new", (sp.exp(x) - sp.exp(-x)) / 2),
+    activation("log_cosh_by_exps_new", sp.log((sp.exp(x) + sp.exp(-x)) / 2)),
+    # x²σ(x): printed x·σ(x)·x (x² = ∞ beside σ = 0 was NaN at x = −1e20 in float32), its
+    # backward recomputing x²σ(1 − σ) spread rather than reading y = ∞ (∞·0 at x = 1e20)
+    activation("square_gate_new", x**2 / (1 + sp.exp(-x))),
+    activation("relu_by_step_new", x * sp.Heaviside(x, 0)),
+    activation("signed_square_new", sp.sign(x) * x**2),
+    activation("reciprocal_new", 1 / x),
+    activation("root_of_abs_new", sp.sqrt(sp.Abs(x) + 1)),
     REGLU,
     RMS_NEW,
 ]
@@ -177,6 +190,8 @@ CANCELLING = {
     "half_swish_new": "stability.sigmoid_node",
     "half_softmax_new": "stability.softmax_shift",
     "asinh_new": "stability.sqrt_rationalised",
+    "sinh_by_exps_new": "stability.exp_pair",
+    "log_cosh_by_exps_new": "stability.log_cosh",
     "soft_fraction_new": None,  # exact algebra in the derivative (`stabilise.quotients_combined`)
 }
 ROOTS = [
@@ -342,17 +357,37 @@ def test_the_model_role_follows_from_the_signature(op):
         (lambda x: 0.5 * x, "sp.Rational(1, 2)"),
         (lambda x: sp.Float("0.044715") * x**3 + x, "sp.Rational(8943, 200000)"),
         (lambda x: sp.Piecewise((x, sp.Gt(x, 0)), (sp.exp(x) - 1, True)), "sp.Max(x, 0) + sp.exp(sp.Min(x, 0)) - 1"),
+        # a log of what may be ≤ 0, a root of what may be < 0: NaN there, where the proofs say nothing
+        (lambda x: sp.log(x), "log(x) in spec line y needs x > 0"),
+        (lambda x: sp.sqrt(x), "sqrt(x) in spec line y needs x >= 0"),
+        (lambda x: x * sp.log(x - 1), "log(x - 1) in spec line y needs x - 1 > 0"),
+        (lambda x: sp.log(sp.Abs(x)), "log(Abs(x)) in spec line y needs Abs(x) > 0"),
+        (lambda x: sp.sqrt(sp.sinh(x)), "needs sinh(x) >= 0"),
+        (lambda x: sp.log(1 + sp.sin(x)), "needs sin(x) + 1 > 0"),  # 0 at x = −π/2
+        (lambda x: sp.log(x**2 - 1), "needs x**2 - 1 > 0"),
     ],
-    ids=["float", "float-in-a-polynomial", "piecewise"],
+    ids=[
+        "float",
+        "float-in-a-polynomial",
+        "piecewise",
+        "log",
+        "sqrt",
+        "log-shifted",
+        "log-abs",
+        "sqrt-sinh",
+        "log-one-plus-sin",
+        "log-square-minus-one",
+    ],
 )
 def test_what_would_be_proved_one_way_and_printed_another_is_refused_at_declaration(expr, says):
-    """A float constant (the proofs read the rational, the printed code a float) and a Piecewise
-    (proved, but no printer rule) are refused where the op is declared, naming what to write."""
+    """A float constant (the proofs read the rational, the printed code a float), a Piecewise
+    (proved, but no printer rule), and a log or root whose argument is not provably in its domain
+    (the printed code would give NaN) are refused where the op is declared, naming what to write."""
     from derivations.language.arrays import ArrayError
 
     r, n = size("r"), size("n")
     x, y = Array("x", (r, n)), Array("y", (r, n))
-    with pytest.raises(ArrayError, match="what|write") as info:
+    with pytest.raises(ArrayError, match="what|write|not provable from the formula") as info:
         Op(name="slip", title="slip", claims=[], inputs=[x], outputs=[y], spec=[Assign(y, expr(x))], source="here")
     assert says in str(info.value) and "op slip" in str(info.value)
 
@@ -369,6 +404,31 @@ def test_an_output_whose_value_has_another_shape_is_refused_at_declaration():
     row = Array("y", (r, 1))
     op = Op(name="lme", module=__name__, inputs=[x], outputs=[row], spec=[Assign(row, sp.log(RowMean(sp.exp(x))))])
     assert "stability.logsumexp" in op.stability  # and printed with the row max shifted out
+
+
+def test_a_log_or_root_of_what_is_positive_is_accepted():
+    """Positive by the sign analysis: sums of exps, squares plus a positive constant or option,
+    cosh, k v + k √(v² + c), a row's sum of exps, as written, over one denominator, by the
+    exponentials or by interval arithmetic; ≥ 0 for a root: |x|, x², 1 − cos x."""
+    r, n = size("r"), size("n")
+    x, y = Array("x", (r, n)), Array("y", (r, n))
+    for k, expr in enumerate(
+        [
+            sp.log(sp.cosh(x)),
+            sp.sqrt(sp.Abs(x)),
+            sp.sqrt(x**2),
+            sp.log(x + sp.sqrt(x**2 + 1)),
+            sp.log(1 + sp.exp(x)) ** sp.Rational(3, 2),
+            x - sp.log(RowSum(sp.exp(x))),
+            sp.log(x**2 + beta),
+            sp.log(1 - 1 / (1 + sp.exp(-x))),  # log(1 − σ(x)): e^{−x}/(1 + e^{−x}) over one denominator
+            sp.log(1 + sp.tanh(x)),  # 2e^{x}/(e^{x} + e^{−x}) by the exponentials
+            sp.log(2 - sp.tanh(x) ** 2),  # in [1, 2] by interval arithmetic
+            sp.sqrt(1 - sp.cos(x)),  # in [0, 2]
+        ]
+    ):
+        options = [Option(beta, "beta", 1.0, "β > 0")] if expr.has(beta) else []
+        Op(name=f"fine{k}", title="fine", claims=[], inputs=[x], outputs=[y], spec=[Assign(y, expr)], options=options)
 
 
 def test_a_function_no_printer_knows_is_refused_at_declaration():

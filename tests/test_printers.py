@@ -187,6 +187,11 @@ CASES = [
     ),
     ("integer-as-value", col * ids, "ids[..., None].astype(dtype)*mean", "ids[..., None].to(dtype)*mean"),
     ("row-vector-broadcast", g * x + g, "gamma*x + gamma", "gamma*x + gamma"),
+    # an array power beside another array factor is spread: x·σ(x)·x never forms x² (∞ from
+    # |x| > 1.8e19 in float32) next to σ(x) = 0, which was ∞·0 = NaN where x²σ(x) is 0
+    ("power-spread", x**2 * Sigmoid(x), "x*scipy.special.expit(x)*x", "x*torch.sigmoid(x)*x"),
+    ("cube-spread", x**3 * sp.exp(y), "x*np.exp(y)*x*x", "x*torch.exp(y)*x*x"),
+    ("lone-power", 3 * x**2, "3*x*x", "3*x*x"),
 ]
 
 
@@ -577,6 +582,10 @@ INPLACE = [
     ),
     # nothing computed has the full shape: one plain statement
     ("plain", x + RowSum(y), ["out = x + _support.rowsum(y)"]),
+    # a power spread: σ(x) in place, then times x twice (never x² next to σ(x) = 0)
+    ("power-spread", x**2 * Sigmoid(x), ["out = scipy.special.expit(x)", "out *= x", "out *= x"]),
+    # a computed factor spread (a + b)²·e^{y}: the start is one copy, the other still multiplies
+    ("computed-power-spread", (a + b) ** 2 * sp.exp(y), ["out = a + b", "out *= np.exp(y)", "out *= a + b"]),
 ]
 
 

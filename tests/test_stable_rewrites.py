@@ -11,6 +11,8 @@ Ops declared here by their formula alone, as docs/adding-an-op.md tells a user t
 * pseudo-Huber √(1 + x²) − 1: rationalised, x²/(hypot(x, 1) + 1) printed x·(x/(…))
   (`stability.root_minus`: no 1 − 1 at small x);
 * 1 − cos x: printed 2 sin²(x/2) (`stability.one_minus_cos`);
+* sinh by its exponentials, (e^{x} − e^{−x})/2: printed sinh x (`stability.exp_pair`: 0 at
+  x = 1e-8 in float32 where the value is 1e-8);
 * TanhExp x·tanh(e^{x}): its backward's e^{x}·sech²(e^{x}) as one exponential
   (`stability.exp_product`: no ∞·0 from x > 88 in float32);
 * log-softmax as its formula, x − log Σ_j e^{x_j}: printed with the row max shifted out
@@ -58,6 +60,7 @@ LOG1P = activation("log1p_quartic", sp.log(1 + x**4))
 LOG_SQUARE = activation("log_square", sp.log(1 + x**2))
 PSEUDO_HUBER = activation("pseudo_huber_doc", sp.sqrt(1 + x**2) - 1)
 ONE_MINUS_COS = activation("one_minus_cos_doc", 1 - sp.cos(x))
+SINH_EXPS = activation("sinh_exps_doc", (sp.exp(x) - sp.exp(-x)) / 2)
 TANHEXP = activation("tanhexp_doc", x * sp.tanh(sp.exp(x)))
 SOFT_FRACTION = activation("soft_fraction_doc", 2 * sp.Abs(x) / (1 + sp.Abs(x)))
 SQUAREPLUS = activation(
@@ -90,6 +93,7 @@ OPS = [
     LOG_SQUARE,
     PSEUDO_HUBER,
     ONE_MINUS_COS,
+    SINH_EXPS,
     TANHEXP,
     SOFT_FRACTION,
     SQUAREPLUS,
@@ -107,6 +111,7 @@ PRINTED = {
     "log_square": ("stability.log_root", ["np.log1p(", "np.hypot(x, 1)"], ["np.log(", "x*x"]),
     "pseudo_huber_doc": ("stability.root_minus", ["np.hypot(x, 1)"], ["np.sqrt(", "x*x", "- 1"]),
     "one_minus_cos_doc": ("stability.one_minus_cos", ["np.sin("], ["np.cos("]),
+    "sinh_exps_doc": ("stability.exp_pair", ["np.sinh("], ["np.exp("]),
     "tanhexp_doc": ("stability.exp_product", ["np.tanh("], []),
     "soft_fraction_doc": (None, ["np.abs("], []),
     "squareplus_doc": ("stability.sqrt_rationalised", ["np.hypot(x, math.sqrt(b))", "np.abs(x)"], ["np.sqrt("]),
@@ -132,6 +137,8 @@ def exact(name, row):
             return [+(mpmath.sqrt(1 + t * t) - 1) for t in v]
     if name == "one_minus_cos_doc":
         return [2 * mpmath.sin(t / 2) ** 2 for t in v]
+    if name == "sinh_exps_doc":
+        return [mpmath.sinh(t) for t in v]
     if name == "tanhexp_doc":
         return [t * mpmath.tanh(mpmath.exp(t)) for t in v]
     if name == "soft_fraction_doc":
@@ -164,6 +171,8 @@ def exact_grad(name, row):
         return [t / mpmath.sqrt(1 + t * t) for t in v]
     if name == "one_minus_cos_doc":
         return [mpmath.sin(t) for t in v]
+    if name == "sinh_exps_doc":
+        return [mpmath.cosh(t) for t in v]
     if name == "soft_fraction_doc":  # 2 sign x/(1 + |x|)²
         return [2 * mpmath.sign(t) / (1 + abs(t)) ** 2 for t in v]
     if name == "tanhexp_doc":  # tanh e^{x} + x e^{x} sech²(e^{x})
@@ -191,6 +200,9 @@ POINTS = {
     # 1 − cos x: 0 at x = 1e-4 in float32 (the value 5e-9)
     ("one_minus_cos_doc", np.float32): [1e-4, -3e-4, 1e-7, 1e-15, 0.5, -3.0],
     ("one_minus_cos_doc", np.float64): [1e-8, -3e-9, 1e-150, 0.5, -3.0],
+    # (e^{x} − e^{−x})/2: 0 at x = 1e-8 in float32 (the value 1e-8)
+    ("sinh_exps_doc", np.float32): [1e-8, -3e-8, 1e-5, 1e-30, 0.5, -3.0, 80.0],
+    ("sinh_exps_doc", np.float64): [1e-17, -3e-18, 1e-200, 0.5, -3.0, 700.0],
     # x tanh e^{x}: its backward's e^{x}·sech²(e^{x}) is ∞·0 = NaN from x > 88 in float32 (709 in float64)
     ("tanhexp_doc", np.float32): [100.0, 89.0, 50.0, 1.0, -2.0, 0.5, -30.0],
     # 2|x|/(1 + |x|)': the quotient rule's two terms cancel (2 − y with y → 2) at large |x|
@@ -295,6 +307,7 @@ def test_the_document_form_would_not_have_been_accurate(op):
             "log_square": lambda t: np.log(1 + t * t),
             "pseudo_huber_doc": lambda t: np.sqrt(1 + t * t) - 1,
             "one_minus_cos_doc": lambda t: 1 - np.cos(t),
+            "sinh_exps_doc": lambda t: (np.exp(t) - np.exp(-t)) / 2,
             # the backward as differentiated: tanh e^{x} + x e^{x} (1 − tanh²(e^{x}))
             "tanhexp_doc": lambda t: np.tanh(np.exp(t)) + t * np.exp(t) * (1 - np.tanh(np.exp(t)) ** 2),
             # the backward as read with y: (2 − y) sign x/(1 + |x|)
@@ -328,6 +341,7 @@ LEMMAS = [
     "stability.root_minus",
     "stability.log_root",
     "stability.one_minus_cos",
+    "stability.exp_pair",
     "stability.exp_product",
 ]
 

@@ -23,7 +23,7 @@ import sympy as sp
 
 from derivations.language.arrays import Array
 
-from ..printers.code import reciprocal_power, split_sign, square_over
+from ..printers.code import powers_spread, reciprocal_power, split_sign, square_over
 
 __all__ = ["Update", "Facts", "plan", "reads", "fuse_multiply_add", "VIEWS"]
 
@@ -82,7 +82,7 @@ def plan(expr, facts: Facts) -> list[Update] | None:
     """The in-place updates computing `expr` into one fresh array (None: nothing to gain)."""
     full, scalar = facts.full, facts.scalar
     want = full(expr)
-    if want is None:
+    if want is None or isinstance(expr, (Array, sp.Symbol)):  # a name: nothing to compute
         return None
     out: list[Update] = []
 
@@ -140,6 +140,7 @@ def plan(expr, facts: Facts) -> list[Update] | None:
             f if scalar(f) else reciprocal_power(f) for f in (rest.as_ordered_factors() if rest.is_Mul else [rest])
         ]
         factors = square_over(factors, lambda f: f in facts.repeated or scalar(f))  # u²/g as u·(u/g)
+        factors = powers_spread(factors, lambda f: f in facts.repeated or scalar(f))  # x²σ as x·σ·x
         if any(f.is_Pow and f.base.is_Pow and f.base.exp == -1 for f in factors):
             # (1/g)^k: printed whole, left to right (u·(1/g)·(1/g): u/g first); started in place
             # from (1/g)·(1/g) it would underflow where u/g² is a normal number
@@ -169,8 +170,8 @@ def plan(expr, facts: Facts) -> list[Update] | None:
         if pick is None and dpick is not None and sum(not scalar(f) for f in numer) <= 1:
             # a / (computed d): d in place, then target = a / target (one new array)
             build(dpick)
-            for f in denom:
-                if f is not dpick and not scalar(f):
+            for k, f in enumerate(denom):
+                if k != denom.index(dpick) and not scalar(f):  # a factor may repeat: skip one
                     out.append(Update("*=", f))
             s = coeff * sp.Mul(*[f for f in numer if scalar(f)]) / sp.Mul(*[f for f in denom if scalar(f)])
             a = next((f for f in numer if not scalar(f)), None)
@@ -187,8 +188,8 @@ def plan(expr, facts: Facts) -> list[Update] | None:
             out.append(Update("*=", s_num / s_den))
         elif s_den != 1:
             out.append(Update("/=", s_den))
-        for f in numer:
-            if f is not pick and not scalar(f):
+        for k, f in enumerate(numer):
+            if k != numer.index(pick) and not scalar(f):  # a factor may repeat (x·σ·x): skip one
                 out.append(Update("*=", f))
         for f in denom:
             if not scalar(f):

@@ -44,7 +44,20 @@ from derivations.language import functions
 from derivations.language.arrays import Array, NormalCDF, is_scalar
 
 from ..names import PrinterError, check_name
-from .code import ADD, ATOM, MUL, POW, UNARY, Code, positive_first, reciprocal_power, show, split_sign, square_over
+from .code import (
+    ADD,
+    ATOM,
+    MUL,
+    POW,
+    UNARY,
+    Code,
+    positive_first,
+    powers_spread,
+    reciprocal_power,
+    show,
+    split_sign,
+    square_over,
+)
 from .nodes import NodeRules
 
 __all__ = ["ArrayPrinter"]
@@ -264,6 +277,7 @@ class ArrayPrinter(NodeRules, Printer):
                 lead.append(str(self._print(c)))
         repeated = self.binder.repeated if self.binder is not None else ()
         factors = square_over(factors, lambda f: f in repeated or self._scalar(f))
+        factors = powers_spread(factors, lambda f: f in repeated or self._scalar(f))
         quotients = [f for f in factors if f.is_Mul]  # u/g of u·(u/g): printed in parentheses
         for f in factors:
             hoisted = self.binder is not None and f in self.binder.repeated

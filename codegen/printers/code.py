@@ -84,6 +84,31 @@ def reciprocal_power(f):
     return f
 
 
+def powers_spread(factors: list, scalar) -> list:
+    """A product's factors with an array power u^m (m ≥ 2) beside other array factors as u, the
+    others, then u^{m−1}: x²σ(x) is printed x·σ(x)·x, left to right, so that x² = ∞ (|x| > 1.8e19
+    in float32) never meets σ(x) = 0 (∞·0 = NaN where the product is 0), nor x² = 0 (|x| < 1e-23)
+    a large factor. Every intermediate lies between the factors' partial products."""
+    arrays = [f for f in factors if not scalar(f)]
+    power = next(
+        (
+            f
+            for f in arrays
+            if f.is_Pow
+            and f.exp.is_Integer
+            and f.exp >= 2
+            and not f.base.is_number
+            and not (f.base.is_Pow and f.base.exp.is_negative)  # (1/g)^k: interleaved by the printer
+        ),
+        None,
+    )
+    if power is None or not any(f is not power and f.as_base_exp()[0] != power.base for f in arrays):
+        return factors
+    u, m = power.base, int(power.exp)
+    rest = u if m == 2 else sp.Pow(u, m - 1, evaluate=False)
+    return [u if f is power else f for f in factors] + [rest]
+
+
 def square_over(factors: list, scalar) -> list:
     """A product's factors with u^m/g^k (u and g array expressions, m ≥ 2 or k ≥ 2: a
     rationalised root's v²/(hypot(v, s) + s), Geman–McClure's x²/hypot(x, 2)²) as (u/g)^q·u^{m−q}

@@ -305,7 +305,11 @@ def recognise(expr, names: dict) -> sp.Expr:
     rstd³ for rstd = (v + ε)^{−1/2}), the value's numeric coefficient divided out (x²/(x² + 4) is
     y/2 for y = 2x²/(x² + 4)); exact algebra of commuting factors and powers."""
     products = sorted(
-        ((a, _powers(v), v.as_coeff_Mul()[0]) for v, a in names.items() if isinstance(v, (sp.Mul, sp.Pow))),
+        (
+            (a, _powers(v), v.as_coeff_Mul()[0])
+            for v, a in names.items()
+            if isinstance(v, (sp.Mul, sp.Pow)) and not _square_beside(v)
+        ),
         key=lambda p: (-len(p[1]), p[0].name),
     )
 
@@ -322,6 +326,18 @@ def recognise(expr, names: dict) -> sp.Expr:
         return new
 
     return walk(sp.sympify(expr))
+
+
+def _square_beside(v) -> bool:
+    """A forward value u^m·f (m ≥ 2, u and f reading arrays, nothing below), not read back by the
+    backward: it overflows with u^m (|u| > 1.8e19 in float32 for u²) where f → 0 keeps the
+    derivative's terms finite, and y·(1 − σ) of y = x²σ(x) is ∞·0 = NaN where x·σ·(1 − σ)·x,
+    recomputed and printed spread, is 0."""
+    powers = _powers(v)
+    squares = [b for b, p in powers.items() if p.is_Integer and p >= 2 and _arrays(b)]
+    if any(p.is_negative for p in powers.values()):  # u²/(u² + 4) and the like: bounded, read back
+        return False
+    return bool(squares) and any(b not in squares and _arrays(b) for b in powers)
 
 
 def _powers(e) -> dict:

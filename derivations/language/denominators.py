@@ -22,9 +22,24 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .arrays import DOCUMENT_NODES, Array, CausalMask, ColSum, Contract, MatMul, RowMax, RowMean, RowSum, shape_of
+from .arrays import (
+    DOCUMENT_NODES,
+    Array,
+    ArrayNode,
+    CausalMask,
+    ColSum,
+    Contract,
+    Gather,
+    MatMul,
+    RowMax,
+    RowMean,
+    RowSum,
+    T,
+    Take,
+    shape_of,
+)
 
-__all__ = ["SUMS", "denominators", "sign", "expanded", "classified"]
+__all__ = ["SUMS", "denominators", "sign", "expanded", "classified", "root_beside_positive"]
 
 SUMS = {RowSum: 1, RowMean: 1, RowMax: 1, ColSum: 0, Contract: 0}  # node -> the axis it sums over
 
@@ -41,6 +56,24 @@ def denominators(expr) -> list:
         elif isinstance(node, RowMean):  # RowMean(A) = RowSum(A)/cols
             out.append((shape_of(node.args[0])[1], sp.sstr(node)))
     return out
+
+
+def root_beside_positive(e: sp.Add) -> bool:
+    """e = k v + k √(v² + c) with k > 0 and c > 0 (asinh's log argument, squareplus' sum):
+    √(v² + c) > |v| ≥ −v, so e > 0 for every real v."""
+    if len(e.args) != 2:
+        return False
+    for t, other in (e.args, e.args[::-1]):
+        roots = [f for f in sp.Mul.make_args(t) if isinstance(f, sp.Pow) and f.exp == sp.S.Half]
+        if len(roots) != 1:
+            continue
+        k = t / roots[0]
+        if k.is_positive is not True:
+            continue
+        v = other / k
+        if sp.expand(roots[0].base - v**2).is_positive is True:
+            return True
+    return False
 
 
 def sign(expr, positive_symbols: set, memo: dict) -> str | None:
@@ -70,6 +103,10 @@ def sign(expr, positive_symbols: set, memo: dict) -> str | None:
             if (b == "0+" and e.exp.is_positive) or (e.exp.is_integer and e.exp.is_even)
             else None
         )
+    elif isinstance(e, (Take, Gather, T)):  # entries picked or moved: their signs
+        out = sign(e.args[0], positive_symbols, memo)
+    elif isinstance(e, sp.Add) and root_beside_positive(e):  # k v + k √(v² + c), c > 0
+        out = "+"
     elif isinstance(e, (sp.Add, sp.Mul, MatMul, Contract)) or type(e) in SUMS:
         signs = [sign(a, positive_symbols, memo) for a in e.args]
         if all(x is not None for x in signs):
@@ -78,6 +115,8 @@ def sign(expr, positive_symbols: set, memo: dict) -> str | None:
     elif isinstance(e, sp.Max):
         signs = [sign(a, positive_symbols, memo) for a in e.args]
         out = "+" if "+" in signs else "0+" if "0+" in signs else None
+    elif isinstance(e, sp.Function) and not isinstance(e, ArrayNode):  # cosh u > 0: SymPy's facts
+        out = "+" if e.is_positive else "0+" if e.is_nonnegative else None
     memo[expr] = out
     return out
 

@@ -210,6 +210,7 @@ class Op:
         for where, assigns in (("spec", self.spec), ("forward", self.forward), ("backward", self.backward)):
             for a in assigns:
                 refuse_unprintable(self.name, where, a.target.name, a.expr)
+        refuse_undefined(self)
         self.latex = assigns_latex(self.spec)
         stable: set = set()
         if not self.forward:
@@ -414,6 +415,84 @@ def refuse_unprintable(op: str, where: str, target: str, expr) -> None:
                 "and sp.Heaviside(u, value at 0) (ELU: sp.Max(x, 0) + sp.exp(sp.Min(x, 0)) - 1), "
                 "which are proved and printed alike"
             )
+
+
+def refuse_undefined(op: Op) -> None:
+    """Every logarithm and fractional power that the op's lines take is defined for every input:
+    the argument of a log provably > 0, the base of a fractional power provably ≥ 0 (the sign
+    analysis of derivations/language/denominators.py: sums of exps, squares, |·|, positive
+    options, k v + k √(v² + c); `_signed` tries it on other forms too). Otherwise the printed code would return NaN where the argument
+    is negative, a value the proofs say nothing about, so the op is refused here. The
+    specification is read: a forward, derived or written, is proved equal to it."""
+    from .denominators import expanded
+
+    positive = {
+        o.symbol for o in op.options if o.symbol is not None and o.allowed().is_subset(sp.Interval.open(0, sp.oo))
+    }
+    env: dict = {}
+    for a in op.spec:
+        full = a.expr.xreplace(env)  # the lines above it substituted: a function of the inputs
+        env[a.target] = full
+        sizes = {s for s in sp.sympify(full).free_symbols if s.is_integer and s.is_positive}
+        for node in sp.preorder_traversal(full):
+            if isinstance(node, sp.log):
+                arg, need, ok = node.args[0], "> 0", ("+",)
+            elif isinstance(node, sp.Pow) and node.exp.is_Rational and not node.exp.is_integer:
+                arg, need, ok = node.base, ">= 0", ("+", "0+")
+            else:
+                continue
+            if not _signed(expanded(arg, {}, {}), positive | sizes, ok):
+                raise ArrayError(
+                    f"op {op.name}: {sp.sstr(node)} in spec line {a.target.name} needs {sp.sstr(arg)} "
+                    f"{need} for every input, which is not provable from the formula: the printed code "
+                    "would give NaN where it is not — take it of a quantity that is (x**2 + c and "
+                    "sp.exp(x) are positive, sp.Abs(x) and x**2 are ≥ 0, a positive option; "
+                    "log(1 + e^x) is a softplus)"
+                )
+
+
+def _signed(arg, positive: set, ok: tuple) -> bool:
+    """Whether the sign analysis gives `arg` a sign in `ok`: as written, over one denominator
+    (1 − σ(x) = 1 − 1/(1 + e^{−x}) is e^{−x}/(1 + e^{−x})), or with tanh, sinh and cosh written
+    by their exponentials first (1 + tanh x = 2e^{x}/(e^{x} + e^{−x}))."""
+    from .denominators import sign
+
+    if sign(arg, positive, {}) in ok:
+        return True
+    for form in (lambda a: sp.together(a), lambda a: sp.together(a.rewrite(sp.exp))):
+        try:
+            if sign(form(arg), positive, {}) in ok:
+                return True
+        except (TypeError, ValueError, NotImplementedError):  # a node SymPy cannot rewrite
+            continue
+    return _bounded_away(arg, positive, strict=ok == ("+",))
+
+
+def _bounded_away(arg, positive: set, strict: bool) -> bool:
+    """Interval arithmetic (SymPy's AccumBounds): each bounded function replaced by its range
+    (tanh, erf in [−1, 1], σ in [0, 1], sin and cos by SymPy), each input by (−∞, ∞), each
+    positive option and size by [0, ∞); 2 − tanh² x lies in [1, 2]. True when the lower end is > 0
+    (≥ 0 if not strict)."""
+    from .arrays import Array, Sigmoid
+
+    unit = sp.AccumBounds(-1, 1)
+    bounded = {sp.tanh: unit, sp.erf: unit, Sigmoid: sp.AccumBounds(0, 1)}
+    try:
+        e = arg.replace(lambda n: type(n) in bounded, lambda n: bounded[type(n)])
+        e = e.xreplace(
+            {
+                s: sp.AccumBounds(0, sp.oo) if s in positive else sp.AccumBounds(-sp.oo, sp.oo)
+                for s in e.free_symbols
+                if isinstance(s, Array) or s in positive
+            }
+        )
+        e = sp.simplify(e) if not isinstance(e, sp.AccumBounds) else e
+    except (TypeError, ValueError, NotImplementedError, AttributeError):
+        return False
+    if e.free_symbols or not isinstance(e, sp.AccumBounds) and not e.is_number:
+        return False
+    low = e.min if isinstance(e, sp.AccumBounds) else e
+    return bool(low > 0) if strict else bool(low >= 0)
 
 
 def _printable_function(node) -> bool:

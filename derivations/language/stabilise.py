@@ -41,6 +41,8 @@ naming the lemmas in the method).
                                               printed v·(v/(…)): no v² = ∞)
     log root        log(v² + c)           → 2 log hypot(v, √c);  log(1 + v²) → 2 log1p(v²/(hypot(v, 1) + 1))
     1 − cos         k cos v − k           → −2k sin²(v/2)     (anywhere in a sum)
+    exp pair        k e^{u} ± k e^{−u}     → 2k cosh u, 2k sinh u (anywhere in a sum: no 1 − 1 where
+                                              |u| ≪ 1; log((e^{x} + e^{−x})/2) is then a log cosh)
     exp product     e^{a}·e^{b}, b ≤ 0    → e^{a + b}          (no ∞·0: TanhExp's e^{x}·e^{−2e^{x}})
     tanh            (e^{u} − e^{−u})/(e^{u} + e^{−u}) → tanh u  (no ∞/∞ at |u| > 89 in float32;
                     (e^{w} − 1)/(e^{w} + 1) → tanh(w/2)        a factor of any product)
@@ -465,6 +467,30 @@ ONE_MINUS_COS = Rewrite(
 )
 
 
+def _exp_pair_match(e):
+    """(k, u, s, rest) where the sum e is k e^{u} + s·k e^{−u} + rest, s = ±1, k free of arrays."""
+    if not isinstance(e, sp.Add):
+        return None
+    exps = [(t, _factor_of(t, sp.exp)) for t in e.args]
+    exps = [(t, kn[0], kn[1].args[0]) for t, kn in exps if kn is not None]
+    for a, k, u in exps:
+        for b, m, w in exps:
+            if b is a or sp.expand(u + w) != 0:
+                continue
+            for sign_ in (sp.S.One, sp.S.NegativeOne):
+                if sp.expand(m - sign_ * k) == 0:
+                    return (k, u, sign_, sp.Add(*[t for t in e.args if t is not a and t is not b]))
+    return None
+
+
+EXP_PAIR = Rewrite(
+    "stability.exp_pair",
+    "k e^{u} ± k e^{−u} as 2k cosh u, 2k sinh u: no 1 − 1 where |u| ≪ 1",
+    lambda kusr: kusr[0] * sp.exp(kusr[1]) + kusr[2] * kusr[0] * sp.exp(-kusr[1]) + kusr[3],
+    lambda kusr: 2 * kusr[0] * (sp.cosh(kusr[1]) if kusr[2] == 1 else sp.sinh(kusr[1])) + kusr[3],
+    _exp_pair_match,
+)
+
 HYPOT = Rewrite(
     "stability.hypot",
     "√(v² + c) as hypot(v, √c): the root of the squares without forming them",
@@ -650,6 +676,7 @@ REWRITES: tuple[Rewrite, ...] = (
     HYPOT,
     ROOT_MINUS,
     ONE_MINUS_COS,
+    EXP_PAIR,
     LOG_COSH,
     CENTRED_SIGMOID,
 )

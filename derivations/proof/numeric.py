@@ -142,6 +142,13 @@ def _ev_node(e, p: Point, local: dict, memo):
     if isinstance(e, sp.Heaviside):
         at_zero = _ev(e.args[1], p, local, memo) if len(e.args) > 1 else mpmath.mpf(0.5)
         return mpmath.mpf(1) if x > 0 else (mpmath.mpf(0) if x < 0 else at_zero)
+    if isinstance(e, sp.DiracDelta):  # a step's derivative: 0 off its point, no value on it
+        if _ev(e.args[0], p, local, memo) != 0:
+            return mpmath.mpf(0)
+        if p.toward is None:
+            raise EvaluationError(f"{e} at its point: no value")
+        p.met += 1  # a one-sided limit at the point: 0 on either side
+        return mpmath.mpf(0)
     if isinstance(e, Sigmoid):  # exactly the document's 1/(1 + e^{−u}), at 40 digits
         return _functions.mp_value("sigmoid", _ev(e.args[0], p, local, memo))
     if isinstance(e, HalfStep):  # (1 + sign u)/2

@@ -90,6 +90,7 @@ import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
 
 from ..language.arrays import DOCUMENT_NODES
+from ..language.denominators import root_beside_positive
 
 Term = tuple[list, list]  # (factors, limits[(var, lo, hi)])
 
@@ -307,7 +308,7 @@ class Normaliser:
             if rng is not None and _nonneg_constant(rng[0]):
                 return sp.Dummy("nonneg", nonnegative=True)
             return e
-        if isinstance(e, sp.Add) and _root_beside_positive(e):
+        if isinstance(e, sp.Add) and root_beside_positive(e):
             return sp.Dummy("pos", positive=True)
         if isinstance(e, (sp.Add, sp.Mul, sp.Pow)):
             return e.func(*[self._sign_form(a, ctx) for a in e.args])
@@ -591,6 +592,11 @@ class Normaliser:
             return self._log_terms(e)
         if isinstance(e, sp.Heaviside):
             return self._step_terms(e)
+        if isinstance(e, sp.DiracDelta):
+            # a step's derivative δ(u) (or δ⁽ᵏ⁾(u)) is 0 off u = 0: no term; the point u = 0 is
+            # recorded as a kink, and the gate checks the printed value there (proof/kinks.py)
+            self._kink(self.canon(e.args[0]), "δ(u), a step's derivative, 0 off u = 0")
+            return []
         if isinstance(e, sp.Piecewise):
             if _two_branch(e) and not any(v.has(sp.oo, -sp.oo, sp.zoo) for v, _ in e.args):
                 # [c]·yes + (1 − [c])·no: the branches' sums and deltas are expanded like any other
@@ -964,24 +970,6 @@ class Normaliser:
     @staticmethod
     def _unhide(e, table: dict):
         return e.xreplace({v: k for k, v in table.items()})
-
-
-def _root_beside_positive(e: sp.Add) -> bool:
-    """e = k v + k √(v² + c) with k > 0 and c > 0 (asinh's log argument, squareplus' sum):
-    √(v² + c) > |v| ≥ −v, so e > 0 for every real v."""
-    if len(e.args) != 2:
-        return False
-    for t, other in (e.args, e.args[::-1]):
-        roots = [f for f in sp.Mul.make_args(t) if isinstance(f, sp.Pow) and f.exp == sp.S.Half]
-        if len(roots) != 1:
-            continue
-        k = t / roots[0]
-        if k.is_positive is not True:
-            continue
-        v = other / k
-        if sp.expand(roots[0].base - v**2).is_positive is True:
-            return True
-    return False
 
 
 class Indicator(sp.Function):
