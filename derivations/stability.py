@@ -197,6 +197,29 @@ softmax_shift = index_claim(
     },
 )
 
+# log(e^{x_ij}/Σ_k e^{x_ik}) = x_ij − log Σ_k e^{x_ik}: a loss's log p_t read as log-softmax (no
+# log 0 where p_t underflows), from rw.LOG_SOFTMAX's functions, at x and at a shifted 2x + 1
+log_softmax_cases = [X, 2 * X + 1, X - RowMax(X)]
+log_softmax = index_claim(
+    rw.LOG_SOFTMAX.lemma,
+    "The log of a softmax as log-softmax: v − log Σ e^{v}",
+    SOURCE,
+    r"\log \frac{e^{x_{j}}}{\sum_{l} e^{x_{l}}} = x_{j} - \log \sum_{l} e^{x_{l}}",
+    lhs=[entry(rw.LOG_SOFTMAX.stable(v), (i, j)) for v in log_softmax_cases],
+    rhs=[entry(rw.LOG_SOFTMAX.document(v), (i, j)) for v in log_softmax_cases],
+    setting=Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1), j: (0, n - 1)}),
+    mutants={
+        "plus-log": (
+            "v + log Σ e^{v}",
+            [entry(v + sp.log(RowSum(sp.exp(v))), (i, j)) for v in log_softmax_cases],
+        ),
+        "log-mean": (
+            "v − log of the row's mean of e^{v}",
+            [entry(v - sp.log(RowMean(sp.exp(v))), (i, j)) for v in log_softmax_cases],
+        ),
+    },
+)
+
 u = sp.Symbol("u", real=True)  # GELU's √(2/π)(x + 0.044715x³), any real number
 gelu_setting = Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1), j: (0, n - 1)}, scalars={u: sp.Rational(3, 4)})
 gelu_tanh = index_claim(
@@ -588,6 +611,7 @@ CLAIMS: list[Claim] = [
     tanh_expm1,
     logsumexp,
     softmax_shift,
+    log_softmax,
     gelu_tanh,
     mish,
     sigmoid_node,

@@ -21,8 +21,9 @@ import torch
 
 from codegen.analysis import analyse, storage_shape
 from derivations import registry
-from derivations.language.arrays import Array, Assign, MatMul, RowMean, RowSum, T, size
-from derivations.language.ops import Op, Option, model_role
+from derivations.language.arrays import Array, Assign, MatMul, RowMean, RowSum, T, Take, size
+from derivations.language.ops import Op, Option, index_bounds, model_role
+from derivations.loss import CROSS_ENTROPY_SPEC, ELL_S, LOSS_SIGNATURE, P_S, TGT
 from derivations.proof.obligations import claims_for
 from qed.tools import edges
 from qed.tools.reference import spec_function
@@ -178,6 +179,21 @@ NEW_OPS = [
     activation("root_of_abs_new", sp.sqrt(sp.Abs(x) + 1)),
     REGLU,
     RMS_NEW,
+    # losses declared by their specification alone: log p_t read as log-softmax (p_t underflows to
+    # 0 at logits ~1e4: log 0 and 1/p_t), its derivative onehot − p; the targets' range 0 … V − 1,
+    # which the kernel checks, known to the proofs (Σ_k onehot(t)_k = 1)
+    *(
+        Op(
+            name=name,
+            module=__name__,
+            **LOSS_SIGNATURE,
+            spec=[CROSS_ENTROPY_SPEC[0], Assign(ELL_S, ell), CROSS_ENTROPY_SPEC[-1]],
+        )
+        for name, ell in (
+            ("focal_loss_new", -((1 - Take(P_S, TGT)) ** 2) * sp.log(Take(P_S, TGT))),  # focal, γ = 2
+            ("poly1_loss_new", -sp.log(Take(P_S, TGT)) + (1 - Take(P_S, TGT))),  # Poly-1, ε = 1
+        )
+    ),
 ]
 # op -> the lemma that makes it stable where the formula as written is not
 CANCELLING = {
@@ -192,6 +208,8 @@ CANCELLING = {
     "asinh_new": "stability.sqrt_rationalised",
     "sinh_by_exps_new": "stability.exp_pair",
     "log_cosh_by_exps_new": "stability.log_cosh",
+    "focal_loss_new": "stability.log_softmax",
+    "poly1_loss_new": "stability.log_softmax",
     "soft_fraction_new": None,  # exact algebra in the derivative (`stabilise.quotients_combined`)
 }
 ROOTS = [
@@ -325,27 +343,53 @@ def test_a_cancelling_or_overflowing_form_is_rewritten_and_stable_at_every_magni
 @pytest.mark.parametrize("op", NEW_OPS, ids=IDS)
 def test_the_printed_torch_kernel_agrees_with_autograd_over_the_specification(scratch, op):
     gen = torch.Generator().manual_seed(0)
-    sizes = {r: 3, n: 4, d: 4, f: 5}
-    shapes = [storage_shape(a.array, a.integer, a.batched, sizes, (2,)) for a in analyse(op).args]
-    args = [torch.randn(s, generator=gen, dtype=torch.float64) * 3 for s in shapes]
-    ours = [a.clone().requires_grad_() for a in args]
-    ref = [a.clone().requires_grad_() for a in args]
+    sizes = {r: 3, n: 4, d: 4, f: 5, size("T"): 3, size("V"): 4}
+    bounds = {a.name: b.xreplace(sizes) for a, b in index_bounds(op)}
+    args = []
+    for a in analyse(op).args:
+        shape = storage_shape(a.array, a.integer, a.batched, sizes, (2,))
+        if a.integer:  # ids in 0 … B − 1, a mask of ones (Σ mask > 0)
+            args.append(
+                torch.randint(0, int(bounds.get(a.name, 1)), shape, generator=gen)
+                if a.name in bounds
+                else torch.ones(shape, dtype=torch.long)
+            )
+        else:
+            args.append(torch.randn(shape, generator=gen, dtype=torch.float64) * 3)
+    floats = [k for k, a in enumerate(args) if a.is_floating_point()]
+    ours = [a.clone().requires_grad_() if a.is_floating_point() else a for a in args]
+    ref = [a.clone().requires_grad_() if a.is_floating_point() else a for a in args]
     out = getattr(scratch[(op.name, "torch")], op.name)(*ours)
-    want = spec_function(op)(*ref)
+    want = spec_function(op)(*ref).reshape(out.shape)  # a loss's (1, 1) returned as the kernel's (1,)
     torch.testing.assert_close(out, want, rtol=1e-12, atol=1e-12)
     dy = torch.randn(out.shape, generator=gen, dtype=torch.float64)
     (out * dy).sum().backward()
     (want * dy).sum().backward()
-    for a, b in zip(ours, ref):
-        torch.testing.assert_close(a.grad, b.grad, rtol=1e-10, atol=1e-12)
-    assert torch.autograd.gradcheck(
-        getattr(scratch[(op.name, "torch")], op.name), [a.detach().requires_grad_() for a in args]
-    )
+    for k in floats:
+        torch.testing.assert_close(ours[k].grad, ref[k].grad, rtol=1e-10, atol=1e-12)
+
+    def of_floats(*xs):
+        full = list(args)
+        for k, x_ in zip(floats, xs):
+            full[k] = x_
+        return getattr(scratch[(op.name, "torch")], op.name)(*full)
+
+    assert torch.autograd.gradcheck(of_floats, [args[k].detach().requires_grad_() for k in floats])
 
 
 @pytest.mark.parametrize("op", NEW_OPS, ids=IDS)
 def test_the_model_role_follows_from_the_signature(op):
-    want = "norm" if op is RMS_NEW else "ffn" if op.params else "" if op.optional_axes == 1 else "activation"
+    want = (
+        "norm"
+        if op is RMS_NEW
+        else "ffn"
+        if op.params
+        else "loss"
+        if op.integer_inputs
+        else ""
+        if op.optional_axes == 1
+        else "activation"
+    )
     if op.name == "gain_fraction_new":
         want = "residual_scale"  # elementwise with one gain of the model's width: LayerScale's signature
     assert model_role(op) == want  # a row-wise op (a softmax) is no elementwise activation

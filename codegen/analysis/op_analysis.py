@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from derivations.language.arrays import Array, Gather, OneHot, Take, shape_of
-from derivations.language.ops import Op
+from derivations.language.arrays import Array
+from derivations.language.ops import Op, index_bounds
 
 from ..names import CodegenError, distinct_names, valid_name
 from .denominators import denominator_guards
@@ -143,20 +143,10 @@ def analyse(op: Op) -> Analysis:
         if rest:
             same_size.append((sym, [ref] + rest))
 
-    # Integer ids: the sizes that bound them, from the nodes that index with them.
-    id_bounds = []
+    # Integer ids: the sizes that bound them, from the nodes that index with them (the rule the
+    # proofs read too: `index_bounds`)
     int_arrays = {a.array: a for a in int_args}
-    for asg in op.forward + op.backward:
-        for node in sp.preorder_traversal(asg.expr):
-            bound = None
-            if isinstance(node, Gather) and node.args[1] in int_arrays:
-                bound, ids = shape_of(node.args[0])[0], node.args[1]
-            elif isinstance(node, OneHot) and node.args[0] in int_arrays:
-                bound, ids = node.args[1], node.args[0]
-            elif isinstance(node, Take) and node.args[1] in int_arrays:
-                bound, ids = shape_of(node.args[0])[1], node.args[1]
-            if bound is not None and (int_arrays[ids], bound) not in id_bounds:
-                id_bounds.append((int_arrays[ids], bound))
+    id_bounds = [(int_arrays[ids], bound) for ids, bound in index_bounds(op, op.forward + op.backward)]
 
     needed = set(fwd_sizes) | set(bwd_sizes)
     for _, _, dim in size_is:

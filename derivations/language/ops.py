@@ -495,6 +495,29 @@ def _bounded_away(arg, positive: set, strict: bool) -> bool:
     return bool(low > 0) if strict else bool(low >= 0)
 
 
+def index_bounds(op: Op, assigns=None) -> list:
+    """[(integer input, bound)]: each integer input that indexes an axis (a row of a table in
+    Gather, a class in OneHot, a column in Take) with that axis' length B, in the order met. The
+    generated kernel refuses ids outside 0 … B − 1 (`_validate.in_range`), and the proofs take
+    the same range as the ids' (`proof/obligations.setting_for`): one rule read by both."""
+    from .arrays import Gather, OneHot, Take
+
+    ints = set(op.integer_inputs)
+    out: list = []
+    for asg in op.spec + op.forward + op.backward if assigns is None else assigns:
+        for node in sp.preorder_traversal(asg.expr):
+            found = None
+            if isinstance(node, Gather) and node.args[1] in ints:
+                found = (node.args[1], shape_of(node.args[0])[0])
+            elif isinstance(node, OneHot) and node.args[0] in ints:
+                found = (node.args[0], node.args[1])
+            elif isinstance(node, Take) and node.args[1] in ints:
+                found = (node.args[1], shape_of(node.args[0])[1])
+            if found is not None and found not in out:
+                out.append(found)
+    return out
+
+
 def _printable_function(node) -> bool:
     """A function node codegen prints: a row of the one table of functions, a node of the array
     language (a class of this project), or one of SymPy's order and case nodes."""

@@ -48,6 +48,8 @@ naming the lemmas in the method).
                     (e^{w} − 1)/(e^{w} + 1) → tanh(w/2)        a factor of any product)
                     sinh u / cosh u → tanh u
     log cosh        log cosh u            → |u| + log1p(e^{−2|u|}) − log 2   (no cosh u = ∞)
+    log softmax     log p, log p_t for p = e^{v}/Σ e^{v} on a line above → a line v − m, then
+                    (v − m) − log Σ e^{v − m} (no log 0 where p_t underflows; `stabilise_assigns`)
     centred σ       1 − 2σ(−2v), 2σ(2v) − 1 → tanh v           (log cosh's derivative: no 1 − 1)
 
 `unstable_forms(expr)` names what is left of the forms that cancel or overflow (a hand-written
@@ -67,7 +69,7 @@ from dataclasses import dataclass
 import sympy as sp
 from sympy.codegen.cfunctions import expm1, log1p
 
-from .arrays import Array, Gaussian, Hypot, NormalCDF, RowMax, RowMean, RowSum, Sigmoid
+from .arrays import Array, Gaussian, Hypot, NormalCDF, RowMax, RowMean, RowSum, Sigmoid, Take
 
 __all__ = [
     "Rewrite",
@@ -950,13 +952,91 @@ def unstable_forms(expr) -> list[tuple[str, sp.Expr]]:
     return found
 
 
+LOG_SOFTMAX = Rewrite(
+    "stability.log_softmax",
+    "log of a softmax (an entry of it) as v − log Σ e^{v}: no log 0 where the entry underflows",
+    lambda v: sp.log(sp.exp(v) / RowSum(sp.exp(v))),
+    lambda v: v - sp.log(RowSum(sp.exp(v))),
+    lambda e: None,  # applied across lines by `stabilise_assigns` (p defined above, log p read)
+)
+
+
+def _softmax_argument(value):
+    """v where `value` is e^{v}/Σ_k e^{v_k} (a line's stabilised value), else None."""
+    factors = sp.Mul.make_args(value)
+    exps = [f for f in factors if isinstance(f, sp.exp)]
+    sums = [f for f in factors if f.is_Pow and f.exp == -1 and isinstance(f.base, RowSum)]
+    if len(factors) == 2 and len(exps) == 1 and len(sums) == 1 and sums[0].base == RowSum(exps[0]):
+        return exps[0].args[0]
+    return None
+
+
+def _log_softmax_reads(expr, values: dict, logs: dict):
+    """log P and log Take(P, t) for P = e^{v}/Σ e^{v} defined on a line above, read from the line
+    log P = v − log Σ e^{v} (`logs`: P -> its line's target, None until made): the log of a softmax
+    entry that underflows to 0 (p_t at logits ~1e4) is log-softmax's finite z_t − m − log Σ e^{z − m},
+    and its derivative onehot − p, without 1/p_t. Returns the new expression and the lines to add
+    before it."""
+    lines = []
+
+    def log_of(P):
+        if P not in logs:
+            v = _softmax_argument(values[P]) if P in values else None
+            if v is None:
+                logs[P] = None
+            else:
+                taken = {a.name for a in values} | {a.name for a in sp.sympify(expr).free_symbols}
+
+                def fresh(base):
+                    return Array(
+                        next(f"{base}{k or ''}" for k in range(len(taken) + 2) if f"{base}{k or ''}" not in taken),
+                        P.shape,
+                    )
+
+                if not isinstance(v, Array):
+                    # v = z − m on a line of its own, so that it is formed first (exact at the
+                    # max: z_t − m − log Σ e^{z − m}, not (z_t − log Σ) − m, rounded at |z| ~ 1e6)
+                    shifted = fresh(f"{P.name}_shifted")
+                    lines.append((shifted, v))
+                    taken.add(shifted.name)
+                    v = shifted
+                logs[P] = fresh(f"log_{P.name}")
+                lines.append((logs[P], LOG_SOFTMAX.stable(v)))
+        return logs[P]
+
+    def stable(node):
+        arg = node.args[0]
+        if isinstance(arg, Array):
+            return log_of(arg)
+        if isinstance(arg, Take) and isinstance(arg.args[0], Array):
+            L = log_of(arg.args[0])
+            return None if L is None else Take(L, arg.args[1])
+        return None
+
+    found = {n: stable(n) for n in sp.preorder_traversal(expr) if isinstance(n, sp.log)}
+    found = {n: r for n, r in found.items() if r is not None}
+    return (expr.xreplace(found) if found else expr), lines
+
+
 def stabilise_assigns(assigns: list) -> tuple[list, set[str]]:
-    """Every line's expression stabilised (the same targets and guards), and the lemmas used."""
+    """Every line's expression stabilised (the same targets and guards), and the lemmas used; a log
+    of a softmax defined on a line above read from a log-softmax line put before it
+    (`stability.log_softmax`)."""
     import dataclasses
 
-    out, used = [], set()
+    from .arrays import Assign
+
+    out, used, values, logs = [], set(), {}, {}
     for a in assigns:
-        expr, lemmas = stabilise(a.expr)
+        expr, lines = _log_softmax_reads(a.expr, values, logs)
+        for target, value in lines:
+            used.add(LOG_SOFTMAX.lemma)
+            value, lemmas = stabilise(value)
+            used |= lemmas
+            values[target] = value
+            out.append(Assign(target, value, when=a.when, note="log-softmax: no log 0"))
+        expr, lemmas = stabilise(expr)
         used |= lemmas
+        values[a.target] = expr
         out.append(a if expr == a.expr else dataclasses.replace(a, expr=expr))
     return out, used

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from ..language.arrays import Array, ArrayError, entry, index
-from ..language.ops import Op, grad_of
+from ..language.ops import Op, grad_of, index_bounds
 from . import numeric
 from .core import Claim, Mutant, Proof, Setting, prove_index_identity
 
@@ -178,9 +178,12 @@ def setting_for(op: Op, ranges: dict) -> Setting:
     for opt in op.options:
         if opt.symbol is not None:
             scalars[opt.symbol] = op.check.get("scalars", {}).get(opt.name, sp.Rational(1, 10))
+    # an integer input that indexes an axis of length B lies in 0 … B − 1 for every size (the
+    # kernel refuses the rest, `index_bounds`); another (a 0/1 mask) in its `check` range
+    bounds = {a: b for a, b in reversed(index_bounds(op))}
     ints = {}
     for a in op.integer_inputs:
-        lo, hi = op.check.get("integers", {}).get(a.name, (0, 1))
+        lo, hi = (0, bounds[a] - 1) if a in bounds else op.check.get("integers", {}).get(a.name, (0, 1))
         ints[a.name] = (lo, hi)
     return Setting(sizes=sizes, indices=dict(ranges), scalars=scalars, integer_arrays=ints)
 

@@ -499,8 +499,8 @@ def _op_unit(op: Op) -> Unit:
     integers = {}
     for a in args:
         if a.integer:
-            lo, hi = setting.integer_arrays.get(a.name, (0, 1))
-            integers[a.name] = _int_values(a.array, int(lo), int(hi), a.shape)
+            lo, hi = (int(sp.sympify(b).xreplace(sizes)) for b in setting.integer_arrays.get(a.name, (0, 1)))
+            integers[a.name] = _int_values(a.array, lo, hi, a.shape)  # ids: 0 … V − 1 at these sizes
     outputs = [(o.name, o, storage_shape(o, False, sizes)) for o in op.outputs]
     by_name = {a.name: a for a in args}
     grads = [(g.name, by_name[input_of(op, g).name]) for g in op.grads]

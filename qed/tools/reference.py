@@ -306,6 +306,14 @@ def spec_function(op):
         A.RowMax: lambda a: a.amax(-1, keepdim=True),
         A.MatMul: lambda a, b: a @ b,
         A.T: lambda a: a.transpose(-1, -2),
+        A.ColSum: lambda a: a.reshape(-1, a.shape[-1]).sum(0, keepdim=True),
+        # integer ids are held as (..., T, 1): the entry of each row at its id, a row of a table,
+        # a one-hot row
+        A.Take: lambda a, ids: torch.take_along_dim(a, ids.long(), dim=-1),
+        A.Gather: lambda table, ids: table[ids[..., 0].long()],
+        A.OneHot: lambda ids, classes: torch.nn.functional.one_hot(ids[..., 0].long(), int(classes)).to(
+            torch.get_default_dtype()
+        ),
     }
 
     def fold(combine, args):
@@ -343,6 +351,9 @@ def spec_function(op):
     def fn(*tensors, **options):
         env = {o.symbol: float(options.get(o.name, o.default)) for o in op.options if o.symbol is not None}
         env.update(zip(op.inputs + op.params, tensors))
+        dtype = next((t.dtype for t in tensors if t.is_floating_point()), torch.get_default_dtype())
+        for a in op.integer_inputs:  # ids (..., T) as the column (..., T, 1) they are declared, as
+            env[a] = env[a][..., None].to(dtype)  # values of the floats' dtype (Σ mask^{−1}: no float32)
         for line in op.spec:
             env[line.target] = ev(line.expr, env)
         outs = tuple(env[o] for o in op.outputs)
