@@ -6,18 +6,42 @@ A topic module (`derivations/attention.py`, ...) defines `CLAIMS` (a list of `Cl
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from dataclasses import dataclass
-from functools import cache
 
 from .language.ops import Composite, Op, Table
 from .proof.core import Claim
 
 _NOT_TOPICS = {"registry"}  # the hub; language/ and proof/ are packages, not topics
+_LOADING: list = []  # non-empty while topic_modules() imports the topic modules
 
 
-@cache
+def loading() -> bool:
+    """Whether the topic modules are being imported: a module may prove a lemma while it is
+    imported (a derived backward's), and a registry list read then lacks that module and those
+    after it, so it is not kept."""
+    return bool(_LOADING)
+
+
+def cache(fn):
+    """functools.cache, except that a value computed while the topic modules load is not kept."""
+    memo: dict = {}
+
+    @functools.wraps(fn)
+    def cached():
+        if "value" in memo:
+            return memo["value"]
+        value = fn()
+        if not loading():
+            memo["value"] = value
+        return value
+
+    return cached
+
+
+@functools.cache
 def topic_modules() -> tuple:
     import derivations
 
@@ -26,7 +50,11 @@ def topic_modules() -> tuple:
         for m in pkgutil.iter_modules(derivations.__path__)
         if not m.ispkg and m.name not in _NOT_TOPICS and not m.name.startswith("_")
     )
-    return tuple(importlib.import_module(f"derivations.{n}") for n in names)
+    _LOADING.append(True)
+    try:
+        return tuple(importlib.import_module(f"derivations.{n}") for n in names)
+    finally:
+        _LOADING.pop()
 
 
 @cache

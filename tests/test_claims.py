@@ -101,3 +101,30 @@ def test_every_catalogue_id_has_a_claim():
     ids = [c.id for c in CLAIMS]
     missing = [rid for row in ROWS for rid in row.ids if not any(i == rid or i.startswith(rid + ".") for i in ids)]
     assert not missing, f"catalogue ids without a claim: {missing}"
+
+
+def test_a_registry_list_read_while_the_topic_modules_load_is_not_kept(monkeypatch):
+    """A topic module may prove a lemma while it is imported (a derived backward's), and the
+    proof may read `registry.ops()` (the run-time checks): that list lacks the module being
+    imported and those after it. Kept, it hid a user's new loss op from `qed prove` (codegen
+    printed it; no claim proved it). Read while loading, a list is computed and not kept."""
+    from derivations import registry
+    from derivations.proof import preconditions
+
+    calls = []
+
+    @registry.cache
+    def listed():
+        calls.append(1)
+        return len(calls)
+
+    monkeypatch.setattr(registry, "_LOADING", [True])
+    monkeypatch.setattr(preconditions, "_ALL", [])
+    assert listed() == 1 and listed() == 2  # recomputed while loading
+    preconditions.all_runtime_checks()
+    assert preconditions._ALL == []  # not kept either
+    monkeypatch.setattr(registry, "_LOADING", [])
+    assert listed() == 3 and listed() == 3  # kept once loaded
+    assert preconditions.all_runtime_checks() and preconditions._ALL
+    names = {o.name for o in registry.ops()}
+    assert {"cross_entropy", "z_loss", "squareplus"} <= names

@@ -87,9 +87,12 @@ def all_runtime_checks() -> list[RuntimeCheck]:
     computed once."""
     from .. import registry
 
-    if not _ALL:
-        _ALL.append([c for o in registry.ops() for c in runtime_checks(o)])
-    return list(_ALL[0])
+    if _ALL:
+        return list(_ALL[0])
+    checks = [c for o in registry.ops() for c in runtime_checks(o)]
+    if not registry.loading():  # a list read while the topic modules load lacks some of them
+        _ALL.append(checks)
+    return checks
 
 
 def match(hypothesis, checks, normaliser) -> RuntimeCheck | None:
