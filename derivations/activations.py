@@ -108,9 +108,10 @@ def silu(z):
 
 
 def silu_grad(z):
-    """SiLU'(z) = σ(z)(1 + z(1 − σ(z)))."""
-    s = sigmoid(z)
-    return s * (1 + z * (1 - s))
+    """SiLU'(z) = σ(z)(1 + z(1 − σ(z))), printed with 1 − σ(z) as σ(−z) (the rewrite
+    `stability.one_minus_sigmoid`): 1 − σ(z) is 0 where σ(z) rounds to 1 (z > 17 in float32),
+    σ(−z) is not."""
+    return sigmoid(z) * (1 + z * sigmoid(-z))
 
 
 # --------------------------------------------------------------------------------- the ops
@@ -773,12 +774,12 @@ gelu_tanh_vjp = _vjp_claim(
 
 silu_derivative = _derivative_claim(
     "silu.derivative",
-    "SiLU derivative: σ(x)(1 + x(1 − σ(x)))",
+    "SiLU derivative: σ(x)(1 + x σ(−x)), that is σ(x)(1 + x(1 − σ(x)))",
     "seed B §13",
     SILU,
     _latex_eq(
         sp.Derivative(XS * sp.Function(r"\sigma")(XS), XS),
-        sp.Function(r"\sigma")(XS) * (1 + XS * (1 - sp.Function(r"\sigma")(XS))),
+        sp.Function(r"\sigma")(XS) * (1 + XS * sp.Function(r"\sigma")(-XS)),
     )
     + r", \quad \sigma(x) = \frac{1}{1 + e^{- x}}",
     {
@@ -793,7 +794,7 @@ silu_vjp = _vjp_claim(
     "SiLU backward (as generated)",
     "seed B §13",
     SILU,
-    r"\sigma(x_{ab})\left(1 + x_{ab}\left(1 - \sigma(x_{ab})\right)\right)",
+    r"\sigma(x_{ab})\left(1 + x_{ab}\,\sigma(-x_{ab})\right)",
     {"sign-slip": ("σ(x)(1 − x(1 − σ(x)))", lambda z: sigmoid(z) * (1 - z * (1 - sigmoid(z))))},
 )
 

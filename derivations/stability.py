@@ -15,6 +15,8 @@ written by its exponentials; log1p(u) = log(1 + u), expm1(u) = e^{u} − 1 by de
     tanh ratio   (e^{x} − e^{−x})/(e^{x} + e^{−x}) = tanh x,  (e^{x} − 1)/(e^{x} + 1) = tanh(x/2)
     log cosh     log cosh x = |x| + log1p(e^{−2|x|}) − log 2;  sinh x / cosh x = tanh x
     centred σ    1 − 2σ(−2x) = tanh x
+    1 − σ        k σ(x) − k + s = −k σ(−x) + s                (anywhere in a sum)
+    σ difference k σ(x) − k σ(−x) + s = k tanh(x/2) + s         (anywhere in a sum)
     logsumexp    log Σ_j e^{x_j} = m + log Σ_j e^{x_j − m}    for any m (the row max; a row mean too)
     softmax      e^{x_j}/Σ_l e^{x_l} = e^{x_j − m}/Σ_l e^{x_l − m}   for any m (the row max)
     expm1        k e^{x} − k + s = k expm1(x) + s             (anywhere in a sum)
@@ -593,6 +595,56 @@ centred_sigmoid = _rewrite_lemma(
         "sign": ("−tanh x: 2σ(−2x) − 1", -sp.tanh(x)),
     },
 )
+
+
+def _sum_lemma(rule: rw.Rewrite, title, latex, second, mutants, method) -> Claim:
+    """The lemma of a rewrite inside a sum, matched as (k, u, s): at a symbolic coefficient k and
+    rest s, and at `second` (a case of numbers and another argument)."""
+    return index_claim(
+        rule.lemma,
+        title,
+        SOURCE,
+        latex,
+        lhs=[rule.stable((k_s, x, s_s)), rule.stable(second)],
+        rhs=[rule.document((k_s, x, s_s)), rule.document(second)],
+        setting=sum_setting,
+        mutants=mutants,
+        method=method,
+    )
+
+
+# 1 − σ(u) anywhere in a sum (the derivative of σ(x)(1 − σ(x)), SiLU's x(1 − σ(x)) + 1, a learned
+# gate's 1 − σ(g x)): k σ(x) − k + s = −k σ(−x) + s for any k and any rest s of the sum
+one_minus_sigmoid = _sum_lemma(
+    rw.ONE_MINUS_SIGMOID,
+    "k σ(x) − k inside a sum as −k σ(−x): no 1 − 1 where σ(x) rounds to 1",
+    r"k \sigma(x) - k + s = -k \sigma(-x) + s",
+    (-1, 2 * x, x),
+    {
+        "argument-kept": (
+            "−k σ(x) + s: the argument's sign not flipped",
+            [-k_s * Sigmoid(x) + s_s, Sigmoid(2 * x) + x],
+        ),
+        "sign-kept": (
+            "k σ(−x) + s: the coefficient's sign not flipped",
+            [k_s * Sigmoid(-x) + s_s, -Sigmoid(-2 * x) + x],
+        ),
+    },
+    "index normaliser with region reasoning (σ(u) = 1/(1 + e^{−u}); a case split on the sign of x)",
+)
+# σ(u) − σ(−u) anywhere in a sum (the logistic density σ(x)σ(−x)'s derivative y·(σ(−x) − σ(x))):
+# k σ(x) − k σ(−x) + s = k tanh(x/2) + s
+sigmoid_difference = _sum_lemma(
+    rw.SIGMOID_DIFFERENCE,
+    "k σ(x) − k σ(−x) inside a sum as k tanh(x/2): no σ − σ near x = 0",
+    r"k \sigma(x) - k \sigma(-x) + s = k \tanh \frac{x}{2} + s",
+    (-1, 2 * x, x),
+    {
+        "not-halved": ("k tanh(x) + s: the argument not halved", [k_s * sp.tanh(x) + s_s, -sp.tanh(2 * x) + x]),
+        "sign": ("−k tanh(x/2) + s: the difference's order reversed", [-k_s * sp.tanh(x / 2) + s_s, sp.tanh(x) + x]),
+    },
+    "index normaliser with region reasoning (σ(u) = 1/(1 + e^{−u}), tanh by its exponentials)",
+)
 tanh_sinh_cosh = _rewrite_lemma(
     rw.TANH_SINH_COSH,
     "sinh x / cosh x as tanh x: no ∞/∞ at large |x|",
@@ -633,4 +685,6 @@ CLAIMS: list[Claim] = [
     log_cosh,
     tanh_sinh_cosh,
     centred_sigmoid,
+    one_minus_sigmoid,
+    sigmoid_difference,
 ]

@@ -528,7 +528,16 @@ class NumpyRankRunner(RankRunner):
         return loss
 
 
-def _sum_buckets(rank_runner, bucket):
+class _HookState:
+    """The comm hook's state: the [loss share, stop flag] that ride on a step's last bucket. Its
+    own object, not the rank runner: DDP's reducer keeps the state alive, and a runner held by its
+    own DDP is a cycle that only the garbage collector frees, possibly after the process group is
+    gone (a rank then aborted at exit: `terminate called without an active exception`)."""
+
+    extras = None
+
+
+def _sum_buckets(state, bucket):
     """DDP's communication hook: all_reduce(SUM) of one bucket of gradients — summed, not DDP's
     mean, since each rank's loss already carries its share n_r/N. The last bucket of a step also
     carries [loss share, stop flag], so a step needs no other collective."""
@@ -539,11 +548,11 @@ def _sum_buckets(rank_runner, bucket):
     if not bucket.is_last():
         return dist.all_reduce(buf, async_op=True).get_future().then(lambda f: f.value()[0])
     n = buf.numel()
-    packed = torch.cat([buf, rank_runner.extras.to(device=buf.device, dtype=buf.dtype)])
+    packed = torch.cat([buf, state.extras.to(device=buf.device, dtype=buf.dtype)])
 
     def unpack(fut):
         out = fut.value()[0]
-        rank_runner.extras = out[n:].detach().cpu()
+        state.extras = out[n:].detach().cpu()
         return out[:n]
 
     return dist.all_reduce(packed, async_op=True).get_future().then(unpack)
@@ -561,8 +570,8 @@ class TorchRankRunner(RankRunner):
         device_ids = [world.local_rank] if world.device == "cuda" else None
         with world.talking("while the ranks started"):
             self.ddp = DistributedDataParallel(runner.model, device_ids=device_ids)
-        self.ddp.register_comm_hook(self, _sum_buckets)
-        self.extras = None
+        self.hook = _HookState()
+        self.ddp.register_comm_hook(self.hook, _sum_buckets)
 
     def step(
         self,
@@ -589,10 +598,10 @@ class TorchRankRunner(RankRunner):
         xs, ys, share, row = parts[-1]  # the last micro-batch's backward all-reduces the sum
         _, loss = self.ddp(inner._t(xs), inner._t(ys), **inner._noise(noise, row))
         local += share * float(loss.item())
-        self.extras = torch.tensor([local, float(world.stop_source())], dtype=torch.float64)
+        self.hook.extras = torch.tensor([local, float(world.stop_source())], dtype=torch.float64)
         with world.talking("during a step"):
             (loss * share).backward()  # ∂(share · loss_r)/∂θ, summed by the hook
-        loss_all, stop = (float(v) for v in self.extras)
+        loss_all, stop = (float(v) for v in self.hook.extras)
         world.stopping = stop > 0
         if grad_clip > 0:
             torch_clip_grad_norm(inner.model, grad_clip)

@@ -17,6 +17,7 @@ cannot say so itself, is reported here, in one line.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import socket
@@ -78,6 +79,9 @@ def run_as_rank(world: World, fn: Callable[[], int]) -> int:
         if isinstance(e, QedError):
             raise QedError(f"rank {world.rank} of {world.size}: {e}") from None
         raise
+    # what the run held (a DDP and its process group's threads) freed while the group still
+    # exists, not by the collector at interpreter exit
+    gc.collect()
     world.close()
     return rc
 

@@ -19,7 +19,11 @@ Ops declared here by their formula alone, as docs/adding-an-op.md tells a user t
   (`stability.logsumexp`);
 * squareplus (x + √(x² + b))/2: rationalised where x < 0 (`stability.sqrt_rationalised`), its
   root printed hypot(x, √b) (`stability.hypot`: x² = ∞ from |x| > 1.8e19 in float32);
-* the inverse square root unit x/√(1 + αx²): printed x/hypot(√α x, 1) (`stability.hypot`).
+* the inverse square root unit x/√(1 + αx²): printed x/hypot(√α x, 1) (`stability.hypot`);
+* the logistic density σ(x)(1 − σ(x)), written with e^{−x}: printed σ(x)σ(−x)
+  (`stability.one_minus_sigmoid`: 1 − σ(x) is 0 from x > 17 in float32, where the value is
+  e^{−x}), its derivative's σ(−x) − σ(x) printed −tanh(x/2) (`stability.sigmoid_difference`: no
+  σ − σ near 0).
 
 Each is printed by codegen into a scratch package (qed/tools/scratch_kernels.py); its NumPy text
 must use the stable form, its values at small magnitudes (|x| ~ 1e-7 in float32, subnormals in
@@ -38,7 +42,7 @@ import torch
 
 from codegen.render import stability_warnings
 from derivations import registry
-from derivations.language.arrays import Array, Assign, Hypot, RowSum, size
+from derivations.language.arrays import Array, Assign, Hypot, RowSum, Sigmoid, size
 from derivations.language.ops import Op, Option
 from derivations.proof.obligations import claims_for
 from qed.tools.scratch_kernels import ScratchKernels
@@ -68,6 +72,7 @@ SQUAREPLUS = activation(
 )
 alpha = sp.Symbol("alpha", positive=True)
 ISRU = activation("isru_doc", x / sp.sqrt(1 + alpha * x**2), options=[Option(alpha, "alpha", 1.0, "α > 0")])
+LOGISTIC_DENSITY = activation("logistic_density_doc", 1 / (1 + sp.exp(-x)) * (1 - 1 / (1 + sp.exp(-x))))
 LOG_SOFTMAX = Op(
     name="log_softmax_doc",
     module=__name__,
@@ -98,6 +103,7 @@ OPS = [
     SOFT_FRACTION,
     SQUAREPLUS,
     ISRU,
+    LOGISTIC_DENSITY,
     LOG_SOFTMAX,
     SOFTMAX,
 ]
@@ -116,6 +122,7 @@ PRINTED = {
     "soft_fraction_doc": (None, ["np.abs("], []),
     "squareplus_doc": ("stability.sqrt_rationalised", ["np.hypot(x, math.sqrt(b))", "np.abs(x)"], ["np.sqrt("]),
     "isru_doc": ("stability.hypot", ["np.hypot("], ["np.sqrt(", "x*x", "x**2"]),
+    "logistic_density_doc": ("stability.one_minus_sigmoid", ["scipy.special.expit(-x)"], ["1 - "]),
     "log_softmax_doc": ("stability.logsumexp", ["np.max(x, axis=-1, keepdims=True)", "np.exp(x - np.max("], []),
     "softmax_doc": ("stability.softmax_shift", ["np.max(x, axis=-1, keepdims=True)"], ["np.exp(x)"]),
 }
@@ -148,6 +155,8 @@ def exact(name, row):
             return [+((t + mpmath.sqrt(t * t + 4)) / 2) for t in v]
     if name == "isru_doc":
         return [t / mpmath.sqrt(1 + t * t) for t in v]
+    if name == "logistic_density_doc":
+        return [1 / ((1 + mpmath.exp(-t)) * (1 + mpmath.exp(t))) for t in v]
     m = max(v)
     lse = m + mpmath.log(mpmath.fsum(mpmath.exp(t - m) for t in v))
     if name == "softmax_doc":
@@ -163,6 +172,11 @@ def exact_grad(name, row):
     if name == "squareplus_doc":  # (1 + x/√(x² + 4))/2, in 800 digits (cancels for x ≪ 0)
         with mpmath.workdps(800):
             return [+((1 + t / mpmath.sqrt(t * t + 4)) / 2) for t in v]
+    if name == "logistic_density_doc":  # σ(x)σ(−x)(σ(−x) − σ(x))
+        return [
+            (1 / (1 + mpmath.exp(t)) - 1 / (1 + mpmath.exp(-t))) / ((1 + mpmath.exp(-t)) * (1 + mpmath.exp(t)))
+            for t in v
+        ]
     if name == "isru_doc":  # (1 + x²)^{−3/2}
         return [(1 + t * t) ** mpmath.mpf(-1.5) for t in v]
     if name == "log_square":
@@ -216,6 +230,9 @@ POINTS = {
     # x/√(1 + x²): x² = ∞ from |x| > 1.8e19 in float32, where the value is ±1
     ("isru_doc", np.float32): [1e20, -1e20, 3e30, 1e4, -0.5, 1e-7, 1e-30, 0.0],
     ("isru_doc", np.float64): [1e160, -1e200, 1e300, 1e4, -0.5, 1e-7, 1e-300, 0.0],
+    # σ(x)(1 − σ(x)): 1 − σ(x) is 0 from x > 17 in float32 (37 in float64), where the value is e^{−x}
+    ("logistic_density_doc", np.float32): [20.0, 30.0, 80.0, -80.0, 17.5, 1e-7, 0.5, -3.0],
+    ("logistic_density_doc", np.float64): [40.0, 300.0, 700.0, -700.0, 1e-17, 0.5, -3.0],
     # log Σ e^{x}: e^{1e4} is ∞ in float64 too
     ("log_softmax_doc", np.float32): [1e4, -1e4, 3e3, 0.5, 1e-7],
     ("log_softmax_doc", np.float64): [1e4, -1e4, 3e3, 0.5, 1e-7, 700.0, 710.0],
@@ -314,6 +331,7 @@ def test_the_document_form_would_not_have_been_accurate(op):
             "soft_fraction_doc": lambda t: (2 - 2 * np.abs(t) / (1 + np.abs(t))) * np.sign(t) / (1 + np.abs(t)),
             "squareplus_doc": lambda t: (t + np.sqrt(t * t + 4)) / 2,
             "isru_doc": lambda t: t / np.sqrt(1 + t * t),
+            "logistic_density_doc": lambda t: 1 / (1 + np.exp(-t)) * (1 - 1 / (1 + np.exp(-t))),
             "log_softmax_doc": lambda t: t - np.log(np.sum(np.exp(t))),
             "softmax_doc": lambda t: np.exp(t) / np.sum(np.exp(t)),
         }[op.name](row)
@@ -343,6 +361,8 @@ LEMMAS = [
     "stability.one_minus_cos",
     "stability.exp_pair",
     "stability.exp_product",
+    "stability.one_minus_sigmoid",
+    "stability.sigmoid_difference",
 ]
 
 
@@ -419,6 +439,10 @@ def test_a_cancellation_no_rewrite_removes_is_named_from_the_formula_alone():
         "pseudo_huber_hand": (sp.sqrt(1 + x**2) - 1, "√(v² + c) not as hypot(v, √c)"),
         "one_minus_cos_hand": (1 - sp.cos(x), "1 − cos v, which cancels where |v| ≪ 1"),
         "log_eps_hand": (sp.log(x**2 + sp.Rational(1, 10**6)), "log(v² + c), whose v² overflows"),
+        "one_minus_sigmoid_hand": (
+            x * (1 - Sigmoid(x)) + 1,
+            "1 − σ(u), which cancels where σ(u) rounds to 1",
+        ),
     }
     for name, (formula, form) in named.items():
         assert not stability_warnings([activation(name.replace("hand", "doc"), formula)]), formula

@@ -51,6 +51,10 @@ naming the lemmas in the method).
     log softmax     log p, log p_t for p = e^{v}/Σ e^{v} on a line above → a line v − m, then
                     (v − m) − log Σ e^{v − m} (no log 0 where p_t underflows; `stabilise_assigns`)
     centred σ       1 − 2σ(−2v), 2σ(2v) − 1 → tanh v           (log cosh's derivative: no 1 − 1)
+    1 − σ           k σ(u) − k + s        → −k σ(−u) + s      (anywhere in a sum: no 1 − 1 where
+                                              σ(u) rounds to 1, u > 17 in float32)
+    σ difference    k σ(u) − k σ(−u) + s  → k tanh(u/2) + s   (anywhere in a sum: no σ − σ near u = 0,
+                                              the logistic density's derivative)
 
 `unstable_forms(expr)` names what is left of the forms that cancel or overflow (a hand-written
 line, a rewrite that was not applicable), and one cancellation no rewrite removes yet
@@ -179,25 +183,59 @@ def _exp_term(t):
     return None if _has_array(k) else (k, exps[0].args[0])
 
 
-def _expm1_sum_match(e):
-    """(k, u, s) where e is k e^{u} − k + s (k free of arrays; s the rest of the sum), e not
-    the plain e^{u} − 1 of `_expm1_match`: the −k is one constant term of the sum, or all of them."""
+def _beside_its_constant(e, term_of):
+    """(k, u, s) where the sum e is k f(u) − k + s: a term k f(u) (`term_of(t)` -> (k, u) or None,
+    k free of arrays) and, among the constant terms, one or all of them summing to −k; s the rest."""
     if not isinstance(e, sp.Add):
         return None
     consts = [t for t in e.args if not _has_array(t)]
-    if not consts:
-        return None
     for t in e.args:
-        ku = None if t in consts else _exp_term(t)
+        ku = None if t in consts else term_of(t)
         if ku is None:
             continue
         k, u = ku
         for pick in [[c] for c in consts] + ([consts] if len(consts) > 1 else []):
             if sp.expand(sp.Add(*pick) + k) == 0:
-                rest = sp.Add(*[a for a in e.args if a is not t and not any(a is c for c in pick)])
-                if rest == 0 and k == 1:
-                    return None  # the two-term form: `stability.expm1` itself
-                return (k, u, rest)
+                return (k, u, sp.Add(*[a for a in e.args if a is not t and not any(a is c for c in pick)]))
+    return None
+
+
+def _expm1_sum_match(e):
+    """(k, u, s) where e is k e^{u} − k + s (k free of arrays; s the rest of the sum), e not
+    the plain e^{u} − 1 of `_expm1_match`: the −k is one constant term of the sum, or all of them."""
+    found = _beside_its_constant(e, _exp_term)
+    if found is not None and found[2] == 0 and found[0] == 1:
+        return None  # the two-term form: `stability.expm1` itself
+    return found
+
+
+def _sigmoid_term(t):
+    """(k, u) where the term t is k σ(u), k free of arrays, else None."""
+    factors = sp.Mul.make_args(t)
+    nodes = [f for f in factors if isinstance(f, Sigmoid)]
+    if len(nodes) != 1:
+        return None
+    k = sp.Mul(*[f for f in factors if f is not nodes[0]])
+    return None if _has_array(k) else (k, nodes[0].args[0])
+
+
+def _one_minus_sigmoid_match(e):
+    """(k, u, s) where e is k σ(u) − k + s (k free of arrays; s the rest of the sum). A centred σ
+    (1 − 2σ(−2v), whose constant is not −k) is left to `stability.centred_sigmoid`."""
+    return _beside_its_constant(e, _sigmoid_term)
+
+
+def _sigmoid_difference_match(e):
+    """(k, u, s) where e is k σ(u) − k σ(−u) + s (k free of arrays; s the rest of the sum)."""
+    if not isinstance(e, sp.Add):
+        return None
+    terms = [(t, _sigmoid_term(t)) for t in e.args]
+    terms = [(t, ku) for t, ku in terms if ku is not None]
+    for a, (ka, ua) in terms:
+        for b, (kb, ub) in terms:
+            if a is not b and sp.expand(ka + kb) == 0 and sp.expand(ua + ub) == 0:
+                rest = sp.Add(*[t for t in e.args if t is not a and t is not b])
+                return (ka, ua, rest)
     return None
 
 
@@ -631,6 +669,20 @@ CENTRED_SIGMOID = Rewrite(
     lambda v: sp.tanh(v),
     _centred_sigmoid_match,
 )
+ONE_MINUS_SIGMOID = Rewrite(
+    "stability.one_minus_sigmoid",
+    "k σ(u) − k inside a sum as −k σ(−u): no 1 − 1 where σ(u) rounds to 1",
+    lambda kus: kus[0] * Sigmoid(kus[1]) - kus[0] + kus[2],
+    lambda kus: -kus[0] * Sigmoid(-kus[1]) + kus[2],
+    _one_minus_sigmoid_match,
+)
+SIGMOID_DIFFERENCE = Rewrite(
+    "stability.sigmoid_difference",
+    "k σ(u) − k σ(−u) inside a sum as k tanh(u/2): no σ − σ near u = 0",
+    lambda kus: kus[0] * Sigmoid(kus[1]) - kus[0] * Sigmoid(-kus[1]) + kus[2],
+    lambda kus: kus[0] * sp.tanh(kus[1] / 2) + kus[2],
+    _sigmoid_difference_match,
+)
 LOG_COSH = Rewrite(
     "stability.log_cosh",
     "log cosh u from e^{−2|u|}: no cosh u = ∞",
@@ -681,6 +733,8 @@ REWRITES: tuple[Rewrite, ...] = (
     EXP_PAIR,
     LOG_COSH,
     CENTRED_SIGMOID,
+    ONE_MINUS_SIGMOID,
+    SIGMOID_DIFFERENCE,
 )
 
 
@@ -935,6 +989,8 @@ UNSTABLE = (
     # v − tanh v has no proved rewrite yet: named, so that a user sees it at codegen
     ("√(v² + c) − √c, which cancels where v² ≪ c", _root_minus_match),
     ("1 − cos v, which cancels where |v| ≪ 1", _one_minus_cos_match),
+    ("1 − σ(u), which cancels where σ(u) rounds to 1", _one_minus_sigmoid_match),
+    ("σ(u) − σ(−u), which cancels where |u| ≪ 1", _sigmoid_difference_match),
     ("v − tanh v, which cancels where |v| ≪ 1", _v_minus_tanh_match),
 )
 
