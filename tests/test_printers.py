@@ -543,8 +543,8 @@ INPLACE = [
             "out = 1 - sigmoid_y",
             "out *= y",
             "out += 1",
+            "out *= sigmoid_y",  # the gate σ ∈ [0, 1] before the other factors (`gates_first`)
             "out *= x",
-            "out *= sigmoid_y",
         ],
     ),
     # a temporary read twice is itself computed in place: one new array for exp(x − max x); the

@@ -23,7 +23,7 @@ import sympy as sp
 
 from derivations.language.arrays import Array
 
-from ..printers.code import powers_spread, reciprocal_power, split_sign, square_over
+from ..printers.code import gates_first, powers_spread, reciprocal_power, split_sign, square_over
 
 __all__ = ["Update", "Facts", "plan", "reads", "fuse_multiply_add", "VIEWS"]
 
@@ -188,9 +188,9 @@ def plan(expr, facts: Facts) -> list[Update] | None:
             out.append(Update("*=", s_num / s_den))
         elif s_den != 1:
             out.append(Update("/=", s_den))
-        for k, f in enumerate(numer):
-            if k != numer.index(pick) and not scalar(f):  # a factor may repeat (x·σ·x): skip one
-                out.append(Update("*=", f))
+        rest = [f for k, f in enumerate(numer) if k != numer.index(pick) and not scalar(f)]  # x·σ·x: one x
+        for f in gates_first(rest):
+            out.append(Update("*=", f))
         for f in denom:
             if not scalar(f):
                 out.append(Update("/=", f))

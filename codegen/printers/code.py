@@ -109,6 +109,20 @@ def powers_spread(factors: list, scalar) -> list:
     return [u if f is power else f for f in factors] + [rest]
 
 
+def gates_first(factors: list) -> list:
+    """The factors of a product to multiply in, the gates first: σ(u), Φ(u), the Gaussian and
+    e^{u} with u ≤ 0 lie in [0, 1], so a partial product never grows by them, and one that is 0
+    (σ(−1e20)) is 0 before two large factors meet: x·(xσ(−x) + 2)·σ(x) at x = −1e20 in float32 is
+    printed (xσ(−x) + 2)·σ(x)·x, not x² = ∞ times σ(x) = 0. A gate is tiny only where e^{u} is,
+    where no polynomial factor brings the product back into range."""
+    from derivations.language.arrays import Gaussian, NormalCDF, Sigmoid
+
+    def gate(f):
+        return isinstance(f, (Sigmoid, NormalCDF, Gaussian)) or (isinstance(f, sp.exp) and f.args[0].is_nonpositive)
+
+    return [f for f in factors if gate(f)] + [f for f in factors if not gate(f)]
+
+
 def square_over(factors: list, scalar) -> list:
     """A product's factors with u^m/g^k (u and g array expressions, m ≥ 2 or k ≥ 2: a
     rationalised root's v²/(hypot(v, s) + s), Geman–McClure's x²/hypot(x, 2)²) as (u/g)^q·u^{m−q}
