@@ -23,6 +23,7 @@ written by its exponentials; log1p(u) = log(1 + u), expm1(u) = e^{u} − 1 by de
     log1p        log(1 + v) = log1p(v)                        (v > −1)
     √ beside x   x + √(x² + c) = [x ≥ 0] (x + R) + [x < 0] c/(R + |x|),  R = hypot(x, √c)
     hypot        (v² + c)^{p} = hypot(v, √c)^{2p},  c > 0, p an odd multiple of ½
+    squares      (v² + w² + c)^{p} = hypot(v, hypot(w, √c))^{2p},  c ≥ 0 (w, v arrays)
     root − √c    k √(v² + c) − k √c = k v²/(hypot(v, √c) + √c)
     log root     log(v² + c) = 2 log hypot(v, √c);  log(1 + v²) = 2 log1p(v²/(hypot(v, 1) + 1))
     1 − cos      k cos v − k = −2k sin²(v/2)
@@ -455,6 +456,37 @@ hypot = _cases_lemma(
     method="index normaliser (hypot(v, s) = √(v² + s²))",
 )
 
+# a root of several squares (a pair's magnitude √(x² + z²), with a smoothing c): w² = ∞ from
+# |w| > 1.8e19 and w² = 0 below 1e-19 in float32 (the root 0 and its derivative's 1/0 where the
+# value is |w|), as nested hypots; the cases as the rewrite finds them (`_squares_match`)
+Z = Array("z", (r, n))
+z = entry(Z, (i, j))
+squares_matches = [  # (v, the others' root, p); for p < 0 with c = 0 the reciprocal of p > 0's
+    (x, z, sp.S.Half),
+    (x, Hypot(z, sp.sqrt(c_root)), sp.S.Half),
+    (x, Hypot(z, sp.sqrt(c_root)), -sp.S.Half),
+    (sp.sqrt(alpha_root) * x, z, sp.Rational(3, 2)),
+]
+hypot_squares = _cases_lemma(
+    rw.SQUARES,
+    "√(v² + w² + c) as hypot(v, hypot(w, √c)): a root of several squares without forming them",
+    r"\left(v^{2} + w^{2} + c\right)^{p} = \operatorname{hypot}\left(v, \operatorname{hypot}(w, \sqrt{c})\right)^{2p}, "
+    r"\quad c \geq 0, \; p \in \{\pm\tfrac{1}{2}, \pm\tfrac{3}{2}, \dots\}",
+    squares_matches,
+    setting=hypot_setting,
+    mutants={
+        "one-square": (
+            "hypot(v, w) for the root of v² + w² + c: the smoothing c dropped",
+            [Hypot(v_, s_.args[0] if isinstance(s_, Hypot) else s_) ** (2 * p_) for v_, s_, p_ in squares_matches],
+        ),
+        "w-for-root": (
+            "hypot(v, w²) for hypot(v, w)",
+            [Hypot(v_, s_**2) ** (2 * p_) for v_, s_, p_ in squares_matches],
+        ),
+    },
+    method="index normaliser (hypot(v, s) = √(v² + s²))",
+)
+
 # √(v² + c) − √c (pseudo-Huber, the bent identity): 0 at v = 1e-4 in float32 where the value is
 # v²/(2√c); rationalised, v²/(hypot(v, √c) + √c), printed v·(v/(…)) (codegen/printers/code.py)
 root_minus_matches = [  # (k, v, √c, the rest of the sum)
@@ -675,6 +707,7 @@ CLAIMS: list[Claim] = [
     log1p_lemma,
     sqrt_rationalised,
     hypot,
+    hypot_squares,
     root_minus,
     log_root,
     one_minus_cos,

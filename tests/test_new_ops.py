@@ -124,6 +124,12 @@ NEW_OPS = [
         options=[Option(beta, "alpha", 1.0, "α > 0")],
     ),
     activation("charbonnier_new", sp.sqrt(x**2 + sp.Rational(1, 10**6))),  # √(x² + ε²), ε = 1e-3
+    # polynomials over (1 + x²)^k: a sum that grows like x² beside 1/h² distributed, (1 − x²)/h²
+    # as 1/h² − (x/h)² (x² = ∞ met 1/h² = 0 at |x| = 1e20 in float32); 1/h⁴ never a line of its
+    # own (0 from h > 1e10), 1/h² never a temporary (x·(1/h²) was 0 at x = 1e30)
+    activation("cube_over_new", x**3 / (1 + x**2)),
+    activation("abs_cube_over_new", sp.Abs(x) ** 3 / (1 + x**2)),
+    activation("one_minus_over_new", (1 - x**2) / (1 + x**2)),
     # ISRLU: x for x ≥ 0, x/√(1 + x²) below; its derivative's step stays a term of its own beside
     # the reduced 1/h³ (over h³ together it was ∞·0 = NaN at x = −1e20 in float32)
     activation("isrlu_new", sp.Max(x, 0) + sp.Min(x, 0) / sp.sqrt(1 + sp.Min(x, 0) ** 2)),
@@ -180,6 +186,42 @@ NEW_OPS = [
     activation("signed_square_new", sp.sign(x) * x**2),
     activation("reciprocal_new", 1 / x),
     activation("root_of_abs_new", sp.sqrt(sp.Abs(x) + 1)),
+    # a learned slope g·x under a sign split (softplus, log σ, |·|): the normaliser splits on the
+    # sign of the product as of one real number; the kink points solve x = 0 as well as g = 0
+    # (at g = 0 the factor g of the backward hid a wrong step at g·x = 0)
+    *(
+        Op(name=name, module=__name__, inputs=[x], params=[gain_row], outputs=[y], spec=[Assign(y, e)], optional_axes=2)
+        for name, e in (
+            ("softplus_gain_new", sp.log(1 + sp.exp(gain_row * x))),
+            ("log_sigmoid_gain_new", -sp.log(1 + sp.exp(-gain_row * x))),
+            ("abs_gain_new", sp.Abs(gain_row * x)),
+        )
+    ),
+    # a sum of two inputs under the split: x_ij + z_ij = p read with x_ij = p − z_ij
+    Op(
+        name="softplus_sum_new",
+        module=__name__,
+        inputs=[x, Array("z", (r, n))],
+        outputs=[y],
+        spec=[Assign(y, sp.log(1 + sp.exp(x + Array("z", (r, n)))))],
+        optional_axes=2,
+    ),
+    # a pair's magnitude √(x² + z²) and with a smoothing ε: x² + z² = 0 below 1e-19 in float32
+    # (the check of the backward's denominator refused inputs whose root is 1e-30), ∞ above 1e19
+    *(
+        Op(
+            name=name,
+            module=__name__,
+            inputs=[x, Array("z", (r, n))],
+            outputs=[y],
+            spec=[Assign(y, e)],
+            optional_axes=2,
+        )
+        for name, e in (
+            ("pair_norm_new", sp.sqrt(x**2 + Array("z", (r, n)) ** 2)),
+            ("pair_norm_eps_new", sp.sqrt(x**2 + 4 * Array("z", (r, n)) ** 2 + sp.Rational(1, 10**6))),
+        )
+    ),
     REGLU,
     RMS_NEW,
     # losses declared by their specification alone: log p_t read as log-softmax (p_t underflows to
@@ -222,7 +264,17 @@ CANCELLING = {
 ROOTS = [
     o
     for o in NEW_OPS
-    if o.name in ("pseudo_huber_new", "bent_identity_new", "isru_new", "charbonnier_new", "isrlu_new")
+    if o.name
+    in (
+        "pseudo_huber_new",
+        "bent_identity_new",
+        "isru_new",
+        "charbonnier_new",
+        "isrlu_new",
+        "cube_over_new",
+        "abs_cube_over_new",
+        "one_minus_over_new",
+    )
 ]
 IDS = [o.name for o in NEW_OPS]
 
@@ -320,6 +372,36 @@ def test_the_printed_kernels_are_stable_at_1e4_and_at_the_subnormals(registered,
         assert not findings, edges.report(findings[:8])
 
 
+def test_a_learned_slope_under_a_sign_split_is_rewritten():
+    """log(1 + e^{g·x}) and log σ(g·x) with g a parameter, log(1 + e^{x + z}) of two inputs:
+    printed through `stability.softplus` (before, a product or a sum of two arrays was no
+    subject the stabiliser let the normaliser split on, the rewrite was skipped and
+    log(1 + e^{g·x}) was ∞ from g·x > 88 in float32). Their stability at 1e4
+    is the test above; from |g|, |x| ~ 1e20 the product g·x itself leaves float32."""
+    for name in ("softplus_gain_new", "log_sigmoid_gain_new", "softplus_sum_new"):
+        op = next(o for o in NEW_OPS if o.name == name)
+        assert "stability.softplus" in op.stability, (name, op.stability)
+        exps = [a for assign in op.forward for a in assign.expr.atoms(sp.exp)]
+        assert exps and all(isinstance(-a.args[0], sp.Abs) for a in exps), op.forward  # e^{−|g·x|} only
+
+
+@pytest.mark.parametrize("name", ["pair_norm_new", "pair_norm_eps_new"])
+@pytest.mark.parametrize("backend", edges.BACKENDS)
+@pytest.mark.parametrize("dtype", edges.DTYPES)
+def test_a_root_of_several_squares_is_printed_as_nested_hypots_and_stable_at_every_magnitude(
+    registered, name, backend, dtype
+):
+    """√(x² + z²) printed hypot(x, z), √(x² + 4z² + ε) hypot(2z, hypot(x, √ε)) (`stability.
+    hypot_squares`); the backward's denominator checked at run time as the hypot, which is 0 only
+    where both entries are (x² + z² was 0 from 1e-19 in float32: inputs refused whose root is
+    1e-30). Every magnitude of the check, 1e-310 to 1e300, against the exact values."""
+    op = next(o for o in NEW_OPS if o.name == name)
+    assert "stability.hypot_squares" in op.stability
+    for magnitude in edges.magnitudes(dtype):
+        findings = edges.check(op.name, backend, dtype, magnitude)
+        assert not findings, edges.report(findings[:8])
+
+
 @pytest.mark.parametrize("op", ROOTS, ids=[o.name for o in ROOTS])
 @pytest.mark.parametrize("backend", edges.BACKENDS)
 @pytest.mark.parametrize("dtype", edges.DTYPES)
@@ -397,8 +479,10 @@ def test_the_model_role_follows_from_the_signature(op):
         if op.optional_axes == 1
         else "activation"
     )
-    if op.name == "gain_fraction_new":
+    if op.name == "gain_fraction_new" or op.name.endswith("_gain_new"):
         want = "residual_scale"  # elementwise with one gain of the model's width: LayerScale's signature
+    if op.name in ("softplus_sum_new", "pair_norm_new", "pair_norm_eps_new"):
+        want = ""  # two inputs: no role of the model takes it
     assert model_role(op) == want  # a row-wise op (a softmax) is no elementwise activation
 
 

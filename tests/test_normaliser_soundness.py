@@ -171,6 +171,15 @@ UNEQUAL = [
     # exps and denominators
     ("exp-product-is-not-exp-of-product", sp.exp(x[i]) * sp.exp(y[i]), sp.exp(x[i] * y[i]), setting()),
     ("softmax-denominator-range", S(sp.exp(x[j]), (j, 0, n - 1)) / S(sp.exp(x[k]), (k, 1, n)), 1, setting({})),
+    # a split on the sign of a product of entries (a learned slope y·x), read as one real number
+    ("split-product-abs-is-not-the-product", sp.Abs(x[i] * y[i]), x[i] * y[i], setting()),
+    ("split-product-max-of-the-wrong-one", sp.Max(x[i] * y[i], 0), sp.Max(x[i], 0) * y[i], setting()),
+    (
+        "split-product-softplus-sign-flipped",
+        sp.Max(x[i] * y[i], 0) + sp.log(1 + sp.exp(-sp.Abs(x[i] * y[i]))),
+        sp.log(1 + sp.exp(-x[i] * y[i])),
+        setting(),
+    ),
 ]
 
 
@@ -272,6 +281,15 @@ TRUE = [
         setting(),
     ),
     ("exp-of-sum-splits", sp.exp(x[i] + y[i]), sp.exp(x[i]) * sp.exp(y[i]), setting()),
+    # the sign split on a product of entries, y_i x_i read as one real number p of each sign
+    ("split-product-max-min", sp.Max(x[i] * y[i], 0) + sp.Min(x[i] * y[i], 0), x[i] * y[i], setting()),
+    (
+        "split-product-softplus",
+        sp.Max(x[i] * y[i], 0) + sp.log(1 + sp.exp(-sp.Abs(x[i] * y[i]))),
+        sp.log(1 + sp.exp(x[i] * y[i])),
+        setting(),
+    ),
+    ("split-product-negated", sp.Abs(-2 * x[i] * y[i]), 2 * sp.Abs(x[i] * y[i]), setting()),
 ]
 
 

@@ -117,6 +117,11 @@ def repeated_subtrees(expr, scalar=is_scalar) -> set:
     def visit(e):
         if e.is_Atom or scalar(e):
             return
+        if e.is_Pow and e.exp.is_Integer and e.exp <= -2 and not e.base.is_number:
+            # g^{−k} is printed (1/g)^k, each 1/g multiplied in beside a factor of the numerator
+            # (`reciprocal_power`): 1/g is what repeats. g^{−k} as a temporary of its own would
+            # underflow (1/h² = 0 from h > 1e19 in float32) where x/h² is in range
+            e = sp.Pow(e.base, -1)
         if e in seen:
             seen[e] += 1
             return

@@ -88,8 +88,10 @@ class NodeRules:
         """√(u² + s²) as the library's hypot, which scales before it squares: no u² = ∞ where the
         root is finite (|u| > 1.8e19 in float32). s is a number; a scalar u: `math.hypot`."""
         u, s = expr.args
-        if not self._scalar(s):
-            raise PrinterError(f"{self.backend} printer: Hypot needs a number as its second argument: {show(expr)}")
+        if not self._scalar(s):  # √(u² + w²), both arrays: the library's hypot of two arrays
+            if self._scalar(u):
+                raise PrinterError(f"{self.backend} printer: Hypot of a number and an array: {show(expr)}")
+            return self._hypot_arrays(u, s)
         if self._scalar(u):
             return Code(self._call("math.hypot", self._print(u), self._print(s)), ATOM)
         return self._hypot(u, s)

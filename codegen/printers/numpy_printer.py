@@ -54,6 +54,8 @@ class NumpyPrinter(ArrayPrinter):
     def _hypot(self, u, s):
         return Code(self._call("np.hypot", self._print(u), self._print(s)), ATOM)
 
+    _hypot_arrays = _hypot
+
     def _pair(self, which, a, b):
         return self._call(f"np.{which}imum", a, b)
 

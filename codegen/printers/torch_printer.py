@@ -8,7 +8,7 @@ import sympy as sp
 from derivations.language import functions
 
 from .base import ArrayPrinter
-from .code import ATOM
+from .code import ATOM, Code
 
 __all__ = ["TorchPrinter"]
 
@@ -58,6 +58,8 @@ class TorchPrinter(ArrayPrinter):
                 denom.append(f.base)
             else:
                 numer.append(f)
+        if any(f.is_Pow and f.exp.is_Integer and f.exp < -1 for f in numer):
+            return None  # 1/g^k: its 1/g interleaved with the numerator's factors by the product printer
         c = sp.Mul(*scalars) * (1 if op == "+=" else -1)
         if len(numer) == 1 and not denom and c not in (1, -1):
             call = f"add_({self._print(numer[0])}, alpha={self._print(c)})"
@@ -91,6 +93,9 @@ class TorchPrinter(ArrayPrinter):
 
     def _hypot(self, u, s):
         return self._support("hypot", u, s)  # torch.hypot takes no number: the support module's 0-dim tensor
+
+    def _hypot_arrays(self, u, w):
+        return Code(self._call("torch.hypot", self._print(u), self._print(w)), ATOM)
 
     def _pair(self, which, a, b):
         return self._call(f"torch.{which}imum", a, b)

@@ -228,13 +228,13 @@ class Gaussian(DocumentFunction):
 
 
 class Hypot(DocumentFunction):
-    """√(u² + s²), elementwise, s a positive constant: the root of a sum of squares without
-    forming the squares.
+    """√(u² + s²), elementwise, s a positive constant or an array expression (a pair's
+    magnitude √(x² + z²)): the root of a sum of squares without forming the squares.
 
     A node of its own because √(u² + c) as written squares u first: u² = ∞ for |u| > 1.8e19 in
     float32 (1.3e154 in float64), where the root itself is about |u| and finite. The printers
     call the library's `hypot` (`np.hypot(u, s)`, `torch.hypot`), which scales before it
-    squares. Even in u, positive, Hypot(0, s) = s; ∂/∂u = u/Hypot(u, s) (a ratio in [−1, 1]:
+    squares. Even in u and s, positive where s ≠ 0, Hypot(0, s) = s for s ≥ 0; ∂/∂u = u/Hypot(u, s) (a ratio in [−1, 1]:
     no overflow either), ∂/∂s = s/Hypot(u, s)."""
 
     nargs = 2
@@ -245,6 +245,8 @@ class Hypot(DocumentFunction):
             return s
         if u.could_extract_minus_sign():
             return cls(-u, s)
+        if s.could_extract_minus_sign() and not s.is_number:
+            return cls(u, -s)  # even in s too
         return None
 
     def fdiff(self, argindex=1):

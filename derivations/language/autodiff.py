@@ -69,7 +69,7 @@ from .arrays import (
     is_scalar,
     shape_of,
 )
-from .stabilise import hypot_reduced, quotients_combined, stabilise, stabilise_assigns
+from .stabilise import hypot_distributed, hypot_reduced, quotients_combined, stabilise, stabilise_assigns
 
 __all__ = [
     "derive_op",
@@ -251,7 +251,8 @@ def derivative(expr, leaf):
     symbols = {a: sp.Dummy(f"u{n}", real=True) for n, a in enumerate(leaves)}
     d = sp.diff(sp.sympify(expr).xreplace(symbols), symbols[leaf])
     # a root's quotient rule reduced by hypot² = u² + s² (1/h − u²/h³ = s²/h³: no cancellation)
-    return quotients_combined(hypot_reduced(_kinks(d))).xreplace({v: k for k, v in symbols.items()})
+    d = hypot_distributed(quotients_combined(hypot_reduced(_kinks(d))))
+    return d.xreplace({v: k for k, v in symbols.items()})
 
 
 def elementwise_vjp(expr, G, batched, recognised=None, stable: set | None = None) -> list[tuple[sp.Expr, sp.Expr]]:
@@ -923,7 +924,9 @@ def _costly(e) -> bool:
         return False
     if isinstance(e, (ArrayNode, sp.Function)) and not isinstance(e, OneHot):
         return True
-    return isinstance(e, sp.Pow) and not (e.exp.is_Integer and abs(e.exp) <= 2)
+    # g^{−k} is not shared as a line of its own (g is): printed (1/g)^k, each 1/g beside a factor
+    # of the numerator, where a line 1/g⁴ underflows (h > 1e10 in float32) while x⁴/g⁴ is ~1
+    return isinstance(e, sp.Pow) and not (e.exp.is_Integer and (abs(e.exp) <= 2 or e.exp < 0))
 
 
 def _share(lines: list[Assign], taken: set) -> list[Assign]:

@@ -302,6 +302,29 @@ def _hypot_match(e):
     return None if v is None else (v, sp.sqrt(c), e.exp)
 
 
+def _squares_match(e):
+    """(v, s, p) where e is (k₁w₁² + k₂w₂² + … + c)^p: two or more squares of array
+    expressions (each k > 0 free of arrays), c ≥ 0 free of arrays, p as in `_hypot_match`; v the
+    first √k·w, s the root of the others as nested hypots (√(x² + z²) = hypot(x, z), √(x² + z² + c)
+    = hypot(x, hypot(z, √c))), each an array expression: neither w² = ∞ nor w² = 0 (|w| < 1e-19
+    in float32, a root of 0 where the value is |w|) is ever formed."""
+    if not (isinstance(e, sp.Pow) and e.exp.is_Rational and isinstance(e.base, sp.Add)):
+        return None
+    if not ((2 * e.exp).is_odd or (e.exp.is_Integer and e.exp < 0)):
+        return None
+    c, B = e.base.as_independent(*[a for a in e.base.free_symbols if isinstance(a, Array)])
+    if not (c.is_zero or c.is_positive is True):
+        return None
+    roots = [_square_root_of(t) for t in sp.Add.make_args(B)]
+    if len(roots) < 2 or any(w is None for w in roots):
+        return None
+    v, *others = sorted(roots, key=sp.default_sort_key)
+    s = others[-1] if c.is_zero else Hypot(others[-1], sp.sqrt(c))
+    for w in reversed(others[:-1]):
+        s = Hypot(w, s)
+    return (v, s, e.exp)
+
+
 def _sqrt_term(t):
     """(k, B, c) where the term t is k √(B + c): k and c free of arrays, c > 0, B reads arrays
     (a root written √(B + c), or already the node Hypot(v, s) = √(v² + s²))."""
@@ -531,12 +554,25 @@ EXP_PAIR = Rewrite(
     _exp_pair_match,
 )
 
-HYPOT = Rewrite(
-    "stability.hypot",
-    "√(v² + c) as hypot(v, √c): the root of the squares without forming them",
-    lambda vsp: (vsp[0] ** 2 + vsp[1] ** 2) ** vsp[2],
-    lambda vsp: Hypot(vsp[0], vsp[1]) ** (2 * vsp[2]),
-    _hypot_match,
+
+def _root_of_squares(lemma: str, what: str, match) -> Rewrite:
+    """(v² + s²)^p as hypot(v, s)^{2p}, for the (v, s, p) that `match` finds."""
+    return Rewrite(
+        lemma,
+        what,
+        lambda vsp: (vsp[0] ** 2 + vsp[1] ** 2) ** vsp[2],
+        lambda vsp: Hypot(vsp[0], vsp[1]) ** (2 * vsp[2]),
+        match,
+    )
+
+
+HYPOT = _root_of_squares(
+    "stability.hypot", "√(v² + c) as hypot(v, √c): the root of the squares without forming them", _hypot_match
+)
+SQUARES = _root_of_squares(
+    "stability.hypot_squares",
+    "√(v² + w² + c) as hypot(v, hypot(w, √c)): a root of several squares without forming them",
+    _squares_match,
 )
 
 
@@ -728,6 +764,7 @@ REWRITES: tuple[Rewrite, ...] = (
     SOFTMAX,
     SQRT_BESIDE,
     HYPOT,
+    SQUARES,
     ROOT_MINUS,
     ONE_MINUS_COS,
     EXP_PAIR,
@@ -745,28 +782,43 @@ REWRITES: tuple[Rewrite, ...] = (
 SIGN_SPLIT = (SOFTPLUS, LOG_SIGMOID, SECH2, LOG_COSH)
 
 
+def _product_of_arrays(u) -> bool:
+    """u is c·a·b·… (powers allowed), a, b, … arrays or their entries, c a number ≠ 0: the
+    normaliser splits on the sign of such a product as of one opaque real number (a learned
+    slope g·x)."""
+    from .arrays import Array
+
+    c, t = u.as_coeff_Mul()
+    if c == 0 or not isinstance(t, sp.Mul):
+        return False
+    bases = [f.base if isinstance(f, sp.Pow) and f.exp.is_Integer and f.exp > 0 else f for f in t.args]
+    return all(isinstance(b, (Array, sp.Indexed)) for b in bases)
+
+
 def sign_decidable(u) -> bool:
-    """u is c·a + b: a one array (or an entry of one), c a constant of known sign (a number, a
-    positive symbol such as the cap), b a number: the normaliser splits on the sign of such a u
-    (a = (p − b)/c for p of either sign)."""
+    """u is c·a + b, a an array (or an entry of one), c a constant of known sign (a number, a
+    positive symbol such as the cap), b free of a (a number, other arrays: x + z); or a product
+    of arrays (g·x): the normaliser splits on the sign of such a u (a = (p − b)/c, the product
+    read as one real number p, for p of either sign)."""
     from .arrays import Array
 
     u = sp.sympify(u)
     if u.is_positive or u.is_negative:
         return True  # |u|, max(u, 0) evaluate by the sign itself (e^{x}): no split is needed
     arrays = [s for s in u.free_symbols if isinstance(s, Array)] + list(u.atoms(sp.Indexed))
-    if len(arrays) != 1:
+    if not arrays:
         return False
-    (a,) = arrays
-    b, term = u.as_independent(a, as_Add=True)
-    coeff = sp.cancel(term / a)
-    return bool(
-        b.is_number
-        and not coeff.has(a)
-        and not coeff.free_symbols & {a}
-        and (coeff.is_positive or coeff.is_negative)
-        and (coeff.is_number or not coeff.has(Array))
-    )
+    for a in arrays:
+        b, term = u.as_independent(a, as_Add=True)
+        coeff = sp.cancel(term / a)
+        if (
+            not b.has(a)
+            and not coeff.free_symbols & {a}
+            and not coeff.has(a, Array, sp.Indexed)
+            and (coeff.is_positive or coeff.is_negative)
+        ):
+            return True
+    return _product_of_arrays(u)
 
 
 def _sigmoid_ratios(e: sp.Mul, used: set) -> sp.Expr:
@@ -914,7 +966,47 @@ def stabilise(expr) -> tuple[sp.Expr, set[str]]:
         return e
 
     out = walk(sp.sympify(expr))
-    return out, used
+    return hypot_distributed(out), used
+
+
+def _growth(t, u) -> int:
+    """How fast the term t grows with |u|: the total power of u, |u| and hypot(u, ·) among its
+    factors (sign u, bounded, counts 0); other factors are free of u or the term is not one."""
+    k = 0
+    for f in sp.Mul.make_args(t):
+        base, e = f.as_base_exp()
+        if (
+            base == u
+            or (isinstance(base, sp.Abs) and base.args[0] == u)
+            or (isinstance(base, Hypot) and base.args[0] == u)
+        ):
+            k += int(e) if e.is_Integer else 0
+    return k
+
+
+def hypot_distributed(e):
+    """A product with hypot(u, s)^{−k} and a sum whose terms grow like u² or faster,
+    distributed: (1 − x²)/h² as 1/h² − x²/h², each term printed as quotients ((x/h)²) that stay
+    in range, where the sum's x² = ∞ (|x| > 1.8e19 in float32) met 1/h² = 0. Exact algebra."""
+    if not isinstance(e, sp.Basic) or e.is_Atom or not e.args:
+        return e
+    args = tuple(hypot_distributed(a) for a in e.args)
+    if args != e.args:
+        e = e.func(*args)
+    if not isinstance(e, sp.Mul):
+        return e
+    over = [
+        f.base.args[0]
+        for f in e.args
+        if f.is_Pow and isinstance(f.base, Hypot) and f.exp.is_Integer and f.exp < 0 and _has_array(f.base.args[0])
+    ]
+    for A in e.args:
+        if not isinstance(A, sp.Add) or len(A.args) > 8:
+            continue
+        if any(_growth(t, u) >= 2 for t in A.args for u in over):
+            rest = sp.Mul(*[f for f in e.args if f is not A])
+            return sp.Add(*[rest * t for t in A.args])
+    return e
 
 
 def _cancelling_pair(e, term_of):
@@ -984,6 +1076,7 @@ UNSTABLE = (
     ("e^{v}/Σ e^{v} without the max shift", _softmax_match),
     ("v + √(v² + c) not rationalised", lambda e: _sqrt_beside_match(e, decidable=False)),
     ("√(v² + c) not as hypot(v, √c)", _hypot_match),
+    ("√(v² + w² + …) not as hypot(v, w)", _squares_match),
     ("log(v² + c), whose v² overflows", _log_root_match),
     # cancellations: rewritten where a document form is printed (a hand-written line keeps them);
     # v − tanh v has no proved rewrite yet: named, so that a user sees it at codegen

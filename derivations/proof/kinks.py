@@ -39,6 +39,7 @@ from . import numeric
 _STEP = 2**-90  # the one-sided points: u = ±2⁻⁹⁰·slope, exact in 40 digits
 _TOL = 1e-25  # relative slack on the bounds (40-digit arithmetic)
 _SEEDS = range(12)
+_FALLBACKS = 3  # points per seed on a kink that no side jumps across, each with another entry solved for
 _MAX_RENAMINGS = 729
 
 
@@ -228,7 +229,6 @@ def points(u, ranges: dict, setting, seeds=_SEEDS, per_seed: int = 64):
                 if values:
                     where["indices"] = {str(k): int(v) for k, v in values.items()}
                 yield seed, p0, below, above, where
-                break
 
 
 def _exact(v) -> sp.Rational:
@@ -324,7 +324,7 @@ def live_points(u, ranges: dict, setting, exprs: list):
     meets a step or sign at its jump at all (`numeric.Point.met`: a kink both sides are
     continuous across, max(0, x)² at 0); a point whose u = 0 the claim never reads is skipped."""
     for seed in _SEEDS:
-        fallback = None
+        fallbacks = []
         for candidate in points(u, ranges, setting, seeds=(seed,)):
             _, p0, below, above, _ = candidate
             try:
@@ -339,11 +339,12 @@ def live_points(u, ranges: dict, setting, exprs: list):
             if jumps:
                 yield candidate
                 break
-            if met and fallback is None:
-                fallback = candidate
+            if met and len(fallbacks) < _FALLBACKS:
+                fallbacks.append(candidate)
         else:
-            if fallback is not None:
-                yield fallback
+            # each entry solved for in turn: at g_j = 0 the product g_j·(…) hides what the
+            # printed code does at g_j x_ij = 0; at x_ij = 0 it shows
+            yield from fallbacks
 
 
 def _toward(p0, q):

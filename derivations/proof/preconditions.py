@@ -105,7 +105,10 @@ def match(hypothesis, checks, normaliser) -> RuntimeCheck | None:
             d = normaliser.canon(check.index_form())
         except Exception:  # a form the normaliser refuses: no match
             continue
-        if same_up_to_indices(d, hypothesis, sizes=_sizes(d) | _sizes(hypothesis)):
+        # a positive power of D is 0 exactly where D is: hypot(x, z) = √(x² + z²) checked for
+        # the hypothesis x² + z² ≠ 0 (the check computes the root, which does not underflow)
+        forms = [d] + ([d.base] if d.is_Pow and d.exp.is_Rational and d.exp > 0 else [])
+        if any(same_up_to_indices(f, hypothesis, sizes=_sizes(f) | _sizes(hypothesis)) for f in forms):
             return check
     return None
 

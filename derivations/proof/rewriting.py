@@ -43,8 +43,9 @@ So qed decides identities between index expressions with its own, deliberately s
      value there lies between its one-sided derivatives (`core.decide`, `proof/kinks.py`).
      Inside a sum, the coefficient of a combined summand is split the same way with the
      summed indices held fixed (per summand).
-     A subject that is a whole sum (a pre-activation Σ_k w_jk x_ik, inside |·|, H or max) is
-     split as one opaque real number. It cannot split on a non-linear subject (x² − 1), on a
+     A subject that is a whole sum (a pre-activation Σ_k w_jk x_ik, inside |·|, H or max) or
+     a product of entries (a learned slope g_j x_ij) is split as one opaque real number: a
+     branch proved for every p of its sign, with g and x left free, holds at p = g_j x_ij. It cannot split on a non-linear subject (x² − 1), on a
      sum of summed entries inside the sum (Σ_k |x_k| needs a data-dependent split of the
      range), nor prove an inequality; and equal values
      are all it proves: whether a form overflows is a question for the numerical edge checks.
@@ -478,8 +479,8 @@ class Normaliser:
         """A case split on the sign of u, the argument of |u|, sign(u), H(u) or max/min(a, b)
         (u = a − b): each branch with its assumption, decided with the atoms evaluated. u must be
         linear in an entry or a symbol t with a numeric coefficient (t is then written in a fresh
-        symbol p of that sign, and SymPy's assumptions evaluate the atoms), and free of summed
-        indices. Branches: u > 0, u < 0 and u = 0 where an atom jumps at 0 (H, sign), u ≥ 0 and
+        symbol p of that sign, and SymPy's assumptions evaluate the atoms), or a whole sum or a
+        product of entries (then itself written p), and free of summed indices. Branches: u > 0, u < 0 and u = 0 where an atom jumps at 0 (H, sign), u ≥ 0 and
         u ≤ 0 otherwise (|u|, max, min are continuous). A u = 0 branch that fails where one
         side is the midpoint (1 + sign u)/2 and the other a printed H(u, 0) or H(u, 1) is
         excluded and recorded as a kink, for the gate to check. True when every branch is 0
@@ -506,7 +507,7 @@ class Normaliser:
             done = []
             recorded = len(self.kinks)
             for where, value in branches:
-                branch = self.canon(canonical.xreplace({t: value}))
+                branch = self.canon(_replace_subject(canonical, t, value))
                 # a kink met inside the branch is stated in the entries again: p = ±(c·t + rest)
                 sign = -1 if where in ("< 0", "≤ 0") else 1
                 self._inverse.update({q: sign * (c * t + rest) for q in (strict, closed) if value.has(q)})
@@ -1178,7 +1179,26 @@ def _linear_atom(u, bound: set):
     c, t = sp.sympify(u).as_coeff_Mul()
     if isinstance(t, sp.Sum) and c != 0 and not (t.free_symbols & bound):
         return t, c, sp.Integer(0)
+    # a product of entries (a learned slope: g_j x_ij): an opaque real number as well. Proving
+    # the branch for an independent p of the branch's sign proves it at p = g_j x_ij too (a
+    # more general statement), whatever occurrences of g_j and x_ij the replacement leaves
+    if _product_of_entries(t) and c != 0 and not (t.free_symbols & bound):
+        return t, c, sp.Integer(0)
     return None
+
+
+def _product_of_entries(t) -> bool:
+    """t is a product of two or more powers of entries (g_j x_ij, x_ij² y_ij), nothing else."""
+    if not isinstance(t, sp.Mul):
+        return False
+    bases = [f.base if isinstance(f, sp.Pow) and f.exp.is_Integer and f.exp > 0 else f for f in t.args]
+    return len(bases) >= 2 and all(isinstance(b, sp.Indexed) for b in bases)
+
+
+def _replace_subject(expr, t, value):
+    """expr with the subject t written as `value`: an atom or a whole sum by structure; a product
+    of entries algebraically (subs: −g_j x_ij and e^{−g_j x_ij} read as −t and e^{−t} too)."""
+    return expr.subs(t, value) if isinstance(t, sp.Mul) else expr.xreplace({t: value})
 
 
 def _real(e) -> bool:
