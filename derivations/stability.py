@@ -24,6 +24,9 @@ written by its exponentials; log1p(u) = log(1 + u), expm1(u) = e^{u} − 1 by de
     √ beside x   x + √(x² + c) = [x ≥ 0] (x + R) + [x < 0] c/(R + |x|),  R = hypot(x, √c)
     hypot        (v² + c)^{p} = hypot(v, √c)^{2p},  c > 0, p an odd multiple of ½
     squares      (v² + w² + c)^{p} = hypot(v, hypot(w, √c))^{2p},  c ≥ 0 (w, v arrays)
+    clamp expm1  min(0, k(e^{u} − 1)) = k expm1(min(u, 0)),  k > 0 (max alike; swapped for k < 0)
+    logaddexp    log(k e^{a} + k e^{b}) = log k + max(a, b) + log1p(e^{−|a − b|})
+    exp pair     (k e^{a} + k e^{b})^{−m} = k^{−m} e^{−ma} (1 + e^{b − a})^{−m}
     root − √c    k √(v² + c) − k √c = k v²/(hypot(v, √c) + √c)
     log root     log(v² + c) = 2 log hypot(v, √c);  log(1 + v²) = 2 log1p(v²/(hypot(v, 1) + 1))
     1 − cos      k cos v − k = −2k sin²(v/2)
@@ -487,6 +490,85 @@ hypot_squares = _cases_lemma(
     method="index normaliser (hypot(v, s) = √(v² + s²))",
 )
 
+# two exponentials of different arrays (a two-way softmax, logaddexp): e^{x} and e^{z} overflow from
+# 88 in float32 where the log of their sum, or their ratio, is in range
+k_pair = sp.Symbol("k", positive=True)
+logaddexp = index_claim(
+    "stability.logaddexp",
+    "log(k e^{a} + k e^{b}) as log k + max(a, b) + log1p(e^{−|a − b|})",
+    SOURCE,
+    r"\log\left(k e^{a} + k e^{b}\right) = \log k + \max(a, b) + \operatorname{log1p}\left(e^{-|a - b|}\right), \quad k > 0",
+    lhs=[
+        sp.log(k_pair) + sp.Max(x, z) + log1p(sp.exp(-sp.Abs(x - z))),
+        sp.Max(2 * x, z + 1) + log1p(sp.exp(-sp.Abs(2 * x - z - 1))),
+    ],
+    rhs=[sp.log(k_pair * sp.exp(x) + k_pair * sp.exp(z)), sp.log(sp.exp(2 * x) + sp.exp(z + 1))],
+    setting=Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1), j: (0, n - 1)}, scalars={k_pair: sp.Rational(3, 2)}),
+    mutants={
+        "min": (
+            "min(a, b) for the max",
+            [
+                sp.log(k_pair) + sp.Min(x, z) + log1p(sp.exp(-sp.Abs(x - z))),
+                sp.Min(2 * x, z + 1) + log1p(sp.exp(-sp.Abs(2 * x - z - 1))),
+            ],
+        ),
+        "no-k": (
+            "log k dropped",
+            [
+                sp.Max(x, z) + log1p(sp.exp(-sp.Abs(x - z))),
+                sp.Max(2 * x, z + 1) + log1p(sp.exp(-sp.Abs(2 * x - z - 1))),
+            ],
+        ),
+    },
+    method="index normaliser with region reasoning (a case split on the sign of a − b; logarithms by exponentiating)",
+)
+exp_pair_factored = index_claim(
+    "stability.exp_pair_factored",
+    "(k e^{a} + k e^{b})^{−m} as k^{−m} e^{−ma} (1 + e^{b − a})^{−m}",
+    SOURCE,
+    r"\left(k e^{a} + k e^{b}\right)^{-m} = k^{-m} e^{-m a} \left(1 + e^{b - a}\right)^{-m}, \quad k > 0",
+    lhs=[k_pair**-1 * sp.exp(-x) / (1 + sp.exp(z - x)), k_pair**-2 * sp.exp(-2 * x) / (1 + sp.exp(z - x)) ** 2],
+    rhs=[1 / (k_pair * sp.exp(x) + k_pair * sp.exp(z)), 1 / (k_pair * sp.exp(x) + k_pair * sp.exp(z)) ** 2],
+    setting=Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1), j: (0, n - 1)}, scalars={k_pair: sp.Rational(3, 2)}),
+    mutants={
+        "no-shift": ("e^{−ma} dropped", [k_pair**-1 / (1 + sp.exp(z - x)), k_pair**-2 / (1 + sp.exp(z - x)) ** 2]),
+        "swapped": (
+            "e^{a − b} for e^{b − a}",
+            [k_pair**-1 * sp.exp(-x) / (1 + sp.exp(x - z)), k_pair**-2 * sp.exp(-2 * x) / (1 + sp.exp(x - z)) ** 2],
+        ),
+    },
+    method="index normaliser (exponentials multiplied out)",
+)
+
+# a clamp of k(e^{u} − 1) at 0 (ELU, CELU and SELU as PyTorch's documentation writes them:
+# max(0, x) + min(0, α(e^{x} − 1))): e^{x} = ∞ from 88 in float32 where the min gives 0
+clamp_matches = [  # (is_min, k, u), as the rewrite finds them
+    (True, sp.Rational(16733, 10000), x),
+    (True, sp.Integer(2), x / 2),
+    (False, sp.Integer(-3), x),
+    (False, sp.Integer(1), x),
+]
+clamp_expm1 = _cases_lemma(
+    rw.CLAMP_EXPM1,
+    "min(0, k(e^{u} − 1)) as k expm1(min(u, 0)): a clamp inside the increasing expm1",
+    r"\min\left(0, k\left(e^{u} - 1\right)\right) = k \operatorname{expm1}\left(\min(u, 0)\right), \quad "
+    r"\max\left(0, k\left(e^{u} - 1\right)\right) = k \operatorname{expm1}\left(\max(u, 0)\right), \quad k > 0 "
+    r"\text{ (min and max swapped for } k < 0)",
+    clamp_matches,
+    setting=setting,
+    mutants={
+        "clamp-outside": (
+            "the other clamp inside: k expm1(max(u, 0)) for min(0, …)",
+            [k_ * expm1((sp.Max if m_ == bool(k_ > 0) else sp.Min)(u_, 0)) for m_, k_, u_ in clamp_matches],
+        ),
+        "no-k": (
+            "expm1(min(u, 0)) without its k",
+            [expm1((sp.Min if m_ == bool(k_ > 0) else sp.Max)(u_, 0)) for m_, k_, u_ in clamp_matches],
+        ),
+    },
+    method="index normaliser with region reasoning (a case split on the sign of u; e^{u} − 1 has the sign of u)",
+)
+
 # √(v² + c) − √c (pseudo-Huber, the bent identity): 0 at v = 1e-4 in float32 where the value is
 # v²/(2√c); rationalised, v²/(hypot(v, √c) + √c), printed v·(v/(…)) (codegen/printers/code.py)
 root_minus_matches = [  # (k, v, √c, the rest of the sum)
@@ -708,6 +790,9 @@ CLAIMS: list[Claim] = [
     sqrt_rationalised,
     hypot,
     hypot_squares,
+    logaddexp,
+    exp_pair_factored,
+    clamp_expm1,
     root_minus,
     log_root,
     one_minus_cos,

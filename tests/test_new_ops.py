@@ -38,6 +38,14 @@ def activation(name, formula, **kw) -> Op:
     return Op(name=name, module=__name__, inputs=[x], outputs=[y], spec=[Assign(y, formula)], optional_axes=2, **kw)
 
 
+z_in = Array("z", (r, n))
+
+
+def of_two(name, formula) -> Op:
+    """An elementwise op of two inputs x and z."""
+    return Op(name=name, module=__name__, inputs=[x, z_in], outputs=[y], spec=[Assign(y, formula)], optional_axes=2)
+
+
 # the gated MLP with a ReLU gate (Shazeer 2020's ReGLU), declared like derivations/geglu.py
 gx, gy = Array("x", (r, d)), Array("y", (r, d))
 w_gate, w_up, w_down = Array("w_gate", (f, d)), Array("w_up", (f, d)), Array("w_down", (d, f))
@@ -198,30 +206,27 @@ NEW_OPS = [
         )
     ),
     # a sum of two inputs under the split: x_ij + z_ij = p read with x_ij = p − z_ij
-    Op(
-        name="softplus_sum_new",
-        module=__name__,
-        inputs=[x, Array("z", (r, n))],
-        outputs=[y],
-        spec=[Assign(y, sp.log(1 + sp.exp(x + Array("z", (r, n)))))],
-        optional_axes=2,
-    ),
+    of_two("softplus_sum_new", sp.log(1 + sp.exp(x + z_in))),
     # a pair's magnitude √(x² + z²) and with a smoothing ε: x² + z² = 0 below 1e-19 in float32
     # (the check of the backward's denominator refused inputs whose root is 1e-30), ∞ above 1e19
-    *(
-        Op(
-            name=name,
-            module=__name__,
-            inputs=[x, Array("z", (r, n))],
-            outputs=[y],
-            spec=[Assign(y, e)],
-            optional_axes=2,
-        )
-        for name, e in (
-            ("pair_norm_new", sp.sqrt(x**2 + Array("z", (r, n)) ** 2)),
-            ("pair_norm_eps_new", sp.sqrt(x**2 + 4 * Array("z", (r, n)) ** 2 + sp.Rational(1, 10**6))),
-        )
+    of_two("pair_norm_new", sp.sqrt(x**2 + z_in**2)),
+    of_two("pair_norm_eps_new", sp.sqrt(x**2 + 4 * z_in**2 + sp.Rational(1, 10**6))),
+    # exponentials of two arrays: e^{x}/(e^{x} + e^{z}) is σ(x − z), log(e^{x} + e^{z}) is
+    # max(x, z) + log1p(e^{−|x − z|}) (both were ∞/∞ and ∞ from 88 in float32)
+    of_two("two_way_softmax_new", sp.exp(x) / (sp.exp(x) + sp.exp(z_in))),
+    of_two("logaddexp_new", sp.log(sp.exp(x) + sp.exp(z_in))),
+    # ELU and SELU as PyTorch's documentation writes them, the clamp outside e^x − 1 (e^x = ∞ from
+    # 88 in float32 met by the min, and no split the normaliser could make on e^x − 1's sign)
+    activation("elu_torch_doc_new", sp.Max(0, x) + sp.Min(0, sp.exp(x) - 1)),
+    activation(
+        "selu_torch_doc_new",
+        sp.Rational(10507, 10000) * (sp.Max(0, x) + sp.Min(0, sp.Rational(16733, 10000) * (sp.exp(x) - 1))),
     ),
+    activation("neg_clamp_new", sp.Max(0, -3 * (sp.exp(x) - 1))),  # its kink at x = 0, where e^x − 1 is
+    activation("sigmoid_square_new", sp.exp(2 * x) / (1 + sp.exp(x)) ** 2),  # σ(x)², e^{2x} = ∞ from 44
+    # x·log(1 + x²): its derivative's log1p(x²/(h + 1)) + x²/h² with no x² of its own (a temporary
+    # x² = ∞ from 1.8e19 in float32); proved with the common factor x set aside
+    activation("x_log_square_new", x * sp.log(1 + x**2)),
     REGLU,
     RMS_NEW,
     # losses declared by their specification alone: log p_t read as log-softmax (p_t underflows to
@@ -260,6 +265,13 @@ CANCELLING = {
     # second x (x·(xσ(−x) + 2) = ∞ met σ(x) = 0 at x = −1e20 in float32)
     "square_gate_new": "stability.one_minus_sigmoid",
     "logistic_density_new": "stability.sigmoid_difference",
+    "two_way_softmax_new": "stability.exp_pair_factored",
+    "elu_torch_doc_new": "stability.clamp_expm1",
+    "selu_torch_doc_new": "stability.clamp_expm1",
+    "neg_clamp_new": "stability.clamp_expm1",
+    "logaddexp_new": "stability.logaddexp",
+    "sigmoid_square_new": "stability.sigmoid_ratio",
+    "x_log_square_new": "stability.log_root",
 }
 ROOTS = [
     o
@@ -481,7 +493,7 @@ def test_the_model_role_follows_from_the_signature(op):
     )
     if op.name == "gain_fraction_new" or op.name.endswith("_gain_new"):
         want = "residual_scale"  # elementwise with one gain of the model's width: LayerScale's signature
-    if op.name in ("softplus_sum_new", "pair_norm_new", "pair_norm_eps_new"):
+    if op.name in ("softplus_sum_new", "pair_norm_new", "pair_norm_eps_new", "two_way_softmax_new", "logaddexp_new"):
         want = ""  # two inputs: no role of the model takes it
     assert model_role(op) == want  # a row-wise op (a softmax) is no elementwise activation
 

@@ -174,6 +174,9 @@ UNEQUAL = [
     # a split on the sign of a product of entries (a learned slope y·x), read as one real number
     ("split-product-abs-is-not-the-product", sp.Abs(x[i] * y[i]), x[i] * y[i], setting()),
     ("split-product-max-of-the-wrong-one", sp.Max(x[i] * y[i], 0), sp.Max(x[i], 0) * y[i], setting()),
+    ("monotone-clamp-the-wrong-side", sp.Min(0, sp.exp(x[i]) - 1), sp.exp(sp.Max(0, x[i])) - 1, setting()),
+    ("monotone-negative-k-not-swapped", sp.Max(0, 3 - 3 * sp.exp(x[i])), 3 - 3 * sp.exp(sp.Max(0, x[i])), setting()),
+    ("monotone-not-zero-at-zero", sp.Min(0, sp.exp(x[i])), sp.exp(sp.Min(0, x[i])), setting()),
     (
         "split-product-softplus-sign-flipped",
         sp.Max(x[i] * y[i], 0) + sp.log(1 + sp.exp(-sp.Abs(x[i] * y[i]))),
@@ -290,6 +293,10 @@ TRUE = [
         setting(),
     ),
     ("split-product-negated", sp.Abs(-2 * x[i] * y[i]), 2 * sp.Abs(x[i] * y[i]), setting()),
+    # a clamp of an increasing function that is 0 at 0: k(e^u − 1), tanh u have the sign of u
+    ("monotone-clamp-inside", sp.Min(0, 2 * sp.exp(x[i]) - 2), 2 * sp.exp(sp.Min(0, x[i])) - 2, setting()),
+    ("monotone-abs-tanh", sp.Abs(sp.tanh(x[i])), sp.tanh(sp.Abs(x[i])), setting()),
+    ("monotone-negative-k", sp.Max(0, 3 - 3 * sp.exp(x[i])), 3 - 3 * sp.exp(sp.Min(0, x[i])), setting()),
 ]
 
 

@@ -117,11 +117,15 @@ def repeated_subtrees(expr, scalar=is_scalar) -> set:
     def visit(e):
         if e.is_Atom or scalar(e):
             return
-        if e.is_Pow and e.exp.is_Integer and e.exp <= -2 and not e.base.is_number:
-            # g^{−k} is printed (1/g)^k, each 1/g multiplied in beside a factor of the numerator
-            # (`reciprocal_power`): 1/g is what repeats. g^{−k} as a temporary of its own would
-            # underflow (1/h² = 0 from h > 1e19 in float32) where x/h² is in range
-            e = sp.Pow(e.base, -1)
+        if e.is_Pow and e.exp.is_Integer and abs(e.exp) >= 2 and not scalar(e.base):
+            # u^m and 1/g^k are printed beside the factors they pair with ((u/g)^m, `square_over`;
+            # each 1/g after a factor of the numerator, `reciprocal_power`), never as temporaries
+            # of their own: x² = ∞ from 1.8e19 and 1/h² = 0 from h > 1e19 in float32 while
+            # x²/(h + 1) and x/h² are in range; nor 1/g alone (∞ for a subnormal g, where
+            # sin²(gx)/g² is (sin(gx)/g)²). Only the base g repeats
+            for a in e.args:
+                visit(a)
+            return
         if e in seen:
             seen[e] += 1
             return

@@ -21,11 +21,13 @@ naming the lemmas in the method).
     softplus        log(1 + e^{u})        → max(u, 0) + log1p(e^{−|u|})
     log σ           log σ(u)              → min(u, 0) − log1p(e^{−|u|})
     sigmoid         1/(1 + e^{−u})        → σ(u)              (printed expit / torch.sigmoid)
-                    e^{u}/(1 + e^{u})     → σ(u)
+                    e^{ju}/(1 + e^{u})^{k} → σ(u)^j σ(−u)^{k−j}  (1 ≤ j ≤ k)
     gaussian        e^{−c u²}, c > 0      → G(√(2c) u)        (the Gaussian node: one helper
                                                                whose u² may overflow to ∞, e^{−∞} = 0)
     normal CDF      c (1 + erf(u/√2))     → 2c Φ(u)           (one library call: ndtr)
     sech²           c (1 − tanh²(u))      → 4c e^{−2|u|}/(1 + e^{−2|u|})²  (no 1 − 1 at large |u|)
+    clamp expm1     min(0, k(e^{u} − 1))  → k expm1(min(u, 0))  (k > 0; max alike: no e^{u} = ∞ met by
+                                                              the clamp, SELU as PyTorch writes it)
     expm1           e^{u} − 1             → expm1(u)          (accurate near 0)
                     k e^{u} − k + s       → k expm1(u) + s    (anywhere in a longer sum)
     log1p           log(1 + v)            → log1p(v)          (any v, 1 anywhere in the sum)
@@ -35,6 +37,9 @@ naming the lemmas in the method).
                                                               its formula: no e^{v} = ∞ over ∞)
     hypot           (v² + c)^{p}, c > 0   → hypot(v, √c)^{2p}  (p an odd multiple of ½: no v² = ∞
                                                               where the root is finite)
+    squares         (v² + w² + c)^{p}     → hypot(v, hypot(w, √c))^{2p}  (v, w arrays, c ≥ 0)
+    logaddexp       log(k e^{a} + k e^{b}) → log k + max(a, b) + log1p(e^{−|a − b|})  (a, b arrays)
+    exp pair        (k e^{a} + k e^{b})^{−m} → k^{−m} e^{−ma} (1 + e^{b − a})^{−m}  (then σ(a − b))
     rationalised    v + √(v² + c), c > 0  → [v ≥ 0] (v + R) + [v < 0] c/(R + |v|),
                                               R = hypot(v, √c)  (no v + |v| cancellation at v ≪ 0)
     root − √c       k √(v² + c) − k √c    → k v²/(hypot(v, √c) + √c)  (no 1 − 1 where v² ≪ c;
@@ -427,6 +432,41 @@ EXPM1_SUM = Rewrite(
     lambda kus: kus[0] * expm1(kus[1]) + kus[2],
     _expm1_sum_match,
 )
+
+
+def _clamp_expm1_match(e):
+    """(is_min, k, u) where e is min(0, k(e^{u} − 1)) or max(0, …), k a non-zero constant, the
+    inner part as written or already k·expm1(u) (SELU and ELU as PyTorch's documentation writes
+    them: max(0, x) + min(0, α(e^{x} − 1)))."""
+    if not (isinstance(e, (sp.Min, sp.Max)) and len(e.args) == 2 and sp.S.Zero in e.args):
+        return None
+    f = e.args[1] if e.args[0] == 0 else e.args[0]
+    k, g = sp.factor_terms(f).as_coeff_Mul()
+    if isinstance(g, expm1):
+        u = g.args[0]
+    else:
+        u = _expm1_match(g)
+    if u is None or k == 0 or not _has_array(u):
+        return None
+    return (isinstance(e, sp.Min), k, u)
+
+
+def _clamped_expm1(mku):
+    """k·expm1(min(u, 0)) for min(0, k(e^{u} − 1)) with k > 0: expm1 is increasing and 0 at 0,
+    so the clamp moves inside, where e^{u} is never formed past 0 (its overflow from u > 88 in
+    float32 was met by the min); max for max, and the two swapped for k < 0."""
+    is_min, k, u = mku
+    inner = sp.Min(u, 0) if is_min == bool(k > 0) else sp.Max(u, 0)
+    return k * expm1(inner)
+
+
+CLAMP_EXPM1 = Rewrite(
+    "stability.clamp_expm1",
+    "min(0, k(e^{u} − 1)) as k expm1(min(u, 0)): the clamp inside the increasing expm1",
+    lambda mku: (sp.Min if mku[0] else sp.Max)(0, mku[1] * (sp.exp(mku[2]) - 1)),
+    _clamped_expm1,
+    _clamp_expm1_match,
+)
 LOG1P = Rewrite("stability.log1p", "log(1 + v) as log1p(v)", lambda v: sp.log(1 + v), lambda v: log1p(v), _log1p_match)
 LOGSUMEXP = Rewrite(
     "stability.logsumexp",
@@ -604,7 +644,8 @@ def _reduced_over(d, H):
         combined = _combined(group, H)
         if combined is not None:
             return sp.Add(*[t for t in d.args if not any(t is g for g in group)]) + combined
-    return d
+    # no group over one denominator (a log1p beside a quotient): each term reduced on its own
+    return sp.Add(*[_reduced_over(t, H) for t in d.args])
 
 
 def _combined(terms, H):
@@ -758,6 +799,7 @@ REWRITES: tuple[Rewrite, ...] = (
     SECH2,
     EXPM1,
     EXPM1_SUM,
+    CLAMP_EXPM1,
     LOG_ROOT,
     LOG1P,
     LOGSUMEXP,
@@ -821,6 +863,48 @@ def sign_decidable(u) -> bool:
     return _product_of_arrays(u)
 
 
+def _multiple_of(g, v, most: int) -> int:
+    """j where g is e^{jv} for an integer 1 ≤ j ≤ most, else 0."""
+    if not isinstance(g, sp.exp):
+        return 0
+    j = sp.cancel(g.args[0] / v)
+    return int(j) if j.is_Integer and 1 <= j <= most else 0
+
+
+def _exp_pair(e):
+    """(k, a, b) where e is k e^{a} + k e^{b}, k > 0 free of arrays, a and b array expressions
+    that are not one another's negatives (that pair is a cosh) and differ by more than a number."""
+    if not (isinstance(e, sp.Add) and len(e.args) == 2):
+        return None
+    parts = []
+    for t in e.args:
+        k, rest = t.as_independent(*[a for a in t.free_symbols if isinstance(a, Array)], as_Add=False)
+        if not (isinstance(rest, sp.exp) and k.is_positive is True and _has_array(rest)):
+            return None
+        parts.append((k, rest.args[0]))
+    (k, a), (k2, b) = sorted(parts, key=lambda p: sp.default_sort_key(p[1]))
+    if k != k2 or sp.expand(a + b) == 0 or sp.expand(a - b).is_number:
+        return None
+    return (k, a, b)
+
+
+def _exp_pair_factored(e, used: set):
+    """A sum of two exponentials of different arrays under a log or a negative power: log(k e^{a}
+    + k e^{b}) = log k + max(a, b) + log1p(e^{−|a − b|}) (`stability.logaddexp`: e^{a} = ∞ from 88
+    in float32, and a + softplus(b − a) would cancel a against b − a); (k e^{a} + k e^{b})^{−m} =
+    k^{−m} e^{−ma} (1 + e^{b − a})^{−m} (`stability.exp_pair_factored`), a power of σ(a − b) once
+    beside e^{a} (e^{x}/(e^{x} + e^{z}) is σ(x − z)). Exact algebra."""
+    if isinstance(e, sp.log) and _exp_pair(e.args[0]) is not None:
+        k, a, b = _exp_pair(e.args[0])
+        used.add("stability.logaddexp")
+        return sp.log(k) + sp.Max(a, b) + log1p(sp.exp(-sp.Abs(a - b)))
+    if isinstance(e, sp.Pow) and e.exp.is_Integer and e.exp < 0 and _exp_pair(e.base) is not None:
+        k, a, b = _exp_pair(e.base)
+        used.add("stability.exp_pair_factored")
+        return k**e.exp * sp.exp(e.exp * a) * sp.Pow(1 + sp.exp(b - a), e.exp)
+    return e
+
+
 def _sigmoid_ratios(e: sp.Mul, used: set) -> sp.Expr:
     """In a product, e^{v} (1 + e^{v})^{−k} → σ(v) σ(−v)^{k−1} and (1 + e^{v})^{−k} → σ(−v)^k:
     1/(1 + e^{v}) = σ(−v) and e^{v} σ(−v) = σ(v) (`stability.sigmoid_node`,
@@ -834,9 +918,13 @@ def _sigmoid_ratios(e: sp.Mul, used: set) -> sp.Expr:
         if v is None:
             continue
         power = -int(f.exp)
-        numerator = next((m for m, g in enumerate(factors) if m != k and g == sp.exp(v)), None)
+        # e^{jv} beside (1 + e^{v})^{−k}, 1 ≤ j ≤ k: σ(v)^j σ(−v)^{k−j} (e^{2x}/(1 + e^{x})² is σ(x)²)
+        numerator, j = next(
+            ((m, _multiple_of(g, v, power)) for m, g in enumerate(factors) if m != k and _multiple_of(g, v, power)),
+            (None, 0),
+        )
         if numerator is not None:
-            factors[k] = Sigmoid(v) * Sigmoid(-v) ** (power - 1)
+            factors[k] = Sigmoid(v) ** j * Sigmoid(-v) ** (power - j)
             factors[numerator] = sp.S.One
             used.add("stability.sigmoid_ratio")
         else:
@@ -937,7 +1025,9 @@ def stabilise(expr) -> tuple[sp.Expr, set[str]]:
     def walk(e, factor_of_product=False):
         if not isinstance(e, sp.Basic) or not e.args or e.is_Atom or isinstance(e, sp.Indexed):
             return e
-        e = _numbers_out(e)
+        e = _exp_pair_factored(_numbers_out(e), used)
+        if not isinstance(e, sp.Basic) or not e.args or e.is_Atom:
+            return e
         product = isinstance(e, sp.Mul)
         args = tuple(walk(a, product) for a in e.args)
         if args != e.args:

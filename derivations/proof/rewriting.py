@@ -45,7 +45,10 @@ So qed decides identities between index expressions with its own, deliberately s
      summed indices held fixed (per summand).
      A subject that is a whole sum (a pre-activation Σ_k w_jk x_ik, inside |·|, H or max) or
      a product of entries (a learned slope g_j x_ij) is split as one opaque real number: a
-     branch proved for every p of its sign, with g and x left free, holds at p = g_j x_ij. It cannot split on a non-linear subject (x² − 1), on a
+     branch proved for every p of its sign, with g and x left free, holds at p = g_j x_ij.
+     Inside a branch, an atom whose subject is k(e^{w} − 1), k expm1 w, tanh w or sinh w is
+     evaluated by the sign of k·w where the branch knows it (SymPy's assumptions do not see
+     e^{p} − 1 > 0): min(0, α(e^{x} − 1)) is 0 on x ≥ 0. It cannot split on a non-linear subject (x² − 1), on a
      sum of summed entries inside the sum (Σ_k |x_k| needs a data-dependent split of the
      range), nor prove an inequality; and equal values
      are all it proves: whether a form overflows is a question for the numerical edge checks.
@@ -453,6 +456,12 @@ class Normaliser:
             inner = sp.Mul(*[f for f in common.args if not _fixed_sign(f)])
             if isinstance(inner, sp.Add) and inner != canonical:
                 return self._logs_cancel(sp.expand(inner))
+        # a factor common to every term that may be 0 (x·log(1 + x²) against x·2 log1p(…)):
+        # K·R = 0 where R = 0, so R = 0 suffices (if not iff: a failure here proves nothing)
+        if isinstance(common, sp.Mul):
+            sums = [f for f in common.args if isinstance(f, sp.Add) and f.has(sp.log)]
+            if len(sums) == 1 and sums[0] != canonical:
+                return self._logs_cancel(sp.expand(sums[0]))
         factors, rest = [], []
         for term in sp.Add.make_args(canonical):
             logs = [f for f in sp.Mul.make_args(term) if isinstance(f, sp.log)]
@@ -468,6 +477,8 @@ class Normaliser:
         r = sp.Add(*rest)
         if r.has(sp.log) or not all(_real(t) for t in rest):
             return False
+        if rest and self._decide(self.canon(r)) == 0:
+            r = sp.Integer(0)  # the terms without a log cancel on their own (through √ algebra too)
         product = self.canon(sp.Mul(*factors) * sp.exp(r) - 1)
         table: dict = {}
         if sp.cancel(sp.together(self._hide(self._combine_bodies(product), table))) != 0:
@@ -507,7 +518,7 @@ class Normaliser:
             done = []
             recorded = len(self.kinks)
             for where, value in branches:
-                branch = self.canon(_replace_subject(canonical, t, value))
+                branch = self.canon(_monotone_atoms_decided(_replace_subject(canonical, t, value)))
                 # a kink met inside the branch is stated in the entries again: p = ±(c·t + rest)
                 sign = -1 if where in ("< 0", "≤ 0") else 1
                 self._inverse.update({q: sign * (c * t + rest) for q in (strict, closed) if value.has(q)})
@@ -1152,7 +1163,13 @@ def _same_subject(a, b) -> bool:
     opposite, everywhere (H(99x/100), H(βx) for β > 0 and sign(x) jump at the same point)."""
     if sp.expand(a - b) == 0 or sp.expand(a + b) == 0:
         return True
-    return _fixed_sign(sp.cancel(a / b))
+    if _fixed_sign(sp.cancel(a / b)):
+        return True
+    # k(e^{w} − 1), expm1 w, tanh w have w's sign (or the opposite): the same point 0
+    inner_a, inner_b = monotone_argument(a), monotone_argument(b)
+    return (inner_a is not None and _same_subject(inner_a[1], b)) or (
+        inner_b is not None and _same_subject(a, inner_b[1])
+    )
 
 
 def _linear_atom(u, bound: set):
@@ -1185,6 +1202,79 @@ def _linear_atom(u, bound: set):
     if _product_of_entries(t) and c != 0 and not (t.free_symbols & bound):
         return t, c, sp.Integer(0)
     return None
+
+
+def monotone_argument(s):
+    """(k, w) where s is k·f(w), k a non-zero number, f increasing with f(0) = 0 (e^{w} − 1,
+    expm1 w, tanh w, sinh w): s has the sign of k·w; else None."""
+    from sympy.codegen.cfunctions import expm1
+
+    k, f = sp.factor_terms(s).as_coeff_Mul()
+    if k == 0:
+        return None
+    if isinstance(f, (expm1, sp.tanh, sp.sinh)):
+        return k, f.args[0]
+    if isinstance(f, sp.Add) and len(f.args) == 2:  # b e^{w} − b, either way round
+        c, term = f.args if f.args[0].is_number else f.args[::-1]
+        b, g = term.as_coeff_Mul()
+        if c.is_number and isinstance(g, sp.exp) and b + c == 0:
+            return k * b, g.args[0]
+    return None
+
+
+def _monotone_sign(s):
+    """1, −1 or 0: the sign of s = k·f(w) (`monotone_argument`) where w's sign is known to
+    SymPy's assumptions (a branch's p > 0); else None. (min(0, α(e^{x} − 1)) has the sign of x:
+    SELU as PyTorch writes it.)"""
+    kw = monotone_argument(s)
+    if kw is None:
+        return None
+    k, w = kw
+    # ±½: only ≥ 0 or ≤ 0 known (a closed branch's p ≥ 0), enough for max, min and |·|
+    sign = (
+        1
+        if w.is_positive
+        else -1
+        if w.is_negative
+        else 0
+        if w.is_zero
+        else sp.S.Half
+        if w.is_nonnegative
+        else -sp.S.Half
+        if w.is_nonpositive
+        else None
+    )
+    return None if sign is None else sign * (1 if k > 0 else -1)
+
+
+def _monotone_atoms_decided(expr):
+    """expr with max, min, |·|, sign and H of a subject whose sign `_monotone_sign` knows
+    evaluated (SymPy's assumptions do not see that e^{p} − 1 > 0 for p > 0)."""
+
+    def decided(a):
+        if isinstance(a, (sp.Max, sp.Min)) and len(a.args) == 2:
+            sgn = _monotone_sign(a.args[0] - a.args[1])
+            if sgn is None:
+                return a
+            first = (sgn >= 0) if isinstance(a, sp.Max) else (sgn <= 0)
+            return a.args[0] if first else a.args[1]
+        sgn = _monotone_sign(a.args[0])
+        if sgn is None:
+            return a
+        if isinstance(a, sp.Abs):
+            return (1 if sgn > 0 else -1 if sgn < 0 else 0) * a.args[0]
+        if abs(sgn) == sp.S.Half:  # not strict: sign and H stay as they are
+            return a
+        if isinstance(a, sp.sign):
+            return sp.Integer(sgn)
+        if sgn != 0:  # a step: its value at 0 stays the step's own
+            return sp.Integer(1 if sgn > 0 else 0)
+        return a
+
+    atoms = (sp.Max, sp.Min, sp.Abs, sp.sign, sp.Heaviside)
+    if not expr.has(*atoms):
+        return expr
+    return expr.replace(lambda a: isinstance(a, atoms), decided)
 
 
 def _product_of_entries(t) -> bool:
