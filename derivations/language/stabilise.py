@@ -665,7 +665,8 @@ def _combined(terms, H):
     square = h**2 - (u**2 + s**2)
     rest = sp.rem(num, square, h)
     if of_h(power) and power != 1:
-        if sp.count_ops(rest) >= sp.count_ops(num):
+        S = sp.Dummy("s")  # s counts as one symbol: an array's root hypot(z, √c) as a number's
+        if sp.count_ops(rest.xreplace({s: S})) >= sp.count_ops(num.xreplace({s: S})):
             return None
         # a term over the power of h for each power of u in the numerator: (6 − 4x²)/h⁵ as
         # 6/h⁵ − 4x²/h⁵, each printed as quotients ((x/h)²/h³), where (6 − 4x²) forms x² = ∞
