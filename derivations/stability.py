@@ -19,6 +19,7 @@ written by its exponentials; log1p(u) = log(1 + u), expm1(u) = e^{u} − 1 by de
     σ difference k σ(x) − k σ(−x) + s = k tanh(x/2) + s         (anywhere in a sum)
     logsumexp    log Σ_j e^{x_j} = m + log Σ_j e^{x_j − m}    for any m (the row max; a row mean too)
     softmax      e^{x_j}/Σ_l e^{x_l} = e^{x_j − m}/Σ_l e^{x_l − m}   for any m (the row max)
+    expectation  Σ_l a_l e^{v_l}/Σ_l b_l e^{v_l} = the same with v − m   for any m (the row max)
     expm1        k e^{x} − k + s = k expm1(x) + s             (anywhere in a sum)
     log1p        log(1 + v) = log1p(v)                        (v > −1)
     √ beside x   x + √(x² + c) = [x ≥ 0] (x + R) + [x < 0] c/(R + |x|),  R = hypot(x, √c)
@@ -199,6 +200,34 @@ softmax_shift = index_claim(
         "denominator-unshifted": (
             "e^{x_j − m}/Σ e^{x}: the shift left out of the denominator",
             [entry(k * sp.exp(v - RowMax(v)) / R(sp.exp(v)), (i, j)) for R, v, k in softmax_cases],
+        ),
+    },
+)
+
+# Σ_j A e^{v}/Σ_j B e^{v} = Σ_j A e^{v − m}/Σ_j B e^{v − m} for any per-row m: an expectation under
+# a softmax written as its formula (Σ x e^{x}/Σ e^{x}, an entropy's second term), from
+# rw.SUMS_RATIO's functions; each case a row value (r, 1), read at its row
+sums_cases = [
+    (RowSum, X, RowSum, sp.S.One, X, sp.S.One),
+    (RowMean, X**2, RowSum, k_soft, 2 * X + 1, sp.S.One),
+]
+sums_ratio_shift = index_claim(
+    rw.SUMS_RATIO.lemma,
+    "An expectation under a softmax written as its formula, the row max shifted out of both sums",
+    SOURCE,
+    r"\frac{\sum_{l} a_{l} e^{v_{l}}}{\sum_{l} b_{l} e^{v_{l}}} = \frac{\sum_{l} a_{l} e^{v_{l} - m}}{\sum_{l} b_{l} e^{v_{l} - m}}"
+    r"\quad \text{for any } m, \text{ in particular } m = \max_{l} v_{l}",
+    lhs=[entry(rw.SUMS_RATIO.stable(case), (i, 0)) for case in sums_cases],
+    rhs=[entry(rw.SUMS_RATIO.document(case), (i, 0)) for case in sums_cases],
+    setting=Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1)}, scalars={k_soft: sp.Rational(3, 2)}),
+    mutants={
+        "numerator-unshifted": (
+            "Σ A e^{v}/Σ B e^{v − m}: the shift left out of the numerator",
+            [entry(k * R1(A * sp.exp(v)) / R2(B * sp.exp(v - RowMax(v))), (i, 0)) for R1, A, R2, B, v, k in sums_cases],
+        ),
+        "denominator-unshifted": (
+            "Σ A e^{v − m}/Σ B e^{v}: the shift left out of the denominator",
+            [entry(k * R1(A * sp.exp(v - RowMax(v))) / R2(B * sp.exp(v)), (i, 0)) for R1, A, R2, B, v, k in sums_cases],
         ),
     },
 )
@@ -777,6 +806,7 @@ CLAIMS: list[Claim] = [
     tanh_expm1,
     logsumexp,
     softmax_shift,
+    sums_ratio_shift,
     log_softmax,
     gelu_tanh,
     mish,

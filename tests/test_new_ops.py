@@ -226,6 +226,23 @@ NEW_OPS = [
         sp.Rational(10507, 10000) * (sp.Max(0, x) + sp.Min(0, sp.Rational(16733, 10000) * (sp.exp(x) - 1))),
     ),
     activation("neg_clamp_new", sp.Max(0, -3 * (sp.exp(x) - 1))),  # its kink at x = 0, where e^x − 1 is
+    # an expectation under a softmax and its entropy, written as formulas: Σ x e^{x}/Σ e^{x} with the
+    # row max shifted out of both sums (∞/∞ from 88 in float32)
+    *(
+        Op(
+            name=name,
+            module=__name__,
+            inputs=[x],
+            outputs=[Array("y", (r, 1))],
+            spec=[Assign(Array("y", (r, 1)), e)],
+            optional_axes=1,
+            sizes={n: (x, 1)},
+        )
+        for name, e in (
+            ("softmax_mean_new", RowSum(x * sp.exp(x)) / RowSum(sp.exp(x))),
+            ("softmax_entropy_new", sp.log(RowSum(sp.exp(x))) - RowSum(x * sp.exp(x)) / RowSum(sp.exp(x))),
+        )
+    ),
     activation("sigmoid_square_new", sp.exp(2 * x) / (1 + sp.exp(x)) ** 2),  # σ(x)², e^{2x} = ∞ from 44
     # x·log(1 + x²): its derivative's log1p(x²/(h + 1)) + x²/h² with no x² of its own (a temporary
     # x² = ∞ from 1.8e19 in float32); proved with the common factor x set aside
@@ -269,6 +286,8 @@ CANCELLING = {
     "square_gate_new": "stability.one_minus_sigmoid",
     "logistic_density_new": "stability.sigmoid_difference",
     "two_way_softmax_new": "stability.exp_pair_factored",
+    "softmax_mean_new": "stability.softmax_sums_shift",
+    "softmax_entropy_new": "stability.softmax_sums_shift",
     "elu_torch_doc_new": "stability.clamp_expm1",
     "selu_torch_doc_new": "stability.clamp_expm1",
     "neg_clamp_new": "stability.clamp_expm1",

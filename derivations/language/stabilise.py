@@ -35,6 +35,7 @@ naming the lemmas in the method).
                                                               (a row sum or a row mean)
     softmax         e^{v_i}/Σ_j e^{v_j}   → e^{v_i − m}/Σ_j e^{v_j − m}  (a softmax written as
                                                               its formula: no e^{v} = ∞ over ∞)
+                    Σ A e^{v}/Σ B e^{v}   → Σ A e^{v − m}/Σ B e^{v − m}  (an expectation under it)
     hypot           (v² + c)^{p}, c > 0   → hypot(v, √c)^{2p}  (p an odd multiple of ½: no v² = ∞
                                                               where the root is finite)
     squares         (v² + w² + c)^{p}     → hypot(v, hypot(w, √c))^{2p}  (v, w arrays, c ≥ 0)
@@ -475,6 +476,50 @@ LOGSUMEXP = Rewrite(
     lambda Rv: RowMax(Rv[1]) + sp.log(Rv[0](sp.exp(Rv[1] - RowMax(Rv[1])))),
     _logsumexp_match,
 )
+
+
+def _exp_factor(arg, v=None):
+    """(A, v) where the row reduction's argument is A·e^{v} (v unshifted; the given v if any)."""
+    for f in sp.Mul.make_args(arg):
+        if isinstance(f, sp.exp) and not _shifted(f.args[0]) and (v is None or f.args[0] == v):
+            return (sp.Mul(*[g for g in sp.Mul.make_args(arg) if g is not f]), f.args[0])
+    return None
+
+
+def _sums_ratio_match(e):
+    """(R₁, A, R₂, B, v, rest) where e is rest·R₁(A e^{v})/R₂(B e^{v}), R₁, R₂ row sums or row
+    means, v unshifted: an expectation under the softmax (Σ x e^{x}/Σ e^{x}), whose e^{v} = ∞ over
+    ∞ from v > 88 in float32."""
+    if not isinstance(e, sp.Mul):
+        return None
+    for f in e.args:
+        if not (isinstance(f, sp.Pow) and f.exp == -1 and isinstance(f.base, (RowSum, RowMean))):
+            continue
+        below = _exp_factor(f.base.args[0])
+        if below is None:
+            continue
+        B, v = below
+        for g in e.args:
+            if isinstance(g, (RowSum, RowMean)):
+                above = _exp_factor(g.args[0], v)
+                if above is not None:
+                    rest = sp.Mul(*[h for h in e.args if h is not f and h is not g])
+                    return (type(g), above[0], type(f.base), B, v, rest)
+    return None
+
+
+def _sums_ratio(m):
+    R1, A, R2, B, w, rest = m
+    return rest * R1(A * sp.exp(w)) / R2(B * sp.exp(w))
+
+
+SUMS_RATIO = Rewrite(
+    "stability.softmax_sums_shift",
+    "Σ A e^{v}/Σ B e^{v} with the row max shifted out of both: Σ A e^{v − m}/Σ B e^{v − m}",
+    _sums_ratio,
+    lambda m: _sums_ratio((*m[:4], m[4] - RowMax(m[4]), m[5])),
+    _sums_ratio_match,
+)
 SOFTMAX = Rewrite(
     "stability.softmax_shift",
     "e^{v}/Σ e^{v} with the row max shifted out of both: e^{v − m}/Σ e^{v − m}",
@@ -805,6 +850,7 @@ REWRITES: tuple[Rewrite, ...] = (
     LOG1P,
     LOGSUMEXP,
     SOFTMAX,
+    SUMS_RATIO,
     SQRT_BESIDE,
     HYPOT,
     SQUARES,
@@ -1165,6 +1211,7 @@ UNSTABLE = (
     ("log(1 + …) not as log1p(…)", _log1p_match),
     ("log Σ e^{…} without the max shift", _logsumexp_match),
     ("e^{v}/Σ e^{v} without the max shift", _softmax_match),
+    ("Σ A e^{v}/Σ B e^{v} without the max shift", _sums_ratio_match),
     ("v + √(v² + c) not rationalised", lambda e: _sqrt_beside_match(e, decidable=False)),
     ("√(v² + c) not as hypot(v, √c)", _hypot_match),
     ("√(v² + w² + …) not as hypot(v, w)", _squares_match),
