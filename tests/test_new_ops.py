@@ -23,7 +23,7 @@ from codegen.analysis import analyse, storage_shape
 from derivations import registry
 from derivations.language.arrays import Array, Assign, MatMul, RowMean, RowSum, T, Take, size
 from derivations.language.ops import Op, Option, index_bounds, model_role
-from derivations.loss import CROSS_ENTROPY_SPEC, ELL_S, LOSS_SIGNATURE, P_S, TGT
+from derivations.loss import CROSS_ENTROPY_SPEC, ELL_S, LOSS_SIGNATURE, P_S, TGT, Z
 from derivations.proof.obligations import claims_for
 from qed.tools import edges
 from qed.tools.reference import spec_function
@@ -262,6 +262,10 @@ NEW_OPS = [
         for name, ell in (
             ("focal_loss_new", -((1 - Take(P_S, TGT)) ** 2) * sp.log(Take(P_S, TGT))),  # focal, γ = 2
             ("poly1_loss_new", -sp.log(Take(P_S, TGT)) + (1 - Take(P_S, TGT))),  # Poly-1, ε = 1
+            # the textbook −z_t + log Σ e^{z}: the shift's max taken with z_t, (z − m)_t, before the
+            # small log Σ e^{z − m} is added (1e30 + 1.39 − 1e30 was 0 in float64); the max's
+            # adjoint 0 proved with the targets in 0 … V − 1
+            ("cross_entropy_direct_new", -Take(Z, TGT) + sp.log(RowSum(sp.exp(Z)))),
         )
     ),
 ]
@@ -280,6 +284,7 @@ CANCELLING = {
     "log_cosh_by_exps_new": "stability.log_cosh",
     "focal_loss_new": "stability.log_softmax",
     "poly1_loss_new": "stability.log_softmax",
+    "cross_entropy_direct_new": "stability.logsumexp",
     "soft_fraction_new": None,  # exact algebra in the derivative (`stabilise.quotients_combined`)
     # x²σ(x)' = xσ(x)(2 + xσ(−x)): 1 − σ(x) as σ(−x), and the gate σ(x) multiplied in before the
     # second x (x·(xσ(−x) + 2) = ∞ met σ(x) = 0 at x = −1e20 in float32)

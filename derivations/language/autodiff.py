@@ -579,11 +579,13 @@ def derive(
     saved=None,
     flag_sets=(frozenset(),),
     name: str = "op",
+    id_ranges: dict | None = None,
 ) -> Derivation:
     """The backward of `forward` by the rules: one gradient per float input and parameter that
     is not a constant. `saved` None: the cache is what the backward reads; a list: the backward
     reads only these (and the upstream gradients), recomputing any other forward array from them.
-    `flag_sets`: the flag combinations the lemmas are proved for."""
+    `flag_sets`: the flag combinations the lemmas are proved for; `id_ranges`: each integer
+    input's range (name -> (lo, hi)), which the kernel checks and the lemmas may use."""
     from .ops import grad_of
 
     params, constants, integers = list(params), list(constants), list(integers)
@@ -609,7 +611,7 @@ def derive(
     wrt = [a for a in list(inputs) + params if roles[a] in ("input", "param")]
     state = _Sweep(graph, lines, names, outputs, name, taken)
     state.run()
-    lemmas = state.prove_lemmas(flag_sets)
+    lemmas = state.prove_lemmas(flag_sets, id_ranges or {})
     grads, body = state.emit(wrt)
     if saved is not None:
         body = _readable(body, lines, _recomputable(lines, saved))
@@ -741,7 +743,7 @@ class _Sweep:
             out = new
         return out.xreplace(values)
 
-    def prove_lemmas(self, flag_sets) -> list[str]:
+    def prove_lemmas(self, flag_sets, id_ranges: dict) -> list[str]:
         """The row max's adjoint is 0 and the masked entries' adjoint is 0 above the diagonal,
         for symbolic sizes, each flag combination; refused otherwise."""
         from ..proof.core import prove_index_identity
@@ -757,7 +759,7 @@ class _Sweep:
             for when in flag_sets:
                 lhs = entry(self.expanded(G, when), (i, 0))
                 rows = shape_of(node)[0]
-                setting = _setting(lhs, {i: (0, rows - 1)})
+                setting = _setting(lhs, {i: (0, rows - 1)}, integer_arrays=id_ranges)
                 proof = prove_index_identity(lhs, sp.Integer(0), setting, "index normaliser: the row max's adjoint")
                 if proof.status != "proved-general":
                     raise ArrayError(
@@ -855,14 +857,14 @@ def _flags_text(flag_sets) -> str:
     return f", with and without {', '.join(flags)}" if flags else ""
 
 
-def _setting(expr, indices: dict, scalars: dict | None = None):
+def _setting(expr, indices: dict, scalars: dict | None = None, integer_arrays: dict | None = None):
     """Where a derivation's lemma is proved and spot-checked: every size symbol at a small
-    distinct value, every other scalar at 1/10."""
+    distinct value, every other scalar at 1/10, the integer inputs in their ranges."""
     from ..proof.core import Setting
 
     sizes, others = {}, dict(scalars or {})
     free = {s for s in sp.sympify(expr).free_symbols if isinstance(s, sp.Symbol) and not isinstance(s, sp.Dummy)}
-    for lo, hi in indices.values():
+    for lo, hi in list(indices.values()) + list((integer_arrays or {}).values()):
         free |= sp.sympify(lo).free_symbols | sp.sympify(hi).free_symbols
     values = itertools.cycle((3, 4, 2, 5))
     for s in sorted(free, key=lambda x: x.name):
@@ -872,7 +874,7 @@ def _setting(expr, indices: dict, scalars: dict | None = None):
             sizes[s] = next(values)
         else:
             others[s] = sp.Rational(1, 10)
-    return Setting(sizes=sizes, indices=dict(indices), scalars=others)
+    return Setting(sizes=sizes, indices=dict(indices), scalars=others, integer_arrays=dict(integer_arrays or {}))
 
 
 def _with_cache(body: list[Assign], lines: list[_Line], graph: _Graph, saved, upstream: set, name: str):
@@ -953,7 +955,10 @@ def _share(lines: list[Assign], taken: set) -> list[Assign]:
 
 def derive_op(op, flag_sets) -> Derivation:
     """`derive` over an op's own forward, inputs, outputs, parameters, constants, integer inputs
-    and cache (the op's declared backward, if any, is not read)."""
+    (with the ranges the kernel checks) and cache (the op's declared backward, if any, is not
+    read)."""
+    from .ops import index_bounds
+
     return derive(
         op.forward,
         op.inputs,
@@ -964,4 +969,5 @@ def derive_op(op, flag_sets) -> Derivation:
         saved=op.saved,
         flag_sets=flag_sets,
         name=op.name,
+        id_ranges={a.name: (0, bound - 1) for a, bound in index_bounds(op, op.spec + op.forward)},
     )

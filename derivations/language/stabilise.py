@@ -32,7 +32,8 @@ naming the lemmas in the method).
                     k e^{u} − k + s       → k expm1(u) + s    (anywhere in a longer sum)
     log1p           log(1 + v)            → log1p(v)          (any v, 1 anywhere in the sum)
     logsumexp       log Σ_j e^{v_j}       → m + log Σ_j e^{v_j − m},  m = max_j v_j
-                                                              (a row sum or a row mean)
+                                                              (a row sum or a row mean; beside
+                                                              −v_t, −(v − m)_t: no 1e30 − 1e30)
     softmax         e^{v_i}/Σ_j e^{v_j}   → e^{v_i − m}/Σ_j e^{v_j − m}  (a softmax written as
                                                               its formula: no e^{v} = ∞ over ∞)
                     Σ A e^{v}/Σ B e^{v}   → Σ A e^{v − m}/Σ B e^{v − m}  (an expectation under it)
@@ -1049,6 +1050,27 @@ def _exp_products(e: sp.Mul, used: set) -> sp.Expr:
     return sp.Mul(*rest, sp.exp(sp.Add(*[g.args[0] for g in exps])))
 
 
+def _max_beside_take(e, used: set):
+    """In a sum, +c·max_j v_j beside −c·v_t (a cross-entropy written −x_t + log Σ e^{x}, once the
+    log-sum-exp is shifted): the two as −c·(v − max v)_t, so that they cancel before the small
+    log Σ e^{v − m} is added (1e30 + 1.39 − 1e30 was 0 in float64). Exact: the max is constant
+    along the row, so (v − m)_t = v_t − m."""
+    if not isinstance(e, sp.Add):
+        return e
+    for t in e.args:
+        c, node = t.as_coeff_Mul()
+        if not isinstance(node, RowMax):
+            continue
+        v = node.args[0]
+        for t2 in e.args:
+            c2, take = t2.as_coeff_Mul()
+            if isinstance(take, Take) and take.args[0] == v and c2 == -c:
+                used.add(LOGSUMEXP.lemma)
+                rest = [a for a in e.args if a is not t and a is not t2]
+                return sp.Add(*rest, -c * Take(v - node, take.args[1]))
+    return e
+
+
 def _numbers_out(e):
     """A number that SymPy distributed over a sum or left inside a row reduction, taken out, so
     that the forms above match with it: (2 + 2e^{−x})^{−1} is (1 + e^{−x})^{−1}/2 (a sigmoid),
@@ -1086,6 +1108,7 @@ def stabilise(expr) -> tuple[sp.Expr, set[str]]:
             e = _exp_products(e, used)
             if isinstance(e, sp.Mul):
                 e = _sigmoid_ratios(e, used)
+        e = _max_beside_take(e, used)
         if isinstance(e, sp.Pow) and e.exp.is_Integer and e.exp < -1 and not factor_of_product:
             v = _one_plus_exp(e.base)
             if v is not None:  # (1 + e^{v})^{−k} = σ(−v)^k (a product's own pass pairs its factors)
