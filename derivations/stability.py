@@ -625,7 +625,7 @@ root_minus = _cases_lemma(
 
 # log(v² + c): v² = ∞ at |v| > 1.8e19 in float32; as 2 log hypot(v, √c), and log(1 + v²) as
 # 2 log1p(v²/(hypot(v, 1) + 1)) (log1p(hypot − 1), hypot − 1 rationalised: accurate at small v)
-log_root_matches = [(x, sp.sqrt(c_root)), (sp.sqrt(alpha_root) * x, sp.S.One)]
+log_root_matches = [(x, sp.sqrt(c_root)), (sp.sqrt(alpha_root) * x, sp.S.One), (x, Hypot(z, sp.sqrt(c_root)))]
 log_root = _cases_lemma(
     rw.LOG_ROOT,
     "log(v² + c) as 2 log hypot(v, √c), log(1 + v²) as 2 log1p(v²/(hypot(v, 1) + 1)): no v² = ∞",
@@ -637,7 +637,11 @@ log_root = _cases_lemma(
         "not-doubled": ("log hypot for 2 log hypot", [rw.LOG_ROOT.stable(m_) / 2 for m_ in log_root_matches]),
         "c-not-root": (
             "hypot(v, c) for hypot(v, √c)",
-            [2 * sp.log(Hypot(x, c_root)), 2 * log1p(alpha_root * x**2 / (Hypot(sp.sqrt(alpha_root) * x, 1) + 1))],
+            [
+                2 * sp.log(Hypot(x, c_root)),
+                2 * log1p(alpha_root * x**2 / (Hypot(sp.sqrt(alpha_root) * x, 1) + 1)),
+                2 * sp.log(Hypot(x, Hypot(z, c_root))),
+            ],
         ),
     },
     method="index normaliser (hypot(v, s) = √(v² + s²); logarithms compared by exponentiating)",

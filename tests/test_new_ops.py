@@ -214,6 +214,7 @@ NEW_OPS = [
     # x over the pair's smoothed magnitude: ∂/∂x is 1/h − x²/h³, reduced over h³ to
     # hypot(z, √ε)²/h³ (1 − y² cancelled to 6 % where z ≪ x, z ~ 1e-8 in float32)
     of_two("pair_unit_new", x / sp.sqrt(x**2 + z_in**2 + sp.Rational(1, 10**6))),
+    of_two("log_pair_new", sp.log(1 + x**2 + z_in**2)),  # 2 log hypot(x, hypot(z, 1)): x² = ∞ from 1.8e19
     # exponentials of two arrays: e^{x}/(e^{x} + e^{z}) is σ(x − z), log(e^{x} + e^{z}) is
     # max(x, z) + log1p(e^{−|x − z|}) (both were ∞/∞ and ∞ from 88 in float32)
     of_two("two_way_softmax_new", sp.exp(x) / (sp.exp(x) + sp.exp(z_in))),
@@ -285,6 +286,7 @@ CANCELLING = {
     "focal_loss_new": "stability.log_softmax",
     "poly1_loss_new": "stability.log_softmax",
     "cross_entropy_direct_new": "stability.logsumexp",
+    "log_pair_new": "stability.log_root",
     "soft_fraction_new": None,  # exact algebra in the derivative (`stabilise.quotients_combined`)
     # x²σ(x)' = xσ(x)(2 + xσ(−x)): 1 − σ(x) as σ(−x), and the gate σ(x) multiplied in before the
     # second x (x·(xσ(−x) + 2) = ∞ met σ(x) = 0 at x = −1e20 in float32)

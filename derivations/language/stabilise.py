@@ -548,7 +548,8 @@ def _root_minus_rewrite_match(e):
 
 def _log_root_match(e):
     """(v, s) where e is log(v² + s²), v² a square of an array expression (k w² for a positive
-    k free of arrays), s² a positive number free of arrays."""
+    k free of arrays), s² a positive number free of arrays, or s the root of further squares
+    and that number as nested hypots (`_squares_match`)."""
     if not (isinstance(e, sp.log) and isinstance(e.args[0], sp.Add)):
         return None
     inner = e.args[0]
@@ -556,7 +557,10 @@ def _log_root_match(e):
     if c.is_positive is not True or not _has_array(B):
         return None
     v = _square_root_of(B)
-    return None if v is None else (v, sp.sqrt(c))
+    if v is None:  # several squares and c > 0: log(x² + z² + c) as 2 log hypot(x, hypot(z, √c))
+        several = _squares_match(sp.Pow(inner, sp.S.Half, evaluate=False))
+        return None if several is None else several[:2]
+    return (v, sp.sqrt(c))
 
 
 def _log_root(v, s):
