@@ -191,6 +191,9 @@ NEW_OPS = [
     # σ(−x) − σ(x) as −tanh(x/2)
     activation("logistic_density_new", sp.exp(-x) / (1 + sp.exp(-x)) ** 2),
     activation("relu_by_step_new", x * sp.Heaviside(x, 0)),
+    # max(x, 0)·H(x, 0): its derivative H(x)·H(x, 0) has a midpoint ½ beside the printed step, so a
+    # wrong value 2 of that step gave 1 at 0, inside [0, 1]; the kink mutant's value is 4
+    activation("relu_times_step_new", sp.Max(x, 0) * sp.Heaviside(x, 0)),
     activation("signed_square_new", sp.sign(x) * x**2),
     activation("reciprocal_new", 1 / x),
     activation("root_of_abs_new", sp.sqrt(sp.Abs(x) + 1)),

@@ -234,8 +234,9 @@ def kink_mutants(op: Op, obligation) -> list[PrintedMutant]:
     H(u) = (1 + sign u)/2 taken as H(u, 0) where the specification has no kink at u (what
     reverse mode prints if its step is SymPy's H(u, 0): 0 at x = 0 in softplus' backward, whose
     derivative there is ½; at a kink of the specification H(u, 0) is a subgradient too), and a
-    printed subgradient H(u, 0) or H(u, 1) taken as H(u, 2), outside the subdifferential [0, 1]
-    of max(0, ·). Only the points on the kink (`proof/kinks.py`) can refute them."""
+    printed subgradient H(u, 0) or H(u, 1) taken as H(u, 4), outside the subdifferential [0, 1]
+    of max(0, ·) even where a midpoint ½ multiplies it (max(x, 0)·H(x, 0)'s derivative
+    H(x)·H(x, 0): ½·2 = 1 lay inside). Only the points on the kink (`proof/kinks.py`) can refute them."""
     from ..language.arrays import HalfStep
     from .kinks import same_up_to_indices, subjects
     from .obligations import cache_values, spec_scope
@@ -256,7 +257,7 @@ def kink_mutants(op: Op, obligation) -> list[PrintedMutant]:
                     continue  # the specification's own kink: H(u, 0) is a subgradient too
                 new, what = sp.Heaviside(u, 0), f"the step H({_s(u)}) with H(0) = ½ printed as H({_s(u)}, 0)"
             elif len(step.args) == 2 and step.args[1] in (0, 1):
-                new, what = sp.Heaviside(u, 2), f"the step H({_s(u)}, {step.args[1]}) given the value 2 at 0"
+                new, what = sp.Heaviside(u, 4), f"the step H({_s(u)}, {step.args[1]}) given the value 4 at 0"
             else:
                 continue
             s = sp.Dummy("s")
