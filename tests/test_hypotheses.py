@@ -133,13 +133,13 @@ def test_a_smooth_specification_admits_no_kink():
 
 def test_the_kink_mutants_are_declared_and_refuted():
     """The claims carry mutants of this class: the midpoint step printed as H(u, 0) (softplus),
-    a printed subgradient given the value 2 (ReLU, the ReLU FFN). Squared ReLU and Mish read
+    a printed subgradient given the value 4 (ReLU, the ReLU FFN). Squared ReLU and Mish read
     the step's value at 0 times a factor that is 0 there: no such mutant (it would be no
     mistake)."""
     for claim_id, what in [
         ("softplus.backward.dx", "printed as H(x, 0)"),
-        ("relu.backward.dx", "value 2"),
-        ("ffn_relu.backward.db1", "value 2"),
+        ("relu.backward.dx", "value 4"),
+        ("ffn_relu.backward.db1", "value 4"),
     ]:
         cert = registry.claim(claim_id).run()
         found = [m for m in cert.mutants if m.id.split("~")[1].startswith("kink-")]
