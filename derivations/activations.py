@@ -242,7 +242,7 @@ GELU_TANH = _elementwise_op(
     reference=lambda torch, x: torch.nn.functional.gelu(x, approximate="tanh"),
     range_limit=RangeLimit(
         {"float32": 1e20, "float64": 1e300},
-        "gelu_tanh: x*x*x overflows (|x| > 7e12 in float32) — an overflow warning in the forward — "
+        "gelu_tanh: 0.044715·x·x·x overflows (|x| > 2e13 in float32) — an overflow warning in the forward — "
         "and the backward's (1 − tanh² u)·x·(0.134145 x² + 1) is 0·inf = NaN where the exact dx "
         "is 0 or dy",
     ),

@@ -15,6 +15,9 @@ no backward, no claims, no mutants), printed by codegen into a scratch package
 
 from __future__ import annotations
 
+import inspect
+import re
+
 import pytest
 import sympy as sp
 import torch
@@ -251,6 +254,9 @@ NEW_OPS = [
     # x·log(1 + x²): its derivative's log1p(x²/(h + 1)) + x²/h² with no x² of its own (a temporary
     # x² = ∞ from 1.8e19 in float32); proved with the common factor x set aside
     activation("x_log_square_new", x * sp.log(1 + x**2)),
+    # a scale below 1 on a square, applied to the first factor: (x − z)²/2 as (y_sum/2)·y_sum
+    # (y_sum² = ∞ from 1.8e19 in float32 where the half is still in range)
+    of_two("half_square_difference_new", (x - z_in) ** 2 / 2),
     REGLU,
     RMS_NEW,
     # losses declared by their specification alone: log p_t read as log-softmax (p_t underflows to
@@ -270,6 +276,8 @@ NEW_OPS = [
             # small log Σ e^{z − m} is added (1e30 + 1.39 − 1e30 was 0 in float64); the max's
             # adjoint 0 proved with the targets in 0 … V − 1
             ("cross_entropy_direct_new", -Take(Z, TGT) + sp.log(RowSum(sp.exp(Z)))),
+            # PaLM's z-loss as a user writes it, 10⁻⁴ after the square: (10⁻⁴·log Z)·log Z
+            ("z_loss_textbook_new", -sp.log(Take(P_S, TGT)) + sp.Rational(1, 10**4) * sp.log(RowSum(sp.exp(Z))) ** 2),
         )
     ),
 ]
@@ -482,6 +490,20 @@ def test_a_cancelling_or_overflowing_form_is_rewritten_and_stable_at_every_magni
     assert CANCELLING[op.name] is None or CANCELLING[op.name] in op.stability
     for magnitude in edges.magnitudes(dtype):
         findings = edges.check(op.name, backend, dtype, magnitude)
+        assert not findings, edges.report(findings[:8])
+
+
+@pytest.mark.parametrize("name", ["half_square_difference_new", "z_loss_textbook_new"])
+@pytest.mark.parametrize("backend", edges.BACKENDS)
+@pytest.mark.parametrize("dtype", edges.DTYPES)
+def test_a_scale_below_one_is_applied_before_the_square(registered, name, backend, dtype):
+    """c·u² with |c| < 1 printed (c·u)·u (codegen/lowering/inplace.py's `scale_first`): u² is
+    never formed, so nothing overflows where c·u² is in range ((x − z)²/2 at 2e19, the z-loss's
+    10⁻⁴·(log Z)² at logits 1e20 in float32, both ∞ before). Every magnitude of the check."""
+    source = inspect.getsource(registered[(name, backend)])
+    assert re.search(r"= (\w+)/2\n\s+\w+ \*= \1\b|= 0\.0001\*(\w+)\n\s+\w+ \*= \2\b", source), source
+    for magnitude in edges.magnitudes(dtype):
+        findings = edges.check(name, backend, dtype, magnitude)
         assert not findings, edges.report(findings[:8])
 
 

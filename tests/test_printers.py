@@ -512,8 +512,8 @@ INPLACE = [
         "gelu-backward",
         y * (c + sp.sqrt(2) * x * sp.exp(-(x**2) / 2) / (2 * sp.sqrt(sp.pi))),
         [
-            "out = x*x",
-            "out *= -(1/2)",
+            "out = -x/2",  # −x²/2 as (−x/2)·x: x² is never formed
+            "out *= x",
             "np.exp(out, out=out)",
             "out *= math.sqrt(2)/(2*math.sqrt(math.pi))",
             "out *= x",
@@ -586,14 +586,20 @@ INPLACE = [
     ("power-spread", x**2 * Sigmoid(x), ["out = scipy.special.expit(x)", "out *= x", "out *= x"]),
     # a computed factor spread (a + b)²·e^{y}: the start is one copy, the other still multiplies
     ("computed-power-spread", (a + b) ** 2 * sp.exp(y), ["out = a + b", "out *= np.exp(y)", "out *= a + b"]),
+    # a scale below 1 before the square: (c·u)·u, never u² = ∞ where c·u² is in range; the
+    # base named once (`scale_first`)
+    ("scale-first", (a - b) ** 2 / 2, ["out_sum = a - b", "out = out_sum/2", "out *= out_sum"]),
+    ("scale-first-cube", sp.Rational(1, 1000) * x**3, ["out = 0.001*x", "out *= x", "out *= x"]),
+    # a scale of 1 or more stays after the power: c·u² overflows wherever u² does
+    ("scale-after", 3 * (a - b) ** 2, ["out_sum = a - b", "out = out_sum*out_sum", "out *= 3"]),
 ]
 
 
 # PyTorch folds a run t *= c, t *= a, t += b of the plan into one multiply-add
 TORCH_FUSED = {
     "gelu-backward": [
-        "out = x*x",
-        "out *= -(1/2)",
+        "out = -x/2",
+        "out *= x",
         "out.exp_()",
         "torch.addcmul(c, out, x, value=math.sqrt(2)/(2*math.sqrt(math.pi)), out=out)",
         "out *= y",

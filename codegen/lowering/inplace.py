@@ -25,7 +25,7 @@ from derivations.language.arrays import Array
 
 from ..printers.code import gates_first, powers_spread, reciprocal_power, split_sign, square_over
 
-__all__ = ["Update", "Facts", "plan", "reads", "fuse_multiply_add", "VIEWS"]
+__all__ = ["Update", "Facts", "plan", "reads", "fuse_multiply_add", "scale_first", "VIEWS"]
 
 VIEWS = ("T", "Gather", "Take", "CausalMask", "OneHot")  # nodes whose value may be a view
 
@@ -39,6 +39,7 @@ class Update:
     "call"         target = f(target), written into target (value: f's name)
     "divide-into"  target = value / target, written into target
     "subtract-from" target = value − target, written into target ((−t) + b is b − t exactly)
+    "scale"        target = c·u, a new array (value: (c, u); u is named once: it is read again)
     "muladd"       target = b + c·target·a, written into target (value: (c, a, b); a may
                    be None: b + c·target) — only from `fuse_multiply_add`
     """
@@ -76,6 +77,21 @@ def reads(tree, a, computed_once) -> int:
         return sum(count(x) for x in e.args)
 
     return count(sp.sympify(tree))
+
+
+def scale_first(pick, scale, scalar: Callable) -> bool:
+    """Whether c·u^k is computed as (c·u)·u·…: u^k (k = 2…4) of an array u, and a number c
+    with 0 < |c| < 1. Then c·u is never larger than u, so no intermediate overflows where
+    c·u^k is in range, and none underflows where u^k would not (c·u is past u's magnitude
+    only below 1, where c·u^k is smaller still)."""
+    return (
+        pick.is_Pow
+        and pick.exp.is_Integer
+        and 2 <= pick.exp <= 4
+        and not scalar(pick.base)
+        and scale.is_Number
+        and 0 < abs(scale) < 1
+    )
 
 
 def plan(expr, facts: Facts) -> list[Update] | None:
@@ -181,9 +197,17 @@ def plan(expr, facts: Facts) -> list[Update] | None:
             return True
         if pick is None:
             return False
-        build(pick)
         s_num = coeff * sp.Mul(*[f for f in numer if scalar(f)])
         s_den = sp.Mul(*[f for f in denom if scalar(f)])
+        shrink = s_num / s_den
+        if scale_first(pick, shrink, scalar):
+            # c·u^k with |c| < 1: (c·u)·u…, the scale applied to the first u, so that u^k is
+            # never formed where c·u^k is in range ((x − z)²/2 at 2e19 in float32)
+            out.append(Update("scale", (shrink, pick.base)))
+            out.extend(Update("*=", pick.base) for _ in range(int(pick.exp) - 1))
+            s_num = s_den = sp.Integer(1)
+        else:
+            build(pick)
         if s_num != 1:  # the scalar factors: one pass
             out.append(Update("*=", s_num / s_den))
         elif s_den != 1:

@@ -217,6 +217,8 @@ class Lowering:
             updates = fuse_multiply_add(updates, p.scalar)
         out: list[str] = []
         for u in updates:
+            if u.op == "scale" and not isinstance(u.value[1], (Array, sp.Symbol)):
+                self.repeated.add(u.value[1])  # c·u, then `*= u`: u computed once, named
             if u.op == "=" and not u.fresh and u.value in self.repeated:
                 # the value takes this temporary over: compute it as `target` from the start
                 self.bind(u.value, name=target)
@@ -237,6 +239,9 @@ class Lowering:
             return p.in_place_divide(p.code(u.value), target)
         if u.op == "subtract-from":
             return p.in_place_subtract_from(p.code(u.value), target)
+        if u.op == "scale":
+            c, u_base = u.value
+            return f"{target} = {p.code(sp.Mul(c, u_base, evaluate=False))}"
         if u.op == "muladd":
             c, a, b = u.value
             return p.multiply_add_text(target, c, None if a is None else p.code(a), p.code(b))
