@@ -205,7 +205,7 @@ SMALL = {
     [
         ("layernorm", "    dx -= _support.rowmean(dxhat)\n", "    dx += _support.rowmean(dxhat)\n", "backward dx"),
         ("mish", "    dx *= 4\n", "    dx *= 2\n", "backward dx"),  # a factor
-        ("gelu_tanh", "    y *= 0.044715\n", "    y *= 0.044716\n", "forward y"),  # a digit
+        ("gelu_tanh", "    y = 0.044715*x\n", "    y = 0.044716*x\n", "forward y"),  # a digit
         ("layernorm", "    y += beta  # (..., r, n)\n", "", "forward y"),  # a dropped term
     ],
     ids=["a sign", "a factor", "a digit of a constant", "a dropped term"],

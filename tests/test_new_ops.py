@@ -254,6 +254,11 @@ NEW_OPS = [
     # x·log(1 + x²): its derivative's log1p(x²/(h + 1)) + x²/h² with no x² of its own (a temporary
     # x² = ∞ from 1.8e19 in float32); proved with the common factor x set aside
     activation("x_log_square_new", x * sp.log(1 + x**2)),
+    # kinks past the random points' entries (drawn from [−2, 2]): a wrong constant or sign there
+    # is refuted beside the kink (`kinks.refute_at_kinks`); hard swish's 6 → 7 survived before
+    activation("hard_swish_new", x * sp.Min(sp.Max(x + 3, 0), 6) / 6),
+    activation("hard_sigmoid_new", sp.Min(sp.Max(x / 6 + sp.Rational(1, 2), 0), 1)),
+    activation("relu6_new", sp.Min(sp.Max(x, 0), 6)),
     # a scale below 1 on a square, applied to the first factor: (x − z)²/2 as (y_sum/2)·y_sum
     # (y_sum² = ∞ from 1.8e19 in float32 where the half is still in range)
     of_two("half_square_difference_new", (x - z_in) ** 2 / 2),
@@ -505,6 +510,21 @@ def test_a_scale_below_one_is_applied_before_the_square(registered, name, backen
     for magnitude in edges.magnitudes(dtype):
         findings = edges.check(name, backend, dtype, magnitude)
         assert not findings, edges.report(findings[:8])
+
+
+@pytest.mark.parametrize("name", ["hard_swish_new", "hard_sigmoid_new", "relu6_new"])
+def test_a_mistake_past_a_kink_beyond_the_random_points_is_refuted(name):
+    """The random points draw entries from [−2, 2]; hard swish's kinks lie at ±3, ReLU6's at 6.
+    Every wrong edit of the printed lines is refuted all the same, beside a kink: the value
+    there, on each side at 2⁻⁹⁰, 1/4 and 1 in u, must equal the required one (hard swish's
+    min(…, 7) and its backward's sign flip in H(6 − max(0, 3 − x)) survived before)."""
+    from derivations.proof import mutation
+
+    op = next(o for o in NEW_OPS if o.name == name)
+    results = mutation.audit_op(op)
+    assert results and [r for r in results if r.outcome != "killed"] == []
+    kinked = [r for r in results if "beside the kink" in str((r.counterexample or {}).get("why", ""))]
+    assert kinked, "no mutant needed the points beside a kink"
 
 
 @pytest.mark.parametrize("op", NEW_OPS, ids=IDS)

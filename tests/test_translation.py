@@ -69,7 +69,7 @@ WRONG_LINES = [
     ("layernorm", "op", "    xc = x - mean  # (..., r, n)", "    xc = x + mean  # (..., r, n)"),
     ("layernorm", "op", "    dx -= _support.rowmean(dxhat)", "    dx += _support.rowmean(dxhat)"),
     ("relu", "op", "    dx = (x > 0).astype(dtype)", "    dx = (x >= 0).astype(dtype)"),
-    ("gelu_tanh", "op", "    y *= 0.044715", "    y *= 0.04471"),
+    ("gelu_tanh", "op", "    y = 0.044715*x", "    y = 0.04471*x"),
     ("rmsnorm", "op", "eps + _support.rowmean(x*x))", "eps + _support.rowsum(x*x))"),
     ("adam", "step", "    p_new /= math.sqrt(1 - beta2**t)", "    p_new /= math.sqrt(1 - beta2**(t - 1))"),
     ("sinusoidal", "table", "    sign_col = (1 - 2*(col % 2))", "    sign_col = (1 - 2*(row % 2))"),

@@ -457,9 +457,57 @@ def check(kinks, printed: list, spec, setting, wanted: int = 3) -> tuple[str, li
     return "ok", lines, None
 
 
+# distances from a kink, in the solved entry, of the points beside it where the printed value
+# must equal the specification's: the random points draw entries from [−2, 2] and never reach the
+# region past a kink at x = 3 (hard swish's), where a wrong step can hide
+_BESIDE = (_STEP, mpmath.mpf(1) / 4, mpmath.mpf(1))
+_BESIDE_POINTS = 3  # points on each kink whose sides are checked
+
+
+def _off_the_kink(printed, spec, p0, below, above) -> dict | None:
+    """The printed value against the specification's beside the kink, on both sides: the entry
+    solved for the kink moved by each distance of `_BESIDE` (the points P₋ and P₊ first). Off
+    every kink the two are equal; a counterexample, or None."""
+    base, idx = next(k for k, v in above.entries.items() if p0.entries.get(k) != v)
+    root = p0.entries[(base, idx)]
+    unit = abs(above.entries[(base, idx)] - root) / mpmath.mpf(_STEP)  # the entry's change per unit of u
+    for distance in _BESIDE:
+        for side in (-1, 1):
+            point = _with(p0, base, idx, root + side * distance * unit)
+            point.toward = point  # counts a step met at its jump (another kink here): no verdict
+            try:
+                want = numeric.evaluate(spec, point)
+                got = numeric.evaluate(printed, point)
+            except (numeric.EvaluationError, ZeroDivisionError, ValueError, TypeError):
+                continue
+            if point.met == 0 and numeric.relative_gap(got, want) > 1e-20:
+                return dict(
+                    at=point.report(),
+                    entry=f"{base}[{', '.join(map(str, idx))}] = {_num(point.entries[(base, idx)])}",
+                    lhs=_num(got),
+                    rhs=_num(want),
+                    why=f"beside the kink ({'below' if side < 0 else 'above'} it by {_num(distance)} in u), "
+                    "where the printed value must equal the required one",
+                )
+    return None
+
+
 def refute_at_kinks(printed, spec, setting, wanted: int = 2) -> dict | None:
     """A point on a kink of the printed code where its value lies outside the specification's
-    one-sided derivatives (a single value where the specification is smooth); None if none."""
+    one-sided derivatives (a single value where the specification is smooth), or a point beside
+    a kink of either side where the two values differ; None if none."""
+    beside = []
+    for u, ranges, _ in [*subjects(printed), *subjects(spec)]:
+        if u.is_number or any(same_up_to_indices(u, v) for v in beside):
+            continue
+        beside.append(u)
+        # whether or not the claim's value meets the kink (a min or a max of the forward is
+        # continuous across it: no point on it is live), and a kink of the specification that
+        # the printed code lacks (ReLU6's step at 6 dropped)
+        for seed, p0, below, above, where in itertools.islice(points(u, ranges, setting), _BESIDE_POINTS):
+            off = _off_the_kink(printed, spec, p0, below, above)
+            if off is not None:
+                return dict(seed=seed, **{**where, **off})
     done = []
     for u, ranges, _ in subjects(printed):
         if u.is_number or any(same_up_to_indices(u, v) for v in done):
