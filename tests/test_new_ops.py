@@ -83,6 +83,20 @@ RMS_NEW = Op(
     spec=[Assign(ny, nx / sp.sqrt(RowMean(nx**2) + eps) * gain)],
 )
 
+# LayerNorm without a shift, as its formula: the chain rule through the variance's inner mean
+# leaves Σ_j 2(mean x − x_j) = 0, which the derivation drops (`autodiff._centred`)
+LN_NEW = Op(
+    name="layernorm_no_shift_new",
+    module=__name__,
+    inputs=[nx],
+    params=[gain],
+    outputs=[ny],
+    optional_axes=1,
+    options=[Option(eps, "eps", 1e-5, "ε > 0 inside the root")],
+    sizes={n: (nx, 1)},
+    spec=[Assign(ny, gain * (nx - RowMean(nx)) / sp.sqrt(RowMean((nx - RowMean(nx)) ** 2) + eps))],
+)
+
 gain_row, zg = Array("g", (1, n)), Array("z", (r, n))
 
 NEW_OPS = [
@@ -264,6 +278,7 @@ NEW_OPS = [
     of_two("half_square_difference_new", (x - z_in) ** 2 / 2),
     REGLU,
     RMS_NEW,
+    LN_NEW,
     # losses declared by their specification alone: log p_t read as log-softmax (p_t underflows to
     # 0 at logits ~1e4: log 0 and 1/p_t), its derivative onehot − p; the targets' range 0 … V − 1,
     # which the kernel checks, known to the proofs (Σ_k onehot(t)_k = 1)
@@ -568,7 +583,7 @@ def test_the_printed_torch_kernel_agrees_with_autograd_over_the_specification(sc
 def test_the_model_role_follows_from_the_signature(op):
     want = (
         "norm"
-        if op is RMS_NEW
+        if op in (RMS_NEW, LN_NEW)
         else "ffn"
         if op.params
         else "loss"
@@ -757,3 +772,54 @@ def test_the_qk_transform_role_takes_a_row_op_or_a_scale_and_nothing_else():
     assert set(model_ops.NORMS) < set(model_ops.QK_TRANSFORMS) and "qk_l2norm" in model_ops.QK_TRANSFORMS
     assert "qk_l2norm" not in model_ops.NORMS
     assert model_ops.QK_TRANSFORMS["qk_l2norm"] == ((("weight", "ones"),), ("eps",))
+
+
+def test_a_printed_infinity_where_the_required_value_is_finite_is_a_counterexample():
+    """log(x + √(x² + 1)) printed through a split on x's sign: the mutant that drops the x < 0
+    branch's term reads log 0 = −∞ there. The gap between −∞ and a finite value was ∞/∞ = NaN,
+    and NaN > tol is false: the mutant survived. An infinity equals only itself."""
+    from derivations.proof import mutation
+    from derivations.proof.numeric import mpmath, relative_gap
+
+    inf = mpmath.inf
+    assert relative_gap(-inf, 1) == inf and relative_gap(1, inf) == inf and relative_gap(inf, -inf) == inf
+    assert relative_gap(inf, inf) == 0 and relative_gap(-inf, -inf) == 0
+    op = activation("asinh_by_log_new", sp.log(x + sp.sqrt(x**2 + 1)))
+    dropped = [m for m in mutation.op_mutants(op) if m.scope == "forward" and "dropped" in m.mistake]
+    results = mutation.audit_op(op)
+    by_name = {r.mutant: r for r in results}
+    assert dropped and all(by_name[m.name].outcome == "killed" for m in dropped), [
+        (m.name, by_name[m.name].outcome) for m in dropped
+    ]
+
+
+@pytest.mark.parametrize("op", NEW_OPS, ids=IDS)
+def test_every_printed_forward_line_is_needed(op):
+    """A line of the printed forward is an output, a value the backward reads, or read by a
+    later line: a loss declared by its specification printed p = softmax(z) and never read it
+    once log p came from the log-softmax rewrite (a (T, V) pass a call, and 19 wrong edits of
+    that line that no claim could see)."""
+    needed = set(op.outputs) | set(op.saved)
+    for k, line in enumerate(op.forward):
+        later = {s for a in op.forward[k + 1 :] for s in sp.sympify(a.expr).free_symbols}
+        assert line.target in needed | later, f"{op.name}: {line.target.name} is computed and never read"
+
+
+def test_a_loss_declared_by_its_specification_has_no_wrong_edit_left_standing():
+    from derivations.proof import mutation
+
+    op = next(o for o in NEW_OPS if o.name == "z_loss_textbook_new")
+    results = mutation.audit_op(op)
+    assert results and [r.mutant for r in results if r.outcome == "survived"] == []
+
+
+def test_a_row_sum_that_cancels_is_not_printed():
+    """The derived backward of a LayerNorm written as its formula is the textbook one, rstd·(dy·g
+    − mean(dy·g)) − (x − μ)·mean(dy·y)/(var + ε), with no row sum of 2(μ − x) (0 up to rounding,
+    two passes a call, and seven wrong edits of its factor that no claim could tell apart)."""
+    from derivations.proof import mutation
+
+    sums = [s for line in LN_NEW.backward for s in sp.sympify(line.expr).atoms(RowSum)]
+    assert all("rowmean" not in str(s.args[0]) for s in sums), sums
+    results = mutation.audit_op(LN_NEW)
+    assert results and [r.mutant for r in results if r.outcome == "survived"] == []

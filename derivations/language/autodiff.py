@@ -136,10 +136,34 @@ def _pull(x, outside) -> tuple:
     return sp.Mul(*out), sp.Mul(*inside)
 
 
+def _row_constant(f) -> bool:
+    return shape_of(f) == () or shape_of(f)[1] == 1
+
+
+def _centred(x) -> bool:
+    """Σ_j x_ij = 0 identically: x's terms k_i u_ij and their row means −k_i mean_j(u_ij) cancel
+    (the chain rule through a variance's inner mean leaves Σ_j 2(mean x − x_ij) = 0, which
+    would be printed as a row sum of rounding noise). Exact algebra: each term's row sum is
+    k·Σ_j u, a row-constant term's is n·k, and mean(v) is Σ v / n."""
+    terms = sp.Add.make_args(sp.expand(x))
+    shape = shape_of(x)
+    if len(terms) < 2 or shape == () or shape[1] == 1:
+        return False
+    n = shape[1]
+    total = sp.Integer(0)
+    for t in terms:
+        k, u = _pull(t, _row_constant)
+        total += n * k if u == 1 else k * RowSum(u)
+    total = total.replace(lambda e: isinstance(e, RowMean), lambda e: RowSum(e.args[0]) / shape_of(e.args[0])[1])
+    return sp.expand(total) == 0
+
+
 def row_sum(x):
     """rowsum(x), with the factors constant along a row (scalars, (r, 1) arrays) outside:
-    Σ_j c_i X_ij = c_i Σ_j X_ij."""
-    out, inside = _pull(x, lambda f: shape_of(f) == () or shape_of(f)[1] == 1)
+    Σ_j c_i X_ij = c_i Σ_j X_ij; 0 where the row sums cancel (`_centred`)."""
+    out, inside = _pull(x, _row_constant)
+    if _centred(inside):
+        return sp.Integer(0)
     return out * RowSum(inside)
 
 

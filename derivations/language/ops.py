@@ -114,6 +114,18 @@ class Quote:
     when: str = ""
 
 
+def _live(lines: list, needed: set) -> list:
+    """The lines whose value is needed (an output, a value the backward reads, or one a needed
+    line reads), in order: a softmax line that a log-softmax rewrite no longer reads is not
+    printed (a loss's p = softmax(z), computed and never used)."""
+    kept = []
+    for a in reversed(lines):
+        if a.target in needed:
+            kept.append(a)
+            needed |= {s for s in sp.sympify(a.expr).free_symbols if isinstance(s, Array)}
+    return kept[::-1]
+
+
 @dataclass
 class Op:
     name: str
@@ -213,7 +225,8 @@ class Op:
         refuse_undefined(self)
         self.latex = assigns_latex(self.spec)
         stable: set = set()
-        if not self.forward:
+        printed_from_spec = not self.forward
+        if printed_from_spec:
             # the specification printed, every line in its overflow-free form where a proved
             # rewrite applies (log(1 + e^{x}) is printed max(x, 0) + log1p(e^{−|x|})); lines
             # written by hand are printed as written, and the numerical-edges check judges them
@@ -222,6 +235,8 @@ class Op:
             self.forward, stable = stabilise_assigns(list(self.spec))
         if not self.backward:
             self._derive_backward()
+        if printed_from_spec and self.saved is not None:
+            self.forward = _live(self.forward, set(self.outputs) | set(self.saved))
         if self.saved is None:
             raise ArrayError(f"op {self.name}: a hand-written backward needs its cache (`saved`)")
         from ..proof.obligations import check_scopes

@@ -217,5 +217,7 @@ def relative_gap(a, b):
     a, b = mpmath.mpf(a), mpmath.mpf(b)
     if mpmath.isnan(a) or mpmath.isnan(b):
         return mpmath.inf
+    if mpmath.isinf(a) or mpmath.isinf(b):  # ∞/∞ would be NaN, and NaN > tol is False
+        return mpmath.mpf(0) if a == b else mpmath.inf
     scale = max(abs(a), abs(b), mpmath.mpf(1))
     return abs(a - b) / scale
