@@ -71,31 +71,27 @@ REGLU = Op(
 # a norm: RMS normalisation with ε inside the root and a gain, written as the sources write it
 eps = sp.Symbol("eps", positive=True)
 nx, ny, gain = Array("x", (r, n)), Array("y", (r, n)), Array("gain", (1, n))
-RMS_NEW = Op(
-    name="rmsnorm_new",
-    module=__name__,
-    inputs=[nx],
-    params=[gain],
-    outputs=[ny],
-    optional_axes=1,
-    options=[Option(eps, "eps", 1e-5, "ε > 0 inside the root")],
-    sizes={n: (nx, 1)},
-    spec=[Assign(ny, nx / sp.sqrt(RowMean(nx**2) + eps) * gain)],
-)
 
+
+def row_norm(name, formula) -> Op:
+    """A norm of the rows of x with a gain and ε inside its root, written as its formula."""
+    return Op(
+        name=name,
+        module=__name__,
+        inputs=[nx],
+        params=[gain],
+        outputs=[ny],
+        optional_axes=1,
+        options=[Option(eps, "eps", 1e-5, "ε > 0 inside the root")],
+        sizes={n: (nx, 1)},
+        spec=[Assign(ny, formula)],
+    )
+
+
+RMS_NEW = row_norm("rmsnorm_new", nx / sp.sqrt(RowMean(nx**2) + eps) * gain)
 # LayerNorm without a shift, as its formula: the chain rule through the variance's inner mean
 # leaves Σ_j 2(mean x − x_j) = 0, which the derivation drops (`autodiff._centred`)
-LN_NEW = Op(
-    name="layernorm_no_shift_new",
-    module=__name__,
-    inputs=[nx],
-    params=[gain],
-    outputs=[ny],
-    optional_axes=1,
-    options=[Option(eps, "eps", 1e-5, "ε > 0 inside the root")],
-    sizes={n: (nx, 1)},
-    spec=[Assign(ny, gain * (nx - RowMean(nx)) / sp.sqrt(RowMean((nx - RowMean(nx)) ** 2) + eps))],
-)
+LN_NEW = row_norm("layernorm_no_shift_new", gain * (nx - RowMean(nx)) / sp.sqrt(RowMean((nx - RowMean(nx)) ** 2) + eps))
 
 gain_row, zg = Array("g", (1, n)), Array("z", (r, n))
 
