@@ -230,7 +230,16 @@ NEW_OPS = [
     # x over the pair's smoothed magnitude: ∂/∂x is 1/h − x²/h³, reduced over h³ to
     # hypot(z, √ε)²/h³ (1 − y² cancelled to 6 % where z ≪ x, z ~ 1e-8 in float32)
     of_two("pair_unit_new", x / sp.sqrt(x**2 + z_in**2 + sp.Rational(1, 10**6))),
-    of_two("log_pair_new", sp.log(1 + x**2 + z_in**2)),  # 2 log hypot(x, hypot(z, 1)): x² = ∞ from 1.8e19
+    of_two("log_pair_new", sp.log(1 + x**2 + z_in**2)),
+    # the larger of two inputs and the smaller one's square: at x = z (the edge check's "equal"
+    # pattern) the derived backward gives each ½, the midpoint of the subdifferential
+    of_two("max_of_two_new", sp.Max(x, z_in)),
+    of_two("min_of_two_squared_new", sp.Min(x, z_in) ** 2),
+    # a smoothed |x − z|: its backward divides by √((x − z)² + 1/100), expanded by the normaliser
+    # into x² − 2xz + z² + 1/100, ≠ 0 as a positive semidefinite form plus a positive number
+    of_two(
+        "smooth_abs_difference_new", sp.sqrt((x - z_in) ** 2 + sp.Rational(1, 100))
+    ),  # 2 log hypot(x, hypot(z, 1)): x² = ∞ from 1.8e19
     # exponentials of two arrays: e^{x}/(e^{x} + e^{z}) is σ(x − z), log(e^{x} + e^{z}) is
     # max(x, z) + log1p(e^{−|x − z|}) (both were ∞/∞ and ∞ from 88 in float32)
     of_two("two_way_softmax_new", sp.exp(x) / (sp.exp(x) + sp.exp(z_in))),

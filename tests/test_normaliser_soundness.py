@@ -384,6 +384,36 @@ def test_denominators_are_discharged_where_positivity_decides():
     assert norm.hypotheses[0] in norm.assumptions
 
 
+def test_a_positive_definite_square_plus_a_positive_constant_is_discharged_and_nothing_weaker():
+    """(x − z)² + 1/100 as the normaliser expands it, x² − 2xz + z² + 1/100: its quadratic part
+    is positive semidefinite and its constant positive, so it is ≠ 0, and so is its root (a
+    smoothed |x − z|'s backward divides by it). An indefinite form, a form with no constant and
+    a square with a linear term are left as hypotheses."""
+    z = sp.IndexedBase("z")
+    i, j = sp.symbols("i j", integer=True)
+    c = sp.Rational(1, 100)
+    for denominator in (
+        (x[i] - z[i]) ** 2 + c,
+        sp.sqrt((x[i] - z[i]) ** 2 + c),
+        (x[i] - 2 * z[j]) ** 2 + x[i] ** 2 + c,
+    ):
+        norm = Normaliser(ranges={})
+        norm.canon(1 / denominator)
+        assert not norm.hypotheses, (denominator, norm.hypotheses)
+    for denominator in (
+        x[i] ** 2 - z[i] ** 2 + c,
+        (x[i] - z[i]) ** 2,
+        sp.sqrt(x[i] ** 2 - 2 * x[i] * z[i] + z[i] ** 2 - c),
+    ):
+        norm = Normaliser(ranges={})
+        norm.canon(1 / denominator)
+        assert norm.hypotheses, denominator
+    # x² − xz + z²/4 + x + 1 = (x − z/2)² + x + 1: a linear term, whose sign nothing bounds
+    norm = Normaliser(ranges={})
+    norm.canon(1 / (x[i] ** 2 - x[i] * z[i] + z[i] ** 2 / 4 + x[i] + 1))
+    assert norm.hypotheses
+
+
 def test_canonical_indices_are_dummies_that_no_user_symbol_equals():
     assert canonical_index(0) == canonical_index(0) and canonical_index(0) != canonical_index(1)
     assert canonical_index(0) != user_k0 and str(canonical_index(0)) == "_k0"

@@ -269,7 +269,38 @@ class Normaliser:
         sign = self._sign_form(e, self._context())
         if sign.is_positive is True or sign.is_negative is True or sign.is_zero is False:
             return True
-        return self._variance_plus_positive(e)
+        if isinstance(e, sp.Pow) and e.exp.is_positive:  # u^p ≠ 0 (p > 0) where u ≠ 0: √u too
+            return self._nonzero(e.base)
+        if isinstance(e, sp.Mul):
+            return all(self._nonzero(f) for f in e.args)
+        return self._variance_plus_positive(e) or self._quadratic_plus_positive(e)
+
+    def _quadratic_plus_positive(self, e) -> bool:
+        """e = c + vᵀAv in the array entries v, with c > 0 and A positive semidefinite (a number
+        matrix): e ≥ c > 0. (x − z)² + 1/100, which the normaliser has expanded into
+        x² − 2xz + z² + 1/100, where no term alone has a sign."""
+        e = sp.expand(e)
+        entries = sorted(e.atoms(sp.Indexed), key=sp.default_sort_key)
+        if not 2 <= len(entries) <= 8:
+            return False
+        try:
+            poly = sp.Poly(e, *entries)
+        except sp.PolynomialError:
+            return False
+        if any(sum(m) not in (0, 2) for m in poly.monoms()):
+            return False
+        k = len(entries)
+        A = sp.zeros(k, k)
+        for m, c in poly.terms():
+            nz = [i for i, d in enumerate(m) if d]
+            if len(nz) == 1:
+                A[nz[0], nz[0]] = c
+            elif len(nz) == 2:
+                A[nz[0], nz[1]] = A[nz[1], nz[0]] = c / 2
+        if not all(a.is_number for a in A) or A.is_positive_semidefinite is not True:
+            return False
+        constant = poly.coeff_monomial(1)
+        return self._sign_form(constant, self._context()).is_positive is True
 
     def _variance_plus_positive(self, e) -> bool:
         """e = r + Σ_k f_k²/L − (Σ_k f_k)²/L² over a non-empty range of L terms, with r > 0: the

@@ -35,7 +35,9 @@ in mpmath at the requested precision: sums exactly (`mpmath.fsum`), everything e
 rounded to that precision, exponents unbounded (e^{1e300} is a number). The exact gradients are
 the derivative of the specification itself, L = Σ_o Σ_ij dO_ij O_ij (obligations.py's
 `loss_of`), by reverse-mode differentiation of the same tape (d exp u = exp u du, d erf u =
-2/√π e^{−u²} du, ...): `sp.diff` of the spec's scalar function, evaluated at the point
+2/√π e^{−u²} du, ...; at a tie of a max or a min, the adjoint shared equally among the tied
+arguments, the midpoint of the subdifferential, which is the derivation's (1 + sign u)/2 at
+u = 0): `sp.diff` of the spec's scalar function, evaluated at the point
 (tests/test_numerical_edges.py checks the tape against derivations/proof/numeric.py's evaluation of
 the index forms and of the generated obligations' `sp.diff`). A step's specification is
 elementwise and runs the same way.
@@ -390,10 +392,14 @@ class Tape:
                     acc(a[1], g * v[k] * mpmath.log(x))
                 elif code == _FN:
                     acc(a[0], g * mp_slope(extra, v[a[0]], v[k]))
-                elif code == _MAX:
-                    acc(max(a, key=lambda i: v[i]), g)
-                elif code == _MIN:
-                    acc(min(a, key=lambda i: v[i]), g)
+                elif code in (_MAX, _MIN):
+                    # the adjoint to the largest (smallest) argument; at a tie, shared equally:
+                    # the midpoint of the subdifferential, the derivation's (1 + sign u)/2 at u = 0
+                    # (max(x, z) at x = z: ½ to each, not 1 to the first)
+                    best = (max if code == _MAX else min)(v[i] for i in a)
+                    tied = [i for i in a if v[i] == best]
+                    for i in tied:
+                        acc(i, g / len(tied))
             return {key: adj[s] for key, s in self.inputs.items()}
 
 
