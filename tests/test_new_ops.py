@@ -94,6 +94,7 @@ RMS_NEW = row_norm("rmsnorm_new", nx / sp.sqrt(RowMean(nx**2) + eps) * gain)
 LN_NEW = row_norm("layernorm_no_shift_new", gain * (nx - RowMean(nx)) / sp.sqrt(RowMean((nx - RowMean(nx)) ** 2) + eps))
 
 gain_row, zg = Array("g", (1, n)), Array("z", (r, n))
+ALPHA, TAU = sp.Symbol("alpha", nonnegative=True), sp.Symbol("tau", positive=True)
 
 NEW_OPS = [
     activation("leaky_relu_new", sp.Max(x, x / 100)),  # max(x, x/100)
@@ -284,6 +285,30 @@ NEW_OPS = [
     REGLU,
     RMS_NEW,
     LN_NEW,
+    # losses with an option: the z-loss's weight α (the scale applied first, α·(log Z)² as
+    # (α·log Z)·log Z: NaN at logits 1e20 in float32 before) and a temperature τ (−z_t/τ taken
+    # with max(z/τ) before log Σ e^{z/τ − m} is added: 0 for log 4 at 1e30 in float64 before)
+    *(
+        Op(
+            name=name,
+            module=__name__,
+            **LOSS_SIGNATURE,
+            spec=[CROSS_ENTROPY_SPEC[0], Assign(ELL_S, ell), CROSS_ENTROPY_SPEC[-1]],
+            options=[option],
+        )
+        for name, ell, option in (
+            (
+                "z_loss_weighted_new",
+                -sp.log(Take(P_S, TGT)) + ALPHA * sp.log(RowSum(sp.exp(Z))) ** 2,
+                Option(ALPHA, "alpha", 1e-4, "α ≥ 0"),
+            ),
+            (
+                "cross_entropy_temperature_new",
+                -Take(Z, TGT) / TAU + sp.log(RowSum(sp.exp(Z / TAU))),
+                Option(TAU, "tau", 1.0, "τ > 0"),
+            ),
+        )
+    ),
     # losses declared by their specification alone: log p_t read as log-softmax (p_t underflows to
     # 0 at logits ~1e4: log 0 and 1/p_t), its derivative onehot − p; the targets' range 0 … V − 1,
     # which the kernel checks, known to the proofs (Σ_k onehot(t)_k = 1)
@@ -322,6 +347,7 @@ CANCELLING = {
     "focal_loss_new": "stability.log_softmax",
     "poly1_loss_new": "stability.log_softmax",
     "cross_entropy_direct_new": "stability.logsumexp",
+    "cross_entropy_temperature_new": "stability.logsumexp",
     "log_pair_new": "stability.log_root",
     "soft_fraction_new": None,  # exact algebra in the derivative (`stabilise.quotients_combined`)
     # x²σ(x)' = xσ(x)(2 + xσ(−x)): 1 − σ(x) as σ(−x), and the gate σ(x) multiplied in before the
@@ -518,7 +544,7 @@ def test_a_cancelling_or_overflowing_form_is_rewritten_and_stable_at_every_magni
         assert not findings, edges.report(findings[:8])
 
 
-@pytest.mark.parametrize("name", ["half_square_difference_new", "z_loss_textbook_new"])
+@pytest.mark.parametrize("name", ["half_square_difference_new", "z_loss_textbook_new", "z_loss_weighted_new"])
 @pytest.mark.parametrize("backend", edges.BACKENDS)
 @pytest.mark.parametrize("dtype", edges.DTYPES)
 def test_a_scale_below_one_is_applied_before_the_square(registered, name, backend, dtype):
@@ -526,7 +552,7 @@ def test_a_scale_below_one_is_applied_before_the_square(registered, name, backen
     never formed, so nothing overflows where c·u² is in range ((x − z)²/2 at 2e19, the z-loss's
     10⁻⁴·(log Z)² at logits 1e20 in float32, both ∞ before). Every magnitude of the check."""
     source = inspect.getsource(registered[(name, backend)])
-    assert re.search(r"= (\w+)/2\n\s+\w+ \*= \1\b|= 0\.0001\*(\w+)\n\s+\w+ \*= \2\b", source), source
+    assert re.search(r"= (\w+)/2\n\s+\w+ \*= \1\b|= (?:0\.0001|alpha)\*(\w+)\n\s+\w+ \*= \2\b", source), source
     for magnitude in edges.magnitudes(dtype):
         findings = edges.check(name, backend, dtype, magnitude)
         assert not findings, edges.report(findings[:8])

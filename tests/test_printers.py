@@ -590,8 +590,10 @@ INPLACE = [
     # base named once (`scale_first`)
     ("scale-first", (a - b) ** 2 / 2, ["out_sum = a - b", "out = out_sum/2", "out *= out_sum"]),
     ("scale-first-cube", sp.Rational(1, 1000) * x**3, ["out = 0.001*x", "out *= x", "out *= x"]),
-    # a scale of 1 or more stays after the power: c·u² overflows wherever u² does
-    ("scale-after", 3 * (a - b) ** 2, ["out_sum = a - b", "out = out_sum*out_sum", "out *= 3"]),
+    # a scale above 1 first too: c·u² is never 0 from u² = 0 (u ~ 1e-20 in float32)
+    ("scale-first-large", 3 * (a - b) ** 2, ["out_sum = a - b", "out = 3*out_sum", "out *= out_sum"]),
+    # an option's value unknown: first all the same (a z-loss's α·(log Z)²)
+    ("scale-first-option", d_k * (a - b) ** 2, ["out_sum = a - b", "out = d_k*out_sum", "out *= out_sum"]),
 ]
 
 

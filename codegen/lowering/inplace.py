@@ -80,17 +80,19 @@ def reads(tree, a, computed_once) -> int:
 
 
 def scale_first(pick, scale, scalar: Callable) -> bool:
-    """Whether c·u^k is computed as (c·u)·u·…: u^k (k = 2…4) of an array u, and a number c
-    with 0 < |c| < 1. Then c·u is never larger than u, so no intermediate overflows where
-    c·u^k is in range, and none underflows where u^k would not (c·u is past u's magnitude
-    only below 1, where c·u^k is smaller still)."""
+    """Whether c·u^k is computed as (c·u)·u·…: u^k (k = 2…4) of an array u, and a scalar c ≠ 1
+    (a number or an option). No intermediate then leaves the range where c·u^k is in it: for
+    |c| < 1, u^k = ∞ is never formed ((x − z)²/2 at 2e19 in float32, a z-loss's α·(log Z)²);
+    for |c| > 1, u^k = 0 is never formed (c·u is larger than u, and c·u·u is the result); and
+    c·u overflows only where c·u^k does too, at |u| ≥ 1 (below 1 it would take |c| > 3e38)."""
     return (
         pick.is_Pow
         and pick.exp.is_Integer
         and 2 <= pick.exp <= 4
         and not scalar(pick.base)
-        and scale.is_Number
-        and 0 < abs(scale) < 1
+        and scalar(scale)
+        and scale != 1
+        and scale != 0
     )
 
 

@@ -1056,7 +1056,7 @@ def _exp_products(e: sp.Mul, used: set) -> sp.Expr:
 
 def _max_beside_take(e, used: set):
     """In a sum, +c·max_j v_j beside −c·v_t (a cross-entropy written −x_t + log Σ e^{x}, once the
-    log-sum-exp is shifted): the two as −c·(v − max v)_t, so that they cancel before the small
+    log-sum-exp is shifted; v_t may be written k·w_t, −x_t/τ beside max(x/τ)): the two as −c·(v − max v)_t, so that they cancel before the small
     log Σ e^{v − m} is added (1e30 + 1.39 − 1e30 was 0 in float64). Exact: the max is constant
     along the row, so (v − m)_t = v_t − m."""
     if not isinstance(e, sp.Add):
@@ -1067,11 +1067,17 @@ def _max_beside_take(e, used: set):
             continue
         v = node.args[0]
         for t2 in e.args:
-            c2, take = t2.as_coeff_Mul()
-            if isinstance(take, Take) and take.args[0] == v and c2 == -c:
-                used.add(LOGSUMEXP.lemma)
-                rest = [a for a in e.args if a is not t and a is not t2]
-                return sp.Add(*rest, -c * Take(v - node, take.args[1]))
+            takes = [f for f in sp.Mul.make_args(t2) if isinstance(f, Take)]
+            if len(takes) != 1:
+                continue
+            take = takes[0]
+            k = sp.Mul(*[f for f in sp.Mul.make_args(t2) if f is not take])
+            # −c·v_t as k·w_t: −x_t beside max x, and −x_t/τ beside max(x/τ) (a temperature)
+            if _has_array(k) or sp.expand(k * take.args[0] + c * v) != 0:
+                continue
+            used.add(LOGSUMEXP.lemma)
+            rest = [a for a in e.args if a is not t and a is not t2]
+            return sp.Add(*rest, -c * Take(v - node, take.args[1]))
     return e
 
 
