@@ -822,6 +822,9 @@ def test_a_printed_infinity_where_the_required_value_is_finite_is_a_counterexamp
     assert dropped and all(by_name[m.name].outcome == "killed" for m in dropped), [
         (m.name, by_name[m.name].outcome) for m in dropped
     ]
+    # |x| read for x beside the x ≥ 0 branch's step is equivalent, and proved so: the backward's
+    # denominator H·(h + |x|) + (1 − H)/(h + |x|) is ≠ 0 in each of the step's values
+    assert [r.mutant for r in results if r.outcome == "survived"] == []
 
 
 @pytest.mark.parametrize("op", NEW_OPS, ids=IDS)

@@ -414,6 +414,23 @@ def test_a_positive_definite_square_plus_a_positive_constant_is_discharged_and_n
     assert norm.hypotheses
 
 
+def test_a_denominator_is_nonzero_when_it_is_in_every_branch_of_its_steps():
+    """A sign split's branches over one denominator: H(x, 1)·(x² + 1) + (1 − H(x, 1))/(x² + 2) is
+    x² + 1 where H = 1, 1/(x² + 2) where H = 0: ≠ 0 in both, so ≠ 0. Not where one branch may be
+    0 (H·x + 1 − H is 0 at x = 0, where H(0, 1) = 1), nor a step's value at 0 forgotten
+    (H(x, 0)·(x² + 1) + (1 − H(x, 0))·x is 0 at x = 0, where the step is 0)."""
+    i = sp.Symbol("i", integer=True)
+    H = sp.Heaviside
+    good = H(x[i], 1) * (x[i] ** 2 + 1) + (1 - H(x[i], 1)) / (x[i] ** 2 + 2)
+    norm = Normaliser(ranges={})
+    norm.canon(1 / good)
+    assert not norm.hypotheses, norm.hypotheses
+    for bad in (H(x[i], 1) * x[i] + 1 - H(x[i], 1), H(x[i], 0) * (x[i] ** 2 + 1) + (1 - H(x[i], 0)) * x[i]):
+        norm = Normaliser(ranges={})
+        norm.canon(1 / bad)
+        assert norm.hypotheses, bad
+
+
 def test_canonical_indices_are_dummies_that_no_user_symbol_equals():
     assert canonical_index(0) == canonical_index(0) and canonical_index(0) != canonical_index(1)
     assert canonical_index(0) != user_k0 and str(canonical_index(0)) == "_k0"

@@ -273,7 +273,18 @@ class Normaliser:
             return self._nonzero(e.base)
         if isinstance(e, sp.Mul):
             return all(self._nonzero(f) for f in e.args)
-        return self._variance_plus_positive(e) or self._quadratic_plus_positive(e)
+        return self._variance_plus_positive(e) or self._quadratic_plus_positive(e) or self._nonzero_per_step(e)
+
+    def _nonzero_per_step(self, e) -> bool:
+        """e ≠ 0 with each step H(u, c) in it replaced by every value it takes, 0, 1 and c (at
+        most two steps): at any point e equals one of those forms, so if each is ≠ 0 everywhere,
+        so is e. A sign split's two branches over one denominator (asinh's printed form:
+        H·(√(x² + 1) + |x|) + (1 − H)/(√(x² + 1) + |x|))."""
+        steps = sorted(e.atoms(sp.Heaviside), key=sp.default_sort_key)
+        if not 0 < len(steps) <= 2 or any(a.has(sp.Heaviside) for h in steps for a in h.args):
+            return False
+        values = [{sp.S.Zero, sp.S.One, h.args[1] if len(h.args) > 1 else sp.S.Half} for h in steps]
+        return all(self._nonzero(e.xreplace(dict(zip(steps, combo)))) for combo in itertools.product(*values))
 
     def _quadratic_plus_positive(self, e) -> bool:
         """e = c + vᵀAv in the array entries v, with c > 0 and A positive semidefinite (a number
