@@ -28,6 +28,7 @@ written by its exponentials; log1p(u) = log(1 + u), expm1(u) = e^{u} − 1 by de
     clamp expm1  min(0, k(e^{u} − 1)) = k expm1(min(u, 0)),  k > 0 (max alike; swapped for k < 0)
     logaddexp    log(k e^{a} + k e^{b}) = log k + max(a, b) + log1p(e^{−|a − b|})
     exp pair     (k e^{a} + k e^{b})^{−m} = k^{−m} e^{−ma} (1 + e^{b − a})^{−m}
+    exp sum      S^{p} = e^{pm} (S e^{−m})^{p},  log S = m + log(S e^{−m}),  S = Σ k_i e^{a_i} + c  (any m)
     root − √c    k √(v² + c) − k √c = k v²/(hypot(v, √c) + √c)
     log root     log(v² + c) = 2 log hypot(v, √c);  log(1 + v²) = 2 log1p(v²/(hypot(v, 1) + 1))
     1 − cos      k cos v − k = −2k sin²(v/2)
@@ -569,6 +570,57 @@ exp_pair_factored = index_claim(
     method="index normaliser (exponentials multiplied out)",
 )
 
+# a sum of positive exponentials with a constant, three or more of them, or unequal weights
+# (e^{x}/(e^{x} + e^{z} + 1), 1/(2e^{x} + 3e^{z}), √(e^{x} + e^{z}), log(1 + e^{x} + e^{z})): each e^{a}
+# is ∞ from 88 in float32 where the ratio, the root or the log is in range
+exp_sum_documents = [
+    sp.exp(x) / (sp.exp(x) + sp.exp(z) + 1),
+    (sp.exp(x) - sp.exp(z)) / (sp.exp(x) + sp.exp(z) + 1) ** 2,
+    1 / (2 * sp.exp(x) + 3 * sp.exp(z)) ** 2,
+    sp.sqrt(sp.exp(x) + sp.exp(z)),
+    (sp.exp(2 * x) + sp.exp(z) + sp.Rational(1, 2)) ** sp.Rational(-3, 2),
+    sp.log(1 + sp.exp(x) + sp.exp(z)),
+]
+
+
+def _shifts_dropped(e):
+    """A mistake: every sum that holds the shift m read as if m were 0 (the factor e^{pm}
+    outside kept): the sums unshifted."""
+    return e.replace(
+        lambda a: isinstance(a, sp.Add) and a.has(sp.Max),
+        lambda a: a.xreplace({M: 0 for M in a.atoms(sp.Max)}),
+    )
+
+
+def _constant_unshifted(e):
+    """A mistake: the constant c of a shifted sum left as c, not c·e^{−m}."""
+    return e.replace(lambda a: isinstance(a, sp.exp) and isinstance(-a.args[0], sp.Max), lambda a: sp.S.One)
+
+
+exp_sum_stable = [rw.EXP_SUM_SHIFT.stable(d) for d in exp_sum_documents]
+exp_sum_shift = index_claim(
+    rw.EXP_SUM_SHIFT.lemma,
+    "A sum of positive exponentials under a power or a log, its largest exponent shifted out",
+    SOURCE,
+    r"S^{p} = e^{p m} \left(S e^{-m}\right)^{p}, \quad \log S = m + \log\left(S e^{-m}\right), \quad "
+    r"S = \sum_{i} k_{i} e^{a_{i}} + c, \; k_{i} > 0, \; c \geq 0, \; "
+    r"\text{for any } m, \text{ in particular } m = \max(a_{1}, \dots, a_{n}, 0)",
+    lhs=exp_sum_stable,
+    rhs=exp_sum_documents,
+    setting=Setting(sizes={r: 2, n: 3}, indices={i: (0, r - 1), j: (0, n - 1)}),
+    mutants={
+        "sums-unshifted": (
+            "the sums left unshifted, the factor e^{pm} kept",
+            [_shifts_dropped(e) for e in exp_sum_stable],
+        ),
+        "constant-unshifted": (
+            "the constant c of the shifted sum left as c, not c·e^{−m}",
+            [_constant_unshifted(e) for e in exp_sum_stable],
+        ),
+    },
+    method="index normaliser with region reasoning (exponentials multiplied out; a common e^{a} > 0 out of a root)",
+)
+
 # a clamp of k(e^{u} − 1) at 0 (ELU, CELU and SELU as PyTorch's documentation writes them:
 # max(0, x) + min(0, α(e^{x} − 1))): e^{x} = ∞ from 88 in float32 where the min gives 0
 clamp_matches = [  # (is_min, k, u), as the rewrite finds them
@@ -826,6 +878,7 @@ CLAIMS: list[Claim] = [
     hypot_squares,
     logaddexp,
     exp_pair_factored,
+    exp_sum_shift,
     clamp_expm1,
     root_minus,
     log_root,

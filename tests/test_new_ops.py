@@ -24,7 +24,7 @@ import torch
 
 from codegen.analysis import analyse, storage_shape
 from derivations import registry
-from derivations.language.arrays import Array, Assign, MatMul, RowMean, RowSum, T, Take, size
+from derivations.language.arrays import Array, Assign, HalfStep, MatMul, RowMean, RowSum, T, Take, size
 from derivations.language.ops import Op, Option, index_bounds, model_role
 from derivations.loss import CROSS_ENTROPY_SPEC, ELL_S, LOSS_SIGNATURE, P_S, TGT, Z
 from derivations.proof.obligations import claims_for
@@ -245,6 +245,15 @@ NEW_OPS = [
     # max(x, z) + log1p(e^{−|x − z|}) (both were ∞/∞ and ∞ from 88 in float32)
     of_two("two_way_softmax_new", sp.exp(x) / (sp.exp(x) + sp.exp(z_in))),
     of_two("logaddexp_new", sp.log(sp.exp(x) + sp.exp(z_in))),
+    # sums of positive exponentials with a constant, unequal weights or under a root: the largest
+    # exponent shifted out of the sum (`stability.exp_sum_shift`), the shift held constant in the
+    # derivative (its steps cancel)
+    of_two("softmax_with_sink_new", sp.exp(x) / (sp.exp(x) + sp.exp(z_in) + 1)),  # a softmax with a 0 logit
+    of_two("weighted_two_way_new", sp.exp(x) / (2 * sp.exp(x) + 3 * sp.exp(z_in))),
+    of_two("root_of_exp_sum_new", sp.sqrt(sp.exp(x) + sp.exp(z_in))),
+    of_two("log_one_plus_two_exps_new", sp.log(1 + sp.exp(x) + sp.exp(z_in))),
+    of_two("exp_difference_ratio_new", (sp.exp(x) - sp.exp(z_in)) / (sp.exp(x) + sp.exp(z_in) + 1)),
+    activation("exp_quadratic_ratio_new", x / (1 + sp.exp(x) + sp.exp(2 * x))),
     # ELU and SELU as PyTorch's documentation writes them, the clamp outside e^x − 1 (e^x = ∞ from
     # 88 in float32 met by the min, and no split the normaliser could make on e^x − 1's sign)
     activation("elu_torch_doc_new", sp.Max(0, x) + sp.Min(0, sp.exp(x) - 1)),
@@ -361,6 +370,12 @@ CANCELLING = {
     "selu_torch_doc_new": "stability.clamp_expm1",
     "neg_clamp_new": "stability.clamp_expm1",
     "logaddexp_new": "stability.logaddexp",
+    "softmax_with_sink_new": "stability.exp_sum_shift",
+    "weighted_two_way_new": "stability.exp_sum_shift",
+    "root_of_exp_sum_new": "stability.exp_sum_shift",
+    "log_one_plus_two_exps_new": "stability.exp_sum_shift",
+    "exp_difference_ratio_new": "stability.exp_sum_shift",
+    "exp_quadratic_ratio_new": "stability.exp_sum_shift",
     "sigmoid_square_new": "stability.sigmoid_ratio",
     "x_log_square_new": "stability.log_root",
 }
@@ -857,3 +872,40 @@ def test_a_row_sum_that_cancels_is_not_printed():
     assert all("rowmean" not in str(s.args[0]) for s in sums), sums
     results = mutation.audit_op(LN_NEW)
     assert results and [r.mutant for r in results if r.outcome == "survived"] == []
+
+
+EXP_SUMS = [o for o in NEW_OPS if CANCELLING.get(o.name) == "stability.exp_sum_shift"]
+
+
+@pytest.mark.parametrize("op", EXP_SUMS, ids=lambda o: o.name)
+def test_a_sum_of_exponentials_is_shifted_by_its_max_and_the_shift_carries_no_step(op):
+    """e^{x}/(e^{x} + e^{z} + 1) printed as e^{x − m}/(e^{x − m} + e^{z − m} + e^{−m}), m = max(0, x, z):
+    the derived backward holds m constant (the value does not depend on it), so no step of the
+    max is printed, and no exponential of an unshifted array is left."""
+    assert "stability.exp_sum_shift" in op.stability
+    for a in op.forward + op.backward:
+        expr = sp.sympify(a.expr)
+        assert not expr.atoms(sp.Heaviside, HalfStep), (a.target, expr)
+        assert all(f.args[0].has(sp.Max) for f in expr.atoms(sp.exp)), (a.target, expr)
+
+
+def test_only_a_max_the_value_does_not_depend_on_is_a_shift():
+    from derivations.language.autodiff import shifts_of
+
+    a, b = x, z_in  # the arrays, as the derivation's elementwise lines read them
+    m = sp.Max(0, a, b)
+    shifted = sp.exp(a - m) / (sp.exp(a - m) + sp.exp(b - m) + sp.exp(-m))
+    assert shifts_of(shifted) == [m]
+    assert shifts_of(m + sp.log(sp.exp(a - m) + sp.exp(b - m) + sp.exp(-m))) == [m]
+    assert shifts_of(sp.exp(a - m)) == []  # e^{x − m} alone depends on m
+    assert shifts_of(sp.exp(sp.Max(a, 0))) == []  # a max inside, not a shift (e^{ReLU x})
+    # a shift read with the wrong sign in one place is no shift: its steps stay in the derivative
+    assert shifts_of(sp.exp(a - m) / (sp.exp(a + m) + sp.exp(b - m))) == []
+
+
+def test_a_shifted_sum_of_exponentials_has_no_wrong_edit_left_standing():
+    from derivations.proof import mutation
+
+    op = next(o for o in NEW_OPS if o.name == "exp_quadratic_ratio_new")
+    results = mutation.audit_op(op)
+    assert len(results) > 50 and [r.mutant for r in results if r.outcome == "survived"] == []

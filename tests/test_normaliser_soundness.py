@@ -177,6 +177,26 @@ UNEQUAL = [
     ("monotone-clamp-the-wrong-side", sp.Min(0, sp.exp(x[i]) - 1), sp.exp(sp.Max(0, x[i])) - 1, setting()),
     ("monotone-negative-k-not-swapped", sp.Max(0, 3 - 3 * sp.exp(x[i])), 3 - 3 * sp.exp(sp.Max(0, x[i])), setting()),
     ("monotone-not-zero-at-zero", sp.Min(0, sp.exp(x[i])), sp.exp(sp.Min(0, x[i])), setting()),
+    # a common e^{a} > 0 out of a root: only where every term has it, and with its own power
+    (
+        "root-exp-not-common",
+        sp.sqrt(sp.exp(x[i]) * y[i] ** 2 + 1),
+        sp.exp(x[i] / 2) * sp.sqrt(y[i] ** 2 + 1),
+        setting(),
+    ),
+    (
+        "root-exp-power-not-halved",
+        sp.sqrt(sp.exp(x[i]) * (y[i] ** 2 + 1)),
+        sp.exp(x[i]) * sp.sqrt(y[i] ** 2 + 1),
+        setting(),
+    ),
+    (
+        "exp-sum-shift-constant-unshifted",
+        sp.exp(sp.Max(0, x[i], y[i]))
+        * (sp.exp(x[i] - sp.Max(0, x[i], y[i])) + sp.exp(y[i] - sp.Max(0, x[i], y[i])) + 1),
+        sp.exp(x[i]) + sp.exp(y[i]) + 1,
+        setting(),
+    ),
     (
         "split-product-softplus-sign-flipped",
         sp.Max(x[i] * y[i], 0) + sp.log(1 + sp.exp(-sp.Abs(x[i] * y[i]))),
@@ -297,6 +317,28 @@ TRUE = [
     ("monotone-clamp-inside", sp.Min(0, 2 * sp.exp(x[i]) - 2), 2 * sp.exp(sp.Min(0, x[i])) - 2, setting()),
     ("monotone-abs-tanh", sp.Abs(sp.tanh(x[i])), sp.tanh(sp.Abs(x[i])), setting()),
     ("monotone-negative-k", sp.Max(0, 3 - 3 * sp.exp(x[i])), 3 - 3 * sp.exp(sp.Min(0, x[i])), setting()),
+    # a root of a sum whose every term has the factor e^{a} > 0: e^{a/2} times the root of the rest
+    (
+        "root-common-exp",
+        sp.sqrt(sp.exp(x[i] - y[i]) + sp.exp(-y[i]) * x[i] ** 2),
+        sp.exp(-y[i] / 2) * sp.sqrt(sp.exp(x[i]) + x[i] ** 2),
+        setting(),
+    ),
+    (
+        "exp-sum-shift-under-a-root",
+        sp.exp(sp.Max(x[i], y[i]) / 2) * sp.sqrt(sp.exp(x[i] - sp.Max(x[i], y[i])) + sp.exp(y[i] - sp.Max(x[i], y[i]))),
+        sp.sqrt(sp.exp(x[i]) + sp.exp(y[i])),
+        setting(),
+    ),
+    (
+        "exp-sum-shift-three-terms",
+        sp.exp(x[i] - sp.Max(0, x[i], y[i]))
+        / (
+            sp.exp(x[i] - sp.Max(0, x[i], y[i])) + sp.exp(y[i] - sp.Max(0, x[i], y[i])) + sp.exp(-sp.Max(0, x[i], y[i]))
+        ),
+        sp.exp(x[i]) / (sp.exp(x[i]) + sp.exp(y[i]) + 1),
+        setting(),
+    ),
 ]
 
 

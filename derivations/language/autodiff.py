@@ -273,10 +273,28 @@ def derivative(expr, leaf):
     highest where they cancel (`stabilise.quotients_combined`)."""
     leaves = _leaves(expr)
     symbols = {a: sp.Dummy(f"u{n}", real=True) for n, a in enumerate(leaves)}
-    d = sp.diff(sp.sympify(expr).xreplace(symbols), symbols[leaf])
+    # a shift the value does not depend on (e^{x − m}/(e^{x − m} + e^{z − m} + e^{−m}), m = max(0, x, z))
+    # is held constant: its steps would cancel, and be printed
+    shifts = {m: sp.Dummy(f"m{n}", real=True) for n, m in enumerate(shifts_of(expr))}
+    d = sp.diff(sp.sympify(expr).xreplace(shifts).xreplace(symbols), symbols[leaf])
     # a root's quotient rule reduced by hypot² = u² + s² (1/h − u²/h³ = s²/h³: no cancellation)
     d = hypot_distributed(quotients_combined(hypot_reduced(_kinks(d))))
-    return d.xreplace({v: k for k, v in symbols.items()})
+    return d.xreplace({v: k for k, v in symbols.items()}).xreplace({v: k for k, v in shifts.items()})
+
+
+def shifts_of(expr) -> list:
+    """The max nodes m in the exponents of `expr` that its value does not depend on: ∂expr/∂m = 0
+    identically, with m replaced by a free symbol (the shift of `stability.exp_sum_shift`:
+    e^{pm}(S e^{−m})^{p} and m + log(S e^{−m}) are S^{p} and log S for every m). Exact: the
+    derivative, its exponentials of sums split, cancels to 0 as a rational function of them."""
+    expr = sp.sympify(expr)
+    found = []
+    for m in sorted({a for f in expr.atoms(sp.exp) for a in f.args[0].atoms(sp.Max)}, key=sp.default_sort_key):
+        s = sp.Dummy("s", real=True)
+        held = expr.xreplace({m: s})
+        if held.has(s) and sp.cancel(sp.expand_power_exp(sp.diff(held, s))) == 0:
+            found.append(m)
+    return found
 
 
 def elementwise_vjp(expr, G, batched, recognised=None, stable: set | None = None) -> list[tuple[sp.Expr, sp.Expr]]:

@@ -42,6 +42,10 @@ naming the lemmas in the method).
     squares         (v² + w² + c)^{p}     → hypot(v, hypot(w, √c))^{2p}  (v, w arrays, c ≥ 0)
     logaddexp       log(k e^{a} + k e^{b}) → log k + max(a, b) + log1p(e^{−|a − b|})  (a, b arrays)
     exp pair        (k e^{a} + k e^{b})^{−m} → k^{−m} e^{−ma} (1 + e^{b − a})^{−m}  (then σ(a − b))
+    exp sum         S^{p}, log S, S = Σ k_i e^{a_i} + c → e^{pm}(S e^{−m})^{p}, m + log(S e^{−m}),
+                                              m = max(a_1, …, a_n, 0)  (k_i > 0, c ≥ 0; a constant,
+                                              three terms or unequal k; any p under a root; in a
+                                              product the numerator's exponential sums take e^{−m})
     rationalised    v + √(v² + c), c > 0  → [v ≥ 0] (v + R) + [v < 0] c/(R + |v|),
                                               R = hypot(v, √c)  (no v + |v| cancellation at v ≪ 0)
     root − √c       k √(v² + c) − k √c    → k v²/(hypot(v, √c) + √c)  (no 1 − 1 where v² ≪ c;
@@ -935,7 +939,7 @@ def _exp_pair(e):
             return None
         parts.append((k, rest.args[0]))
     (k, a), (k2, b) = sorted(parts, key=lambda p: sp.default_sort_key(p[1]))
-    if k != k2 or sp.expand(a + b) == 0 or sp.expand(a - b).is_number:
+    if k != k2 or sp.expand(a + b) == 0 or sp.expand(a - b).is_number or _shifted_exp_sum(e):
         return None
     return (k, a, b)
 
@@ -1054,6 +1058,161 @@ def _exp_products(e: sp.Mul, used: set) -> sp.Expr:
     return sp.Mul(*rest, sp.exp(sp.Add(*[g.args[0] for g in exps])))
 
 
+def _weight_and_rest(t):
+    """(k, rest) where t = k·rest, k free of arrays and of their entries."""
+    t = sp.sympify(t)
+    return t.as_independent(*[a for a in t.free_symbols if isinstance(a, Array)], *t.atoms(sp.Indexed), as_Add=False)
+
+
+def _exp_sum(e, pair: bool = False):
+    """([(k, a)], c) where e is Σ_i k_i e^{a_i} + c, every k_i > 0 free of arrays, every a_i an array
+    expression, c ≥ 0 free of arrays, with two exponentials or more; None for any other form, for
+    the pair k e^{a} + k e^{b} unless `pair` (`_exp_pair_factored` takes it under a log or a
+    negative integer power, not under a root) and for a sum already shifted by its max."""
+    if not isinstance(e, sp.Add):
+        return None
+    terms, c = [], sp.S.Zero
+    for t in e.args:
+        if not _has_array(t):
+            c += t
+            continue
+        k, rest = _weight_and_rest(t)
+        if not (isinstance(rest, sp.exp) and k.is_positive is True and _has_array(rest.args[0])):
+            return None
+        terms.append((k, rest.args[0]))
+    if len(terms) < 2 or not (c.is_zero or c.is_positive) or (c.is_zero and not pair and _exp_pair(e) is not None):
+        return None
+    if c.is_zero and len(terms) == 2 and sp.expand(terms[0][1] + terms[1][1]) == 0:
+        return None  # e^{u} + e^{−u}: a cosh, the tanh ratios' (its shifted derivative would cancel)
+    if c.is_zero and _shifted_exp_sum(e):
+        return None  # Σ k e^{b − m}: shifted already
+    return terms, c
+
+
+def _shifted_exp_sum(e) -> bool:
+    """e is Σ_i k_i e^{a_i − m}, k_i > 0, two terms or more, one max m in every exponent: a sum of
+    positive exponentials shifted by its largest exponent (in [min k, Σ k])."""
+    if not isinstance(e, sp.Add) or len(e.args) < 2:
+        return False
+    exps = []
+    for t in e.args:
+        k, rest = _weight_and_rest(t)
+        if not (isinstance(rest, sp.exp) and k.is_positive is True):
+            return False
+        exps.append(rest.args[0])
+    return any(all(not (a + M).has(sp.Max) for a in exps) for M in e.atoms(sp.Max))
+
+
+def _exp_sum_max(s):
+    """m = max(a_1, …, a_n, 0 where c > 0): the largest exponent of the sum s = ([(k, a)], c). Of
+    exponents that are multiples k·u of one u (0 among them), only the least and the greatest k
+    can be the max (max(0, x, 2x) = max(0, 2x)): the others are left out."""
+    terms, c = s
+    exponents = [a for _, a in terms] + ([sp.S.Zero] if not c.is_zero else [])
+    multiples = [a.as_coeff_Mul() for a in exponents if a != 0]
+    if multiples and len({u for _, u in multiples}) == 1 and all(k.is_Rational for k, _ in multiples):
+        u = multiples[0][1]
+        ks = sorted({k for k, _ in multiples} | ({sp.S.Zero} if len(multiples) < len(exponents) else set()))
+        return sp.Max(*{ks[0] * u, ks[-1] * u})
+    return sp.Max(*[a for _, a in terms], *([sp.S.Zero] if not c.is_zero else []))
+
+
+def _exp_terms_shifted(e, m):
+    """Σ k e^{a − m} + c e^{−m} for e = Σ k e^{a} + c (any signs): e·e^{−m}, term by term; None
+    where e is not such a sum of exponentials of arrays."""
+    if not isinstance(e, sp.Add) or not _has_array(e):
+        return None
+    out = []
+    for t in e.args:
+        if not _has_array(t):
+            out.append(t * sp.exp(-m))
+            continue
+        k, rest = _weight_and_rest(t)
+        if not isinstance(rest, sp.exp):
+            return None
+        out.append(k * sp.exp(rest.args[0] - m))
+    return sp.Add(*out)
+
+
+def _exp_sums_shifted(e, used: set):
+    """A power of a sum of positive exponentials (with a positive constant, three or more terms or
+    unequal weights: e^{x}/(e^{x} + e^{z} + 1), 1/(2e^{x} + 3e^{z}), √(e^{x} + e^{z})) with its
+    largest exponent m shifted out: S^{p} = e^{pm} (S e^{−m})^{p} (`stability.exp_sum_shift`). S e^{−m}
+    lies in [min k, Σ k + c], so it neither overflows nor vanishes; in a product the factor
+    e^{pm} is taken by the numerator's sums of exponentials (one e^{−m} a power, term by term)
+    and the rest joins its exponentials as one e^{Σ w + pm} (`stability.exp_product`), which
+    overflows only where the product does. Exact algebra for any m."""
+    factors = list(sp.Mul.make_args(e))
+    changed = False
+    for k in range(len(factors)):
+        f = factors[k]
+        if not (isinstance(f, sp.Pow) and f.exp.is_Rational and (f.exp < 0 or not f.exp.is_Integer)):
+            continue
+        exps = [j for j, g in enumerate(factors) if isinstance(g, sp.exp) and _has_array(g)]
+        if _shifted_exp_sum(f.base) and len(exps) >= 2:
+            # a sum shifted already (a derivative of a shifted forward): the product's exponentials
+            # as one, e^{x}·e^{z}·e^{−2m} → e^{x + z − 2m}, whose size is the product's
+            w = sp.Add(*[factors[j].args[0] for j in exps])
+            for j in exps:
+                factors[j] = sp.S.One
+            factors.append(sp.exp(w))
+            used.add(EXP_PRODUCT.lemma)
+            return sp.Mul(*factors)
+        s = _exp_sum(f.base, pair=not f.exp.is_Integer)
+        if s is None:
+            continue
+        m = _exp_sum_max(s)
+        factors[k] = sp.Pow(_exp_terms_shifted(f.base, m), f.exp)
+        shift = f.exp  # the product's factor e^{shift·m}
+        for j, g in enumerate(factors):
+            base, q = (g.base, g.exp) if isinstance(g, sp.Pow) else (g, sp.S.One)
+            if j == k or shift >= 0 or not (q.is_Integer and 0 < q <= -shift):
+                continue
+            shifted = _exp_terms_shifted(base, m)
+            if shifted is not None:
+                factors[j] = shifted**q
+                shift += q
+        exps = [j for j, g in enumerate(factors) if isinstance(g, sp.exp) and _has_array(g)]
+        w = sp.Add(*[factors[j].args[0] for j in exps]) + shift * m
+        for j in exps:
+            factors[j] = sp.S.One
+        factors.append(sp.exp(w))
+        changed = True
+    if not changed:
+        return e
+    used.add(EXP_SUM_SHIFT.lemma)
+    return sp.Mul(*factors)
+
+
+def _log_exp_sum(e, used: set):
+    """log S = m + log(S e^{−m}) for a sum S of positive exponentials as `_exp_sum` takes them
+    (log(1 + e^{x} + e^{z}): no log ∞) (`stability.exp_sum_shift`)."""
+    if not isinstance(e, sp.log):
+        return e
+    s = _exp_sum(e.args[0])
+    if s is None:
+        return e
+    m = _exp_sum_max(s)
+    used.add(EXP_SUM_SHIFT.lemma)
+    return m + sp.log(_exp_terms_shifted(e.args[0], m))
+
+
+def _exp_sum_shifted(e):
+    """The shift of `stability.exp_sum_shift` applied to e alone (a power, a product or a log):
+    the lemma's stable side at a document form."""
+    return _log_exp_sum(e, set()) if isinstance(e, sp.log) else _exp_sums_shifted(e, set())
+
+
+EXP_SUM_SHIFT = Rewrite(
+    "stability.exp_sum_shift",
+    "a sum of positive exponentials under a power or a log with its largest exponent m shifted out: "
+    "S^{p} = e^{pm} (S e^{−m})^{p}, log S = m + log(S e^{−m})",
+    lambda e: e,
+    _exp_sum_shifted,
+    lambda e: None,  # applied by the product and log passes `_exp_sums_shifted`, `_log_exp_sum`
+)
+
+
 def _max_beside_take(e, used: set):
     """In a sum, +c·max_j v_j beside −c·v_t (a cross-entropy written −x_t + log Σ e^{x}, once the
     log-sum-exp is shifted; v_t may be written k·w_t, −x_t/τ beside max(x/τ)): the two as −c·(v − max v)_t, so that they cancel before the small
@@ -1117,7 +1276,12 @@ def stabilise(expr) -> tuple[sp.Expr, set[str]]:
                 return walk(e, factor_of_product)  # a product that was just the ratio: tanh u
             e = _exp_products(e, used)
             if isinstance(e, sp.Mul):
+                e = _exp_sums_shifted(e, used)
+            if isinstance(e, sp.Mul):
                 e = _sigmoid_ratios(e, used)
+        elif isinstance(e, sp.Pow) and not factor_of_product:
+            e = _exp_sums_shifted(e, used)
+        e = _log_exp_sum(e, used)
         e = _max_beside_take(e, used)
         if isinstance(e, sp.Pow) and e.exp.is_Integer and e.exp < -1 and not factor_of_product:
             v = _one_plus_exp(e.base)

@@ -623,6 +623,14 @@ class Normaliser:
                 coeff, rest = inner.as_independent(sp.Sum, as_Add=False)
                 if power.is_integer or coeff.is_positive:
                     return [([coeff**power, rest**power], [])]
+            common = _common_exponentials(inner) if not power.is_integer else None
+            if common is not None:
+                # (e^{a}·u + e^{a}·v)^p = e^{pa}·(u + v)^p: e^{a} > 0 for real a, so the root of
+                # a product of positives is the product of their roots (a shifted sum's root)
+                self._record("discharged", "a common e^{a} > 0 taken out of a root", show=False)
+                out = sp.Mul(*[sp.exp(power * a) for a in common])
+                rest = sp.expand(inner * sp.Mul(*[sp.exp(-a) for a in common]))
+                return self._product([self._terms(out), self._terms(rest**power)])
             return [([inner**power], [])]
         if isinstance(e, DOCUMENT_NODES):  # σ(u), Φ(u): the document's formulas, nothing else
             return self._terms(e.document_form())
@@ -1041,6 +1049,20 @@ class Indicator(sp.Function):
         if isinstance(cond, (sp.GreaterThan, sp.StrictGreaterThan)):
             return cls(cond.reversed)  # one orientation: [k ≤ e] and [e ≥ k] are one atom
         return None
+
+
+def _common_exponentials(e):
+    """The exponents a of the factors e^{a} that every term of the sum e has (its exponentials
+    split by the canonical form: e^{x − m} is e^{x}·e^{−m}); None where they share none."""
+    if not isinstance(e, sp.Add):
+        return None
+    common = None
+    for t in e.args:
+        exps = {f.args[0] for f in sp.Mul.make_args(t) if isinstance(f, sp.exp)}
+        common = exps if common is None else common & exps
+        if not common:
+            return None
+    return sorted(common, key=sp.default_sort_key)
 
 
 def _two_branch(pw) -> bool:
