@@ -197,6 +197,15 @@ UNEQUAL = [
         sp.exp(x[i]) + sp.exp(y[i]) + 1,
         setting(),
     ),
+    # an affine function of a product of entries (a hinge's 1 − x·y), and a quadratic form that
+    # is not ≥ 0 once a constant is subtracted
+    ("split-affine-product-wrong-side", sp.Max(0, 1 - x[i] * y[i]), sp.Max(0, x[i] * y[i] - 1), setting()),
+    (
+        "log-of-a-square-of-an-indefinite-form",
+        sp.log((x[i] ** 2 - 2 * x[i] * y[i] + y[i] ** 2 - 1) ** 2),
+        2 * sp.log(x[i] ** 2 - 2 * x[i] * y[i] + y[i] ** 2 - 1),
+        setting(),
+    ),
     (
         "split-product-softplus-sign-flipped",
         sp.Max(x[i] * y[i], 0) + sp.log(1 + sp.exp(-sp.Abs(x[i] * y[i]))),
@@ -328,6 +337,13 @@ TRUE = [
         "exp-sum-shift-under-a-root",
         sp.exp(sp.Max(x[i], y[i]) / 2) * sp.sqrt(sp.exp(x[i] - sp.Max(x[i], y[i])) + sp.exp(y[i] - sp.Max(x[i], y[i]))),
         sp.sqrt(sp.exp(x[i]) + sp.exp(y[i])),
+        setting(),
+    ),
+    ("split-affine-product", sp.Max(0, 1 - x[i] * y[i]) + sp.Min(0, 1 - x[i] * y[i]), 1 - x[i] * y[i], setting()),
+    (
+        "log-root-of-a-difference",
+        2 * sp.log(1 + (x[i] - y[i]) ** 2 / (sp.sqrt((x[i] - y[i]) ** 2 + 1) + 1)),
+        sp.log(1 + (x[i] - y[i]) ** 2),
         setting(),
     ),
     (

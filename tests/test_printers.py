@@ -507,6 +507,13 @@ def _full(e):
 
 
 INPLACE = [
+    # a value taken over as the target and read again after the target changed: the later read
+    # is the value recomputed, not the target ((x − y)·((x − y)/g), not ((x − y)/g)²)
+    (
+        "taken-over-read-again",
+        (x - y) ** 2 / (Hypot(x - y, 1) + 1),
+        ["out = x - y", "out /= np.hypot(out, 1) + 1", "out_sum = x - y", "out *= out_sum"],
+    ),
     # GELU's backward: one allocation, the scalar factors folded into one multiply
     (
         "gelu-backward",

@@ -157,6 +157,7 @@ def blocks(assigns, printer, batched: dict, keep=None, taken=frozenset(), broadc
     inputs' leading axes broadcast against each other: (the upstream gradients, the forward's
     assignments) for a backward, ((), ()) for a forward (`stored_shape`)."""
     lowering = Lowering(printer, taken)
+    printer.definitions = {asg.target: asg.expr for asg in assigns}  # what each line's array reads
     carriers = leading_carriers(assigns, batched, *broadcast) if broadcast is not None else None
     full = stored_shape(batched, carriers)
     last_read = last_reads(assigns, keep)

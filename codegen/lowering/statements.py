@@ -216,15 +216,22 @@ class Lowering:
         if p.multiply_add:
             updates = fuse_multiply_add(updates, p.scalar)
         out: list[str] = []
+        held = None  # a repeated value computed as `target` itself, read by that name
         for u in updates:
             if u.op == "scale" and not isinstance(u.value[1], (Array, sp.Symbol)):
                 self.repeated.add(u.value[1])  # c·u, then `*= u`: u computed once, named
             if u.op == "=" and not u.fresh and u.value in self.repeated:
                 # the value takes this temporary over: compute it as `target` from the start
                 self.bind(u.value, name=target)
-                line = None
+                held, line = u.value, None
             else:
                 line = self._update_text(target, u)
+                if held is not None and self.memo.get(held) == target:
+                    # the target holds the value only until this update writes it: a later read
+                    # (u·(u/g) as t = u; t /= g; t *= u) is a temporary of its own, not `target`
+                    del self.memo[held]
+                    self.repeated.add(held)
+                    held = None
             out.extend(self.pending)  # its temporaries first, in order
             self.pending.clear()
             if line is not None:

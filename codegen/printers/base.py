@@ -81,6 +81,12 @@ def _ratio_text(p: int, q: int) -> tuple[str, bool]:
     return ratio, False
 
 
+def _read_arrays(e) -> set:
+    """The arrays (and entries) an expression reads."""
+    e = sp.sympify(e)
+    return {a for a in e.free_symbols if isinstance(a, Array)} | e.atoms(sp.Indexed)
+
+
 class ArrayPrinter(NodeRules, Printer):
     """Shared logic; subclasses fill in the backend's spelling of each node."""
 
@@ -99,6 +105,7 @@ class ArrayPrinter(NodeRules, Printer):
         self.modules: set[str] = set()  # modules the printed text needs imported
         self.uses_dtype = False  # whether the text refers to the dtype variable
         self.binder = None  # statement mode: names subexpressions (lowering)
+        self.definitions: dict = {}  # array -> the expression a line above assigned it (lowering)
 
     # public API --------------------------------------------------------------------------
     def doprint(self, expr) -> str:
@@ -302,6 +309,12 @@ class ArrayPrinter(NodeRules, Printer):
         denom.sort(key=lambda e: not self._scalar(e))
         recips = [f for f in numer if f.is_Pow and f.base.is_Pow and f.base.exp == -1 and f.exp.is_Integer]
         interleave = len(recips) == 1 and any(not self._scalar(f) for f in numer if f is not recips[0])
+        if interleave:
+            # the factors that read what g reads first, each then divided by g: z·(1/g)·dy·(1/g)·x
+            # for g = hypot(z, 1), where dy·(1/g)·x·(1/g) would underflow (1e-30·1e-30 in float32)
+            # before z brings the product back into range
+            below = self._reads(recips[0].base)
+            numer.sort(key=lambda e: (not self._scalar(e), not (self._reads(e) & below)))
         texts = []
         left = int(recips[0].exp) if interleave else 0
         for f in numer:
@@ -326,6 +339,16 @@ class ArrayPrinter(NodeRules, Printer):
                 den = "(" + "*".join(self._operand(self._print(f), MUL - 1) for f in denom) + ")"
             text = f"{text}/{den}"
         return Code(text, MUL)
+
+    def _reads(self, e, depth: int = 4) -> set:
+        """The arrays (and entries) e reads, through the lines above that defined them
+        (hypot0 = hypot(z, 1) reads z)."""
+        found = _read_arrays(e)
+        if depth:
+            for a in list(found):
+                if a in self.definitions:
+                    found |= self._reads(self.definitions[a], depth - 1)
+        return found
 
     def _print_Pow(self, expr):
         base, e = expr.base, expr.exp

@@ -1064,11 +1064,12 @@ def _weight_and_rest(t):
     return t.as_independent(*[a for a in t.free_symbols if isinstance(a, Array)], *t.atoms(sp.Indexed), as_Add=False)
 
 
-def _exp_sum(e, pair: bool = False):
+def _exp_sum(e, pair: bool = False, single: bool = False):
     """([(k, a)], c) where e is Σ_i k_i e^{a_i} + c, every k_i > 0 free of arrays, every a_i an array
     expression, c ≥ 0 free of arrays, with two exponentials or more; None for any other form, for
     the pair k e^{a} + k e^{b} unless `pair` (`_exp_pair_factored` takes it under a log or a
-    negative integer power, not under a root) and for a sum already shifted by its max."""
+    negative integer power, not under a root) and for a sum already shifted by its max; with
+    `single`, one exponential and c > 0 too (1 + e^{v}, where a numerator takes the shift)."""
     if not isinstance(e, sp.Add):
         return None
     terms, c = [], sp.S.Zero
@@ -1080,7 +1081,9 @@ def _exp_sum(e, pair: bool = False):
         if not (isinstance(rest, sp.exp) and k.is_positive is True and _has_array(rest.args[0])):
             return None
         terms.append((k, rest.args[0]))
-    if len(terms) < 2 or not (c.is_zero or c.is_positive) or (c.is_zero and not pair and _exp_pair(e) is not None):
+    if len(terms) < (1 if single and c.is_positive else 2) or not (c.is_zero or c.is_positive):
+        return None
+    if c.is_zero and not pair and _exp_pair(e) is not None:
         return None
     if c.is_zero and len(terms) == 2 and sp.expand(terms[0][1] + terms[1][1]) == 0:
         return None  # e^{u} + e^{−u}: a cosh, the tanh ratios' (its shifted derivative would cancel)
@@ -1124,13 +1127,14 @@ def _exp_terms_shifted(e, m):
         return None
     out = []
     for t in e.args:
-        if not _has_array(t):
-            out.append(t * sp.exp(-m))
-            continue
-        k, rest = _weight_and_rest(t)
-        if not isinstance(rest, sp.exp):
-            return None
-        out.append(k * sp.exp(rest.args[0] - m))
+        factors = sp.Mul.make_args(t)
+        exps = [f for f in factors if isinstance(f, sp.exp)]
+        k = sp.Mul(*[f for f in factors if not isinstance(f, sp.exp)])
+        if k.has(sp.exp):
+            return None  # an exponential inside another factor: not a term k·e^{w}
+        out.append(k * sp.exp(sp.Add(*[f.args[0] for f in exps]) - m))
+    if not any(isinstance(f, sp.exp) and _has_array(f) for t in e.args for f in sp.Mul.make_args(t)):
+        return None  # no exponential of an array: nothing the shift would bound
     return sp.Add(*out)
 
 
@@ -1158,7 +1162,15 @@ def _exp_sums_shifted(e, used: set):
             factors.append(sp.exp(w))
             used.add(EXP_PRODUCT.lemma)
             return sp.Mul(*factors)
-        s = _exp_sum(f.base, pair=not f.exp.is_Integer)
+        # 1 + e^{v} alone is the sigmoid's; beside a numerator's sum of exponentials, which
+        # takes the shift, it is shifted too ((1 + e^{−x} + x e^{−x})/(1 + e^{−x})², SiLU's slope)
+        absorbs = f.exp.is_Integer and any(
+            j != k
+            and _exp_terms_shifted(g.base if isinstance(g, sp.Pow) and g.exp.is_Integer and g.exp > 0 else g, 0)
+            is not None
+            for j, g in enumerate(factors)
+        )
+        s = _exp_sum(f.base, pair=not f.exp.is_Integer, single=absorbs)
         if s is None:
             continue
         m = _exp_sum_max(s)

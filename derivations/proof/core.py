@@ -21,6 +21,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+import mpmath
 import sympy as sp
 
 from . import numeric
@@ -261,7 +262,9 @@ def spot_check(lhs, rhs, setting: Setting, seeds=(101, 202)) -> dict:
 
 
 def _num(v):
-    f = float(v)
+    if isinstance(v, mpmath.mpc) and v.imag != 0:
+        return str(v)  # a complex value (a log of a negative number): its text
+    f = float(v.real if isinstance(v, mpmath.mpc) else v)
     return f if abs(f) < 1e300 else str(v)
 
 

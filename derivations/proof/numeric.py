@@ -214,6 +214,13 @@ def is_finite(v) -> bool:
 
 
 def relative_gap(a, b):
+    if isinstance(a, mpmath.mpc) or isinstance(b, mpmath.mpc):
+        # a complex value (the log of a negative number): a real side differs from it unless
+        # both are the same number
+        a, b = mpmath.mpc(a), mpmath.mpc(b)
+        if not (mpmath.isfinite(a) and mpmath.isfinite(b)):
+            return mpmath.mpf(0) if a == b else mpmath.inf
+        return abs(a - b) / max(abs(a), abs(b), mpmath.mpf(1))
     a, b = mpmath.mpf(a), mpmath.mpf(b)
     if mpmath.isnan(a) or mpmath.isnan(b):
         return mpmath.inf

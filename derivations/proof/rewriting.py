@@ -290,28 +290,8 @@ class Normaliser:
         """e = c + vᵀAv in the array entries v, with c > 0 and A positive semidefinite (a number
         matrix): e ≥ c > 0. (x − z)² + 1/100, which the normaliser has expanded into
         x² − 2xz + z² + 1/100, where no term alone has a sign."""
-        e = sp.expand(e)
-        entries = sorted(e.atoms(sp.Indexed), key=sp.default_sort_key)
-        if not 2 <= len(entries) <= 8:
-            return False
-        try:
-            poly = sp.Poly(e, *entries)
-        except sp.PolynomialError:
-            return False
-        if any(sum(m) not in (0, 2) for m in poly.monoms()):
-            return False
-        k = len(entries)
-        A = sp.zeros(k, k)
-        for m, c in poly.terms():
-            nz = [i for i, d in enumerate(m) if d]
-            if len(nz) == 1:
-                A[nz[0], nz[0]] = c
-            elif len(nz) == 2:
-                A[nz[0], nz[1]] = A[nz[1], nz[0]] = c / 2
-        if not all(a.is_number for a in A) or A.is_positive_semidefinite is not True:
-            return False
-        constant = poly.coeff_monomial(1)
-        return self._sign_form(constant, self._context()).is_positive is True
+        constant = _psd_quadratic_constant(e)
+        return constant is not None and self._sign_form(constant, self._context()).is_positive is True
 
     def _variance_plus_positive(self, e) -> bool:
         """e = r + Σ_k f_k²/L − (Σ_k f_k)²/L² over a non-empty range of L terms, with r > 0: the
@@ -356,6 +336,23 @@ class Normaliser:
             return e
         if isinstance(e, sp.Add) and root_beside_positive(e):
             return sp.Dummy("pos", positive=True)
+        if isinstance(e, sp.Add) and e.atoms(sp.Indexed):
+            plain = e.func(*[self._sign_form(a, ctx) for a in e.args])
+            if plain.is_nonnegative is True or plain.is_nonpositive is True:
+                return plain
+            # a positive semidefinite quadratic form among the terms: ≥ 0, the other terms kept
+            # ((x − z)² + 1 expanded to x² − 2xz + z² + 1, where no term alone has a sign)
+            entries = e.atoms(sp.Indexed)
+            quadratic = [t for t in e.args if t.is_polynomial(*entries) and t.has(sp.Indexed)]
+            constant = _psd_quadratic_constant(sp.Add(*quadratic)) if len(quadratic) >= 2 else None
+            if constant is not None:
+                others = [t for t in e.args if t not in quadratic]
+                return self._sign_form(sp.Add(constant, *others), ctx) + sp.Dummy("nonneg", nonnegative=True)
+            # over one denominator (1 + x²/(h + 1) − 2xz/(h + 1) + z²/(h + 1)): the numerator's form
+            together = sp.together(e)
+            if isinstance(together, sp.Mul):
+                return self._sign_form(together, ctx)
+            return plain
         if isinstance(e, (sp.Add, sp.Mul, sp.Pow)):
             return e.func(*[self._sign_form(a, ctx) for a in e.args])
         return e
@@ -1065,6 +1062,32 @@ def _common_exponentials(e):
     return sorted(common, key=sp.default_sort_key)
 
 
+def _psd_quadratic_constant(e):
+    """c where e = c + vᵀAv in the array entries v (two to eight of them), A a positive
+    semidefinite number matrix and c free of them: then e ≥ c. None for any other form."""
+    e = sp.expand(e)
+    entries = sorted(e.atoms(sp.Indexed), key=sp.default_sort_key)
+    if not 2 <= len(entries) <= 8:
+        return None
+    try:
+        poly = sp.Poly(e, *entries)
+    except sp.PolynomialError:
+        return None
+    if any(sum(m) not in (0, 2) for m in poly.monoms()):
+        return None
+    k = len(entries)
+    A = sp.zeros(k, k)
+    for m, c in poly.terms():
+        nz = [i for i, d in enumerate(m) if d]
+        if len(nz) == 1:
+            A[nz[0], nz[0]] = c
+        elif len(nz) == 2:
+            A[nz[0], nz[1]] = A[nz[1], nz[0]] = c / 2
+    if not all(a.is_number for a in A) or A.is_positive_semidefinite is not True:
+        return None
+    return poly.coeff_monomial(1)
+
+
 def _two_branch(pw) -> bool:
     return len(pw.args) == 2 and pw.args[1][1] is sp.true
 
@@ -1265,6 +1288,14 @@ def _linear_atom(u, bound: set):
     # more general statement), whatever occurrences of g_j and x_ij the replacement leaves
     if _product_of_entries(t) and c != 0 and not (t.free_symbols & bound):
         return t, c, sp.Integer(0)
+    # a product of entries plus a constant (a hinge's 1 − y_ij x_ij): the same opaque number p,
+    # its branch's value (±q − rest)/c
+    entries = sp.sympify(u).atoms(sp.Indexed)
+    rest, dependent = sp.expand(u).as_independent(*entries, as_Add=True) if entries else (u, 0)
+    c, t = sp.sympify(dependent).as_coeff_Mul()
+    if rest != 0 and _product_of_entries(t) and c != 0 and not ((t.free_symbols | rest.free_symbols) & bound):
+        if not rest.has(sp.Indexed) and _fixed_sign(c):
+            return t, c, rest
     return None
 
 
