@@ -288,6 +288,34 @@ NEW_OPS = [
             ("softmax_entropy_new", sp.log(RowSum(sp.exp(x))) - RowSum(x * sp.exp(x)) / RowSum(sp.exp(x))),
         )
     ),
+    # a log-softmin and the KL divergence between two softmaxes, written as formulas: each shift
+    # printed beside the term it cancels, the pair summed first ((−x − max(−x)) − log …: 0 where
+    # −log 3 is exact at 1e30 before, and 3.4× off at 1e20)
+    Op(
+        name="log_softmin_new",
+        module=__name__,
+        inputs=[x],
+        outputs=[y],
+        spec=[Assign(y, -x - sp.log(RowSum(sp.exp(-x))))],
+        optional_axes=1,
+    ),
+    Op(
+        name="softmax_kl_new",
+        module=__name__,
+        inputs=[x, z_in],
+        outputs=[Array("y", (r, 1))],
+        spec=[
+            Assign(
+                Array("y", (r, 1)),
+                RowSum(
+                    sp.exp(x)
+                    / RowSum(sp.exp(x))
+                    * ((x - sp.log(RowSum(sp.exp(x)))) - (z_in - sp.log(RowSum(sp.exp(z_in)))))
+                ),
+            )
+        ],
+        optional_axes=1,
+    ),
     activation("sigmoid_square_new", sp.exp(2 * x) / (1 + sp.exp(x)) ** 2),  # σ(x)², e^{2x} = ∞ from 44
     # x·log(1 + x²): its derivative's log1p(x²/(h + 1)) + x²/h² with no x² of its own (a temporary
     # x² = ∞ from 1.8e19 in float32); proved with the common factor x set aside
@@ -374,6 +402,8 @@ CANCELLING = {
     "logistic_density_new": "stability.sigmoid_difference",
     "two_way_softmax_new": "stability.exp_pair_factored",
     "softmax_mean_new": "stability.softmax_sums_shift",
+    "log_softmin_new": "stability.logsumexp",
+    "softmax_kl_new": "stability.logsumexp",
     "softmax_entropy_new": "stability.softmax_sums_shift",
     "elu_torch_doc_new": "stability.clamp_expm1",
     "selu_torch_doc_new": "stability.clamp_expm1",

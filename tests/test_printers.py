@@ -163,6 +163,20 @@ CASES = [
     ("rowmax", RowMax(x), "np.max(x, axis=-1, keepdims=True)", "torch.amax(x, dim=-1, keepdim=True)"),
     ("rowmean", RowMean(x), "_support.rowmean(x)", "_support.rowmean(x)"),
     ("shift", x - RowMax(x), "x - np.max(x, axis=-1, keepdims=True)", "x - torch.amax(x, dim=-1, keepdim=True)"),
+    # each max beside the term it cancels, the pairs first and each in parentheses: the large values
+    # cancel before anything small is added (KL between two softmaxes, a log-softmin)
+    (
+        "shifts-paired",
+        x - y - RowMax(x) + RowMax(y),
+        "x - np.max(x, axis=-1, keepdims=True) + (np.max(y, axis=-1, keepdims=True) - y)",
+        "x - torch.amax(x, dim=-1, keepdim=True) + (torch.amax(y, dim=-1, keepdim=True) - y)",
+    ),
+    (
+        "shift-before-the-small-term",
+        -x + sp.log(y) - RowMax(-x),
+        "-x - np.max(-x, axis=-1, keepdims=True) + np.log(y)",
+        "-x - torch.amax(-x, dim=-1, keepdim=True) + torch.log(y)",
+    ),
     ("colsum", ColSum(x), "_support.colsum(x)", "_support.colsum(x)"),
     ("colsum-of-product", ColSum(x * y), "_support.colsum(x*y)", "_support.colsum(x*y)"),
     ("contract", Contract(x, y), "_support.contract(x, y)", "_support.contract(x, y)"),

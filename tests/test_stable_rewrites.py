@@ -479,3 +479,25 @@ def test_a_power_of_one_plus_an_exponential_is_printed_as_sigmoids():
             1 / (1 + np.exp(-row)) ** 2  # the document's form
     want = [mpmath.mpf(1) / (1 + mpmath.exp(-mpmath.mpf(float(t)))) ** 2 for t in row[0]]
     assert all(ulps(g, w, np.float32) <= ULPS for g, w in zip(got[0], want)), got
+
+
+def test_what_no_rewrite_reaches_yet_is_named_and_a_shifted_sum_is_not():
+    """Declared by their formulas alone: cosh x/cosh 2x and 1/cosh x (∞/∞ from |x| > 89 in float32),
+    x/(e^{x} − 1) (its derivative ∞/∞ from 88) and x − sin x (cancels near 0) are printed as
+    written and named by op and form; e^{x}/(e^{x} + e^{z} + 1) written by hand is named, and
+    declared by its formula it is shifted (`stability.exp_sum_shift`) and not named."""
+    z = Array("z", (r, n))
+    cases = {
+        "cosh_ratio_doc": (sp.cosh(x) / sp.cosh(2 * x), "cosh u or sinh u below a fraction"),
+        "sech_doc": (1 / sp.cosh(x), "cosh u or sinh u below a fraction"),
+        "bernoulli_doc": (x / (sp.exp(x) - 1), "expm1(u) below a fraction"),
+        "sine_shrink_doc": (x - sp.sin(x), "v − sin v or sinh v − v"),
+    }
+    for name, (formula, form) in cases.items():
+        lines = stability_warnings([activation(name, formula)])
+        assert any(ln.startswith(f"{name}: the printed forward has {form}") for ln in lines), (name, lines)
+    formula = sp.exp(x) / (sp.exp(x) + sp.exp(z) + 1)
+    two = dict(module=__name__, inputs=[x, z], outputs=[y], optional_axes=2)
+    assert not stability_warnings([Op(name="sink_doc", spec=[Assign(y, formula)], **two)])
+    lines = stability_warnings([Op(name="sink_hand", spec=[Assign(y, formula)], forward=[Assign(y, formula)], **two)])
+    assert any(ln.startswith("sink_hand: the printed forward has a power or log of Σ k e^{a} + c") for ln in lines)

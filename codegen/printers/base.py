@@ -51,6 +51,7 @@ from .code import (
     POW,
     UNARY,
     Code,
+    max_beside_its_argument,
     positive_first,
     powers_spread,
     reciprocal_power,
@@ -245,15 +246,26 @@ class ArrayPrinter(NodeRules, Printer):
     # arithmetic --------------------------------------------------------------------------
     def _print_Add(self, expr):
         terms = positive_first(list(expr.as_ordered_terms()) if expr.is_commutative else list(expr.args))
+        groups = max_beside_its_argument(terms, self.definitions)
+        out = []
+        for g, group in enumerate(groups):
+            if g > 0 and len(group) > 1:  # a cancelling pair after other terms: its own sum first
+                out.append(f" + ({self._signed_terms(group, first=True)})")
+            else:
+                out.append(self._signed_terms(group, first=g == 0))
+        return Code("".join(out), ADD)
+
+    def _signed_terms(self, terms, first: bool) -> str:
+        """`a - b + c`: the first term with its sign where `first`, every other after its sign."""
         out = []
         for t, term in enumerate(terms):
             neg, mag = split_sign(term)
             code = self._print(mag)
-            if t == 0:
+            if t == 0 and first:
                 out.append("-" + self._paren(code, ADD) if neg else str(code))
             else:
                 out.append((" - " if neg else " + ") + self._paren(code, ADD if neg else ADD - 1))
-        return Code("".join(out), ADD)
+        return "".join(out)
 
     def _print_Mul(self, expr):
         neg, mag = split_sign(expr)

@@ -1414,6 +1414,47 @@ def _v_minus_tanh_match(e):
     return _cancelling_pair(e, term)
 
 
+def _v_minus_sin_match(e):
+    """v − sin v and sinh v − v: sin v (or sinh v) beside v, which cancel where |v| ≪ 1."""
+
+    def term(t):
+        for f in (sp.sin, sp.sinh):
+            kn = _factor_of(t, f)
+            if kn is not None:
+                return (-kn[0], kn[1].args[0], 0)
+        return None
+
+    return _cancelling_pair(e, term)
+
+
+def _exp_sum_unshifted_match(e):
+    """S^{p} (p < 0, or a root) or log S of a sum of positive exponentials that `_exp_sum` takes,
+    left without its max shift (a hand-written line)."""
+    if isinstance(e, sp.log):
+        return _exp_sum(e.args[0])
+    if isinstance(e, sp.Pow) and e.exp.is_Rational and (e.exp < 0 or not e.exp.is_Integer):
+        return _exp_sum(e.base, pair=not e.exp.is_Integer)
+    return None
+
+
+def _hyperbolic_below_match(e):
+    """cosh u or sinh u of an array under a negative power: ∞/∞ from |u| > 89 in float32 where the
+    ratio (cosh x/cosh 2x, sech x's derivative −sinh x/cosh² x) is in range."""
+    if isinstance(e, sp.Pow) and e.exp.is_negative and isinstance(e.base, (sp.cosh, sp.sinh)) and _has_array(e.base):
+        return e.base
+    return None
+
+
+def _expm1_below_match(e):
+    """expm1(u) (or e^{u} − 1) of an array under a negative power: x/(e^{x} − 1) is ∞/∞ in its
+    derivative from x > 88 in float32 where the value is ~0."""
+    if not (isinstance(e, sp.Pow) and e.exp.is_negative and _has_array(e.base)):
+        return None
+    if isinstance(e.base, expm1):
+        return e.base
+    return _expm1_match(e.base)
+
+
 # the forms that cancel or overflow, as `unstable_forms` names them
 UNSTABLE = (
     ("e^{u} − 1 not as expm1(u)", lambda e: _expm1_match(e) if _expm1_match(e) is not None else _expm1_sum_match(e)),
@@ -1432,6 +1473,10 @@ UNSTABLE = (
     ("1 − σ(u), which cancels where σ(u) rounds to 1", _one_minus_sigmoid_match),
     ("σ(u) − σ(−u), which cancels where |u| ≪ 1", _sigmoid_difference_match),
     ("v − tanh v, which cancels where |v| ≪ 1", _v_minus_tanh_match),
+    ("v − sin v or sinh v − v, which cancels where |v| ≪ 1", _v_minus_sin_match),
+    ("a power or log of Σ k e^{a} + c without its max shift", _exp_sum_unshifted_match),
+    ("cosh u or sinh u below a fraction, ∞/∞ from |u| > 89 in float32", _hyperbolic_below_match),
+    ("expm1(u) below a fraction, ∞/∞ from u > 88 in float32", _expm1_below_match),
 )
 
 
