@@ -29,6 +29,7 @@ written by its exponentials; log1p(u) = log(1 + u), expm1(u) = e^{u} − 1 by de
     logaddexp    log(k e^{a} + k e^{b}) = log k + max(a, b) + log1p(e^{−|a − b|})
     exp pair     (k e^{a} + k e^{b})^{−m} = k^{−m} e^{−ma} (1 + e^{b − a})^{−m}
     exp sum      S^{p} = e^{pm} (S e^{−m})^{p},  log S = m + log(S e^{−m}),  S = Σ k_i e^{a_i} + c  (any m)
+    branch clamp H(x − t, c) g(x) = H(x − t, c) g(max(x, t));  (1 − H(x − t, c)) g(x) = (…) g(min(x, t))
     root − √c    k √(v² + c) − k √c = k v²/(hypot(v, √c) + √c)
     log root     log(v² + c) = 2 log hypot(v, √c);  log(1 + v²) = 2 log1p(v²/(hypot(v, 1) + 1))
     1 − cos      k cos v − k = −2k sin²(v/2)
@@ -621,6 +622,50 @@ exp_sum_shift = index_claim(
     method="index normaliser with region reasoning (exponentials multiplied out; a common e^{a} > 0 out of a root)",
 )
 
+# a branch weighted by a step (a piecewise activation written with steps, as the docs advise:
+# ELiSH's (1 − H(x))·(e^{x} − 1)σ(x)): the branch left out is computed too, and its e^{x} is ∞·0 =
+# NaN at x = 1e4 in float32 where the weight is 0
+branch_documents = [
+    (1 - sp.Heaviside(x, 1)) * expm1(x),
+    sp.Heaviside(x - 1, 0) * sp.exp(-x),
+    (1 - sp.Heaviside(2 * x - 1, 0)) * sp.cosh(x),
+    sp.Heaviside(-x, sp.Rational(1, 2)) * sp.exp(-x) * x,
+]
+branch_stable = [rw.BRANCH_CLAMP.stable(d) for d in branch_documents]
+
+
+def _clamp_swapped(e):
+    """A mistake: the clamp on the other side (min for max)."""
+    return e.replace(
+        lambda a: isinstance(a, (sp.Max, sp.Min)),
+        lambda a: (sp.Min if isinstance(a, sp.Max) else sp.Max)(*a.args),
+    )
+
+
+def _clamp_moved(e):
+    """A mistake: the clamp's point moved by 1."""
+    return e.replace(
+        lambda a: isinstance(a, (sp.Max, sp.Min)),
+        lambda a: a.func(*[b + 1 if b.is_number else b for b in a.args]),
+    )
+
+
+branch_clamp = index_claim(
+    rw.BRANCH_CLAMP.lemma,
+    "A growing function in a branch weighted by a step, read at its argument clamped into the branch",
+    SOURCE,
+    r"H(x - t, c)\, g(x) = H(x - t, c)\, g(\max(x, t)), \quad "
+    r"\left(1 - H(x - t, c)\right) g(x) = \left(1 - H(x - t, c)\right) g(\min(x, t))",
+    lhs=branch_stable,
+    rhs=branch_documents,
+    setting=setting,
+    mutants={
+        "other-side": ("the clamp on the branch's other side", [_clamp_swapped(e) for e in branch_stable]),
+        "moved": ("the clamp's point moved by 1", [_clamp_moved(e) for e in branch_stable]),
+    },
+    method="index normaliser with region reasoning (a case split on the sign of x − t)",
+)
+
 # a clamp of k(e^{u} − 1) at 0 (ELU, CELU and SELU as PyTorch's documentation writes them:
 # max(0, x) + min(0, α(e^{x} − 1))): e^{x} = ∞ from 88 in float32 where the min gives 0
 clamp_matches = [  # (is_min, k, u), as the rewrite finds them
@@ -879,6 +924,7 @@ CLAIMS: list[Claim] = [
     logaddexp,
     exp_pair_factored,
     exp_sum_shift,
+    branch_clamp,
     clamp_expm1,
     root_minus,
     log_root,

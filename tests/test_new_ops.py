@@ -258,6 +258,15 @@ NEW_OPS = [
     # op ((1 + e^{−x} + x e^{−x})/(1 + e^{−x})²: ∞·0 at x = −1e4), a soft clip log((1 + e^{x})/(1 + e^{x − 1}))
     activation("silu_slope_new", (1 + sp.exp(-x) + x * sp.exp(-x)) / (1 + sp.exp(-x)) ** 2),
     activation("soft_clip_new", sp.log((1 + sp.exp(x)) / (1 + sp.exp(x - 1)))),
+    # a piecewise activation written with steps, as the docs advise (ELiSH: xσ(x) for x ≥ 0,
+    # (e^{x} − 1)σ(x) below): the branch left out is read at x clamped into its own side
+    # (`stability.branch_clamp`), no ∞·0 = NaN at x = 1e4; and SiLU squared, whose backward no
+    # longer reads y = x²σ(x)² back (y = ∞ at 1e20 in float32 where the slope is 2e20)
+    activation(
+        "elish_steps_new",
+        sp.Heaviside(x, 1) * x / (1 + sp.exp(-x)) + (1 - sp.Heaviside(x, 1)) * (sp.exp(x) - 1) / (1 + sp.exp(-x)),
+    ),
+    activation("silu_squared_new", (x / (1 + sp.exp(-x))) ** 2),
     # losses of two inputs: a hinge (a split on the sign of 1 − x·z), the Cauchy loss log(1 + (x − z)²)
     # (its root's argument a quadratic form ≥ 0), a log ratio whose slope's 1/g² lies beside z
     of_two("hinge_new", sp.Max(0, 1 - x * z_in)),
@@ -416,6 +425,8 @@ CANCELLING = {
     "exp_difference_ratio_new": "stability.exp_sum_shift",
     "exp_quadratic_ratio_new": "stability.exp_sum_shift",
     "silu_slope_new": "stability.exp_sum_shift",
+    "elish_steps_new": "stability.branch_clamp",
+    "silu_squared_new": None,  # the forward value not read back (`autodiff._square_beside`)
     "soft_clip_new": "stability.exp_sum_shift",
     "cauchy_loss_new": "stability.log_root",
     "log_ratio_term_new": "stability.log_root",

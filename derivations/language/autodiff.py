@@ -276,10 +276,45 @@ def derivative(expr, leaf):
     # a shift the value does not depend on (e^{x − m}/(e^{x − m} + e^{z − m} + e^{−m}), m = max(0, x, z))
     # is held constant: its steps would cancel, and be printed
     shifts = {m: sp.Dummy(f"m{n}", real=True) for n, m in enumerate(shifts_of(expr))}
-    d = sp.diff(sp.sympify(expr).xreplace(shifts).xreplace(symbols), symbols[leaf])
+    # a branch's clamp (g(max(x, t)) beside the step H(x − t, c) that weighs it) has slope 1 where
+    # the weight is not 0, and where it is 0 so is every term it enters: differentiated as x
+    clamps = {
+        m: sp.Function(f"clamp{n}")(m.args[1] if m.args[0].is_number else m.args[0])
+        for n, m in enumerate(clamps_of(expr))
+    }
+    d = sp.diff(sp.sympify(expr).xreplace(shifts).xreplace(clamps).xreplace(symbols), symbols[leaf])
+    held = {c.xreplace(symbols) for c in clamps.values()}
+    d = d.replace(lambda e: isinstance(e, sp.Derivative) and e.expr in held, lambda e: sp.S.One)
+    d = d.xreplace({c.xreplace(symbols): m.xreplace(symbols) for m, c in clamps.items()})
     # a root's quotient rule reduced by hypot² = u² + s² (1/h − u²/h³ = s²/h³: no cancellation)
     d = hypot_distributed(quotients_combined(hypot_reduced(_kinks(d))))
     return d.xreplace({v: k for k, v in symbols.items()}).xreplace({v: k for k, v in shifts.items()})
+
+
+def clamps_of(expr) -> list:
+    """The clamps max(x, t), min(x, t) (x an array, t a number) that `stability.branch_clamp` put
+    inside the functions of a branch weighted by a step at x = t, and nowhere else."""
+    from .arrays import Sigmoid
+    from .stabilise import _GROWING
+
+    expr = sp.sympify(expr)
+    steps = [h.args[0] for h in expr.atoms(sp.Heaviside)]
+    found = []
+    for m in sorted(expr.atoms(sp.Max, sp.Min), key=sp.default_sort_key):
+        if len(m.args) != 2:
+            continue
+        x, t = (m.args[1], m.args[0]) if m.args[0].is_number else m.args
+        if not (isinstance(x, Array) and t.is_number):
+            continue
+        inside = {f for f in expr.atoms(*_GROWING, Sigmoid) if f.has(m)}
+        outside = expr.xreplace({f: sp.Dummy() for f in inside})
+        if (
+            inside
+            and not outside.has(m)
+            and any(sp.expand(u).coeff(x) != 0 and sp.expand(u).subs(x, t) == 0 for u in steps)
+        ):
+            found.append(m)
+    return found
 
 
 def shifts_of(expr) -> list:
@@ -377,10 +412,19 @@ def _square_beside(v) -> bool:
     derivative's terms finite, and y·(1 − σ) of y = x²σ(x) is ∞·0 = NaN where x·σ·(1 − σ)·x,
     recomputed and printed spread, is 0."""
     powers = _powers(v)
-    squares = [b for b, p in powers.items() if p.is_Integer and p >= 2 and _arrays(b)]
+    # a bounded function's square (σ(x)² of x²σ(x)², SiLU squared) is no u^m that overflows
+    squares = [b for b, p in powers.items() if p.is_Integer and p >= 2 and _arrays(b) and not _bounded(b)]
     if any(p.is_negative for p in powers.values()):  # u²/(u² + 4) and the like: bounded, read back
         return False
     return bool(squares) and any(b not in squares and _arrays(b) for b in powers)
+
+
+def _bounded(b) -> bool:
+    """b is a function with values in a bounded interval whatever its argument (σ, tanh, erf, Φ,
+    the Gaussian e^{−u²/2})."""
+    from .arrays import Gaussian, NormalCDF, Sigmoid
+
+    return isinstance(b, (Sigmoid, sp.tanh, sp.erf, NormalCDF, Gaussian, sp.sin, sp.cos))
 
 
 def _powers(e) -> dict:

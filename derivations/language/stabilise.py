@@ -1225,6 +1225,70 @@ EXP_SUM_SHIFT = Rewrite(
 )
 
 
+_GROWING = (sp.exp, expm1, sp.cosh, sp.sinh)
+
+
+def _branch_of(f):
+    """(u, c, +1) where f is the step H(u, c), (u, c, −1) where it is 1 − H(u, c): the weight of a
+    branch, non-zero only where ±u ≥ 0."""
+    if isinstance(f, sp.Heaviside) and len(f.args) == 2:
+        return f.args[0], f.args[1], 1
+    if isinstance(f, sp.Add) and len(f.args) == 2 and sp.S.One in f.args:
+        other = f.args[0] if f.args[1] == 1 else f.args[1]
+        if isinstance(other, sp.Mul) and other.args[0] == -1 and len(other.args) == 2:
+            step = other.args[1]
+            if isinstance(step, sp.Heaviside) and len(step.args) == 2:
+                return step.args[0], step.args[1], -1
+    return None
+
+
+def _branch_clamped(e: sp.Mul, used: set):
+    """A branch weighted by a step, H(u, c)·g(x) or (1 − H(u, c))·g(x) with u = a(x − t) (x one array,
+    a ≠ 0 a number), g growing (e^{x}, expm1, cosh, sinh): g read at x clamped into the branch,
+    g(max(x, t)) where the weight is non-zero for x ≥ t (min for x ≤ t), so that the branch left
+    out does not overflow (ELiSH written with steps, (1 − H(x))·expm1(x)σ(x): ∞·0 = NaN at x = 1e4
+    in float32). Exact: where the weight is non-zero the clamp is x itself (at x = t too), where it
+    is 0 the product is 0 either way (`stability.branch_clamp`)."""
+    factors = list(e.args)
+    for k, f in enumerate(factors):
+        branch = _branch_of(f)
+        if branch is None:
+            continue
+        u, _, side = branch
+        arrays = [a for a in u.free_symbols if isinstance(a, Array)] + list(u.atoms(sp.Indexed))
+        if len(arrays) != 1:
+            continue
+        x = arrays[0]
+        a = sp.expand(u).coeff(x)
+        t = sp.cancel(-(sp.expand(u) - a * x) / a) if a.is_number and a != 0 else None
+        if t is None or t.has(x) or _has_array(t) or sp.expand(u - a * (x - t)) != 0:
+            continue
+        above = (side * a) > 0  # the branch lives where x ≥ t
+        clamp = sp.Max(x, t) if above else sp.Min(x, t)
+        changed = False
+        for j, g in enumerate(factors):
+            if j == k or not any(h.has(x) for h in g.atoms(*_GROWING)):
+                continue
+            if g.has(sp.Heaviside) or g.has(clamp):
+                continue
+            factors[j] = g.xreplace({x: clamp})
+            changed = True
+        if changed:
+            used.add(BRANCH_CLAMP.lemma)
+            return sp.Mul(*factors)
+    return e
+
+
+BRANCH_CLAMP = Rewrite(
+    "stability.branch_clamp",
+    "a growing function in a branch weighted by a step, read at its argument clamped into the branch: "
+    "H(x − t, c)·g(x) = H(x − t, c)·g(max(x, t)), (1 − H(x − t, c))·g(x) = (1 − H(x − t, c))·g(min(x, t))",
+    lambda e: e,
+    lambda e: _branch_clamped(e, set()) if isinstance(e, sp.Mul) else e,
+    lambda e: None,  # applied by the product pass `_branch_clamped`
+)
+
+
 def _max_beside_take(e, used: set):
     """In a sum, +c·max_j v_j beside −c·v_t (a cross-entropy written −x_t + log Σ e^{x}, once the
     log-sum-exp is shifted; v_t may be written k·w_t, −x_t/τ beside max(x/τ)): the two as −c·(v − max v)_t, so that they cancel before the small
@@ -1287,6 +1351,8 @@ def stabilise(expr) -> tuple[sp.Expr, set[str]]:
             if not isinstance(e, sp.Mul):
                 return walk(e, factor_of_product)  # a product that was just the ratio: tanh u
             e = _exp_products(e, used)
+            if isinstance(e, sp.Mul):
+                e = _branch_clamped(e, used)
             if isinstance(e, sp.Mul):
                 e = _exp_sums_shifted(e, used)
             if isinstance(e, sp.Mul):

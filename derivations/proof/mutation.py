@@ -262,8 +262,10 @@ def kink_mutants(op: Op, obligation) -> list[PrintedMutant]:
                 continue
             s = sp.Dummy("s")
             cofactor = sp.diff(expr.xreplace({step: s}), s)
-            if isinstance(u, Array) and cofactor.subs(u, 0) == 0:
-                continue  # the step's value at 0 is never read (max(0, x)² at 0)
+            if isinstance(u, Array) and (
+                cofactor.subs(u, 0) == 0 or _zero_at(_target_cofactor(op, obligation, pos, step, cache), u)
+            ):
+                continue  # the step's value at 0 is never read (max(0, x)² at 0; two branches whose slopes meet)
             out.append(
                 PrintedMutant(
                     f"kink-{pos}-{len(out)}",
@@ -274,6 +276,32 @@ def kink_mutants(op: Op, obligation) -> list[PrintedMutant]:
                 )
             )
     return out
+
+
+def _target_cofactor(op: Op, obligation, pos: int, step, cache: dict):
+    """∂(the obligation's target)/∂(the step in backward line `pos`), every backward line and cached
+    array written out: how much the step's value reaches the gradient."""
+    s = sp.Dummy("s")
+    values: dict = {}
+    for k, a in enumerate(op.backward):
+        expr = sp.sympify(a.expr)
+        if k == pos:
+            expr = expr.xreplace({step: s})
+        values[a.target] = expr.xreplace(values)
+        if a.target == obligation.target:
+            break
+    target = values.get(obligation.target)
+    return None if target is None else sp.diff(target, s).xreplace(cache)
+
+
+def _zero_at(expr, u) -> bool:
+    """expr is 0 at u = 0 (exactly: the value simplified)."""
+    if expr is None:
+        return False
+    try:
+        return sp.simplify(sp.sympify(expr).subs(u, 0)) == 0
+    except (TypeError, ValueError):
+        return False
 
 
 def path(op: Op, obligation) -> set:
